@@ -1,0 +1,137 @@
+// GGUF reader (format versions 2 and 3).
+//
+// Properties:
+// - The file is memory-mapped read-only; tensor data is never copied (TensorInfo::data points
+//   into the mapping, which lives as long as the GgufFile).
+// - Every count, length, offset, dimension and size product read from the file is checked with
+//   overflow-safe arithmetic against the bytes left before it is used. A malformed file throws
+//   triad::Error with a message naming the field ("tensor 'blk.0.attn_q.weight': offset past end
+//   of file"), never crashes, hangs or allocates more than the file could describe.
+// - Metadata arrays may nest (arrays of arrays), up to kMaxArrayDepth levels.
+// Thread-safety: immutable after open(); concurrent reads are safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tensor/dtype.h"
+
+namespace triad::gguf {
+
+enum class ValueType : uint32_t {
+  kU8 = 0,
+  kI8 = 1,
+  kU16 = 2,
+  kI16 = 3,
+  kU32 = 4,
+  kI32 = 5,
+  kF32 = 6,
+  kBool = 7,
+  kString = 8,
+  kArray = 9,
+  kU64 = 10,
+  kI64 = 11,
+  kF64 = 12,
+};
+std::string_view value_type_name(ValueType t);
+
+constexpr int kMaxArrayDepth = 8;    // nesting limit for arrays of arrays
+constexpr int kMaxDims = 4;          // GGML tensors have at most 4 dimensions
+
+// One metadata value. Scalars use the field that matches their type: unsigned types in `u`,
+// signed in `i`, floats in `f`, bool in `b`, strings in `str`; arrays have `elem_type` and `arr`.
+struct Value {
+  ValueType type = ValueType::kU8;
+  uint64_t u = 0;
+  int64_t i = 0;
+  double f = 0;
+  bool b = false;
+  std::string str;
+  ValueType elem_type = ValueType::kU8;  // arrays only
+  std::vector<Value> arr;                // arrays only
+
+  bool is_integer() const;
+  bool is_float() const { return type == ValueType::kF32 || type == ValueType::kF64; }
+  // Integer value of any integer type, or throws naming the type mismatch.
+  int64_t as_int() const;
+  // Float value of a float or integer type.
+  double as_float() const;
+  // Short human-readable rendering (long arrays are elided), for `triad gguf inspect`.
+  std::string to_string(size_t max_elems = 8) const;
+};
+
+struct TensorInfo {
+  std::string name;
+  int n_dims = 0;
+  // ne[0] is the innermost (contiguous) dimension, as GGML orders them; unused dims are 1.
+  int64_t ne[kMaxDims] = {1, 1, 1, 1};
+  DType type = DType::kF32;
+  uint64_t offset = 0;   // relative to the start of the data section
+  uint64_t n_elements = 0;
+  uint64_t n_bytes = 0;
+  const uint8_t* data = nullptr;  // into the mapping
+};
+
+class GgufFile {
+ public:
+  // Maps and parses `path`. Throws triad::Error on any malformed content.
+  static std::unique_ptr<GgufFile> open(const std::string& path);
+  // Parses an in-memory image (used by the fuzz target and tests). The bytes are copied.
+  static std::unique_ptr<GgufFile> from_bytes(const uint8_t* data, size_t size);
+  ~GgufFile();
+  GgufFile(const GgufFile&) = delete;
+  GgufFile& operator=(const GgufFile&) = delete;
+
+  uint32_t version() const { return version_; }
+  uint64_t alignment() const { return alignment_; }
+  uint64_t file_size() const { return size_; }
+  uint64_t data_offset() const { return data_offset_; }
+  const std::string& path() const { return path_; }
+
+  // Metadata in file order.
+  const std::vector<std::pair<std::string, Value>>& metadata() const { return kv_; }
+  const Value* find(std::string_view key) const;
+  bool has(std::string_view key) const { return find(key) != nullptr; }
+
+  // Typed getters: throw triad::Error naming the key when it is missing or of the wrong type.
+  std::string get_string(std::string_view key) const;
+  int64_t get_int(std::string_view key) const;
+  double get_float(std::string_view key) const;
+  bool get_bool(std::string_view key) const;
+  // Defaults when the key is absent (still throw when present with the wrong type).
+  std::string get_string(std::string_view key, const std::string& def) const;
+  int64_t get_int(std::string_view key, int64_t def) const;
+  double get_float(std::string_view key, double def) const;
+  bool get_bool(std::string_view key, bool def) const;
+  // Arrays of scalars; empty vector when the key is absent; throw on a type mismatch.
+  std::vector<std::string> get_string_array(std::string_view key) const;
+  std::vector<float> get_float_array(std::string_view key) const;
+  std::vector<int64_t> get_int_array(std::string_view key) const;
+
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  const TensorInfo* find_tensor(std::string_view name) const;
+
+ private:
+  GgufFile() = default;
+  void parse();
+
+  std::string path_;
+  const uint8_t* base_ = nullptr;
+  uint64_t size_ = 0;
+  bool mapped_ = false;         // base_ is an mmap (else owned_ holds the bytes)
+  std::vector<uint8_t> owned_;  // from_bytes copies
+  uint32_t version_ = 0;
+  uint64_t alignment_ = 32;
+  uint64_t data_offset_ = 0;
+  std::vector<std::pair<std::string, Value>> kv_;
+  std::map<std::string, size_t, std::less<>> kv_index_;
+  std::vector<TensorInfo> tensors_;
+  std::map<std::string, size_t, std::less<>> tensor_index_;
+};
+
+}  // namespace triad::gguf
