@@ -1,0 +1,123 @@
+// Tests of src/base and src/tensor: thread pool coverage and reuse, checked arithmetic, fp16 and
+// bf16 conversions (exhaustive over all 16-bit patterns), dtype traits.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "base/checked_math.h"
+#include "base/cpu_features.h"
+#include "base/error.h"
+#include "base/thread_pool.h"
+#include "tensor/dtype.h"
+#include "tensor/fp16.h"
+
+namespace triad {
+namespace {
+
+TEST(ThreadPool, EveryIndexOnceAcrossManyJobs) {
+  for (int threads : {1, 2, 3, 5}) {
+    ThreadPool pool(threads);
+    EXPECT_EQ(pool.size(), threads);
+    for (int64_t n : {0, 1, 2, 7, 1000}) {
+      for (int rep = 0; rep < 50; ++rep) {
+        std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+        pool.parallel_for(n, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) hits[i].fetch_add(1);
+        });
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "threads " << threads << " n " << n;
+      }
+    }
+  }
+}
+
+TEST(ThreadPool, RunGivesDistinctThreadIds) {
+  ThreadPool pool(4);
+  std::vector<std::atomic<int>> seen(4);
+  pool.run([&](int tid, int nth) {
+    EXPECT_EQ(nth, 4);
+    seen[tid].fetch_add(1);
+  });
+  for (auto& s : seen) EXPECT_EQ(s.load(), 1);
+}
+
+TEST(ThreadPool, SurvivesIdleSleep) {
+  // Workers go to sleep after spinning; a job after a pause must still run everywhere.
+  ThreadPool pool(2);
+  std::atomic<int> count{0};
+  pool.run([&](int, int) { count++; });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  pool.run([&](int, int) { count++; });
+  EXPECT_EQ(count.load(), 4);
+}
+
+TEST(CheckedMath, Overflow) {
+  EXPECT_EQ(checked_add(1, 2), 3u);
+  EXPECT_FALSE(checked_add(std::numeric_limits<uint64_t>::max(), 1));
+  EXPECT_EQ(checked_mul(1ull << 31, 1ull << 31), 1ull << 62);
+  EXPECT_FALSE(checked_mul(1ull << 32, 1ull << 32));
+}
+
+TEST(Fp16, ExhaustiveRoundTrip) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    float f = fp16_to_f32(static_cast<uint16_t>(h));
+    const bool nan = ((h >> 10) & 0x1f) == 0x1f && (h & 0x3ff);
+    if (nan) {
+      EXPECT_TRUE(std::isnan(f));
+      continue;
+    }
+    ASSERT_EQ(f32_to_fp16(f), h) << "half 0x" << std::hex << h;
+  }
+  EXPECT_EQ(fp16_to_f32(0x3c00), 1.0f);
+  EXPECT_EQ(fp16_to_f32(0xc000), -2.0f);
+  EXPECT_EQ(fp16_to_f32(0x0001), std::ldexp(1.0f, -24));
+  EXPECT_EQ(fp16_to_f32(0x7bff), 65504.0f);
+  EXPECT_TRUE(std::isinf(fp16_to_f32(0x7c00)));
+}
+
+TEST(Fp16, RoundsToNearestEven) {
+  // 1 + 2^-11 lies exactly between 1 and the next half (1 + 2^-10): ties go to even (1).
+  EXPECT_EQ(f32_to_fp16(1.0f + std::ldexp(1.0f, -11)), 0x3c00);
+  // 1 + 3*2^-11 lies between 1+2^-10 (odd mantissa) and 1+2^-9: rounds up to even.
+  EXPECT_EQ(f32_to_fp16(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);
+  EXPECT_EQ(f32_to_fp16(65520.0f), 0x7c00);  // rounds to infinity
+  EXPECT_EQ(f32_to_fp16(65519.0f), 0x7bff);
+  EXPECT_EQ(f32_to_fp16(std::ldexp(1.0f, -25)), 0x0000);  // half of the smallest subnormal: tie to 0
+  EXPECT_EQ(f32_to_fp16(std::ldexp(3.0f, -26)), 0x0001);
+  EXPECT_EQ(f32_to_fp16(-0.0f), 0x8000);
+}
+
+TEST(Bf16, Conversions) {
+  for (uint32_t b = 0; b < 65536; ++b) {
+    float f = bf16_to_f32(static_cast<uint16_t>(b));
+    if (std::isnan(f)) continue;
+    ASSERT_EQ(f32_to_bf16(f), b);
+  }
+  EXPECT_EQ(f32_to_bf16(1.0f + std::ldexp(1.0f, -8)), 0x3f80);  // tie to even
+  EXPECT_EQ(f32_to_bf16(1.0f + 3 * std::ldexp(1.0f, -8)), 0x3f82);
+  EXPECT_TRUE(std::isnan(bf16_to_f32(f32_to_bf16(std::numeric_limits<float>::quiet_NaN()))));
+}
+
+TEST(DType, Traits) {
+  EXPECT_EQ(traits(DType::kQ4_K).block_size, 256u);
+  EXPECT_EQ(traits(DType::kQ4_K).block_bytes, 144u);
+  EXPECT_EQ(traits(DType::kQ8_0).block_bytes, 34u);
+  EXPECT_EQ(row_bytes(DType::kQ6_K, 512), 420u);
+  EXPECT_EQ(row_bytes(DType::kBF16, 3), 6u);
+  EXPECT_FALSE(dtype_traits(4).has_value());  // removed Q4_2
+  EXPECT_FALSE(dtype_traits(1000).has_value());
+  EXPECT_TRUE(dtype_supported_for_weights(DType::kQ5_1));
+  EXPECT_FALSE(dtype_supported_for_weights(DType::kQ2_K));
+}
+
+TEST(Cpu, ReportsALevel) {
+  const IsaLevel l = best_isa();
+  EXPECT_NE(std::string(isa_name(l)), "?");
+  EXPECT_GE(physical_cores(), 1);
+}
+
+}  // namespace
+}  // namespace triad
