@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""Generates the GGUF seed corpus in tests/fuzz/corpus/gguf/ with the gguf Python package.
+
+Valid seeds are written by gguf-py's GGUFWriter (an implementation independent of Triad's), so
+tests/unit/gguf_test.cpp also parses them and checks the values written here. Malformed seeds are
+valid images with a few bytes patched, or short hand-built images. The tensors are tiny synthetic
+arrays (no model weights); the whole corpus stays well under 200 KB.
+
+Run from anywhere: python3 tests/fuzz/make_corpus.py  (rewrites the generated files; the
+fuzzer never writes into this folder: scripts/fuzz.sh works on a copy).
+"""
+import os
+import struct
+import tempfile
+
+import numpy as np
+import gguf
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "gguf")
+Q = gguf.GGMLQuantizationType
+
+
+def build(fill, alignment=None):
+    """Runs fill(writer) on a fresh GGUFWriter and returns the file bytes."""
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "x.gguf")
+        w = gguf.GGUFWriter(path, arch="llama")
+        if alignment is not None:
+            w.add_custom_alignment(alignment)
+        fill(w)
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        with open(path, "rb") as f:
+            return f.read()
+
+
+def fill_minimal(w):
+    w.add_string("general.name", "minimal")
+
+
+def fill_all_types(w):
+    w.add_uint8("t.u8", 200)
+    w.add_int8("t.i8", -100)
+    w.add_uint16("t.u16", 60000)
+    w.add_int16("t.i16", -30000)
+    w.add_uint32("t.u32", 4000000000)
+    w.add_int32("t.i32", -2000000000)
+    w.add_float32("t.f32", 0.25)
+    w.add_bool("t.bool", True)
+    w.add_string("t.str", "h\u00e9llo\nworld")
+    w.add_uint64("t.u64", 18000000000000000000)
+    w.add_int64("t.i64", -9000000000000000000)
+    w.add_float64("t.f64", -1.5e300)
+    w.add_array("t.arr_str", ["a", "", "ccc"])
+    w.add_array("t.arr_f32", [1.5, -2.0, 3.25])
+    w.add_array("t.arr_i32", [7, -8, 9, 10])
+    w.add_array("t.arr_bool", [True, False])
+    w.add_array("t.nested", [[1, 2], [3], [4, 5, 6]])
+    rng = np.random.default_rng(1234)
+    w.add_tensor("f32.2d", rng.standard_normal((2, 4)).astype(np.float32))  # ne = [4, 2]
+    w.add_tensor("f16.1d", np.arange(8, dtype=np.float16))
+    # Quantized tensors: raw bytes with shape [rows, bytes per row].
+    q8 = rng.integers(0, 256, size=(2, 34), dtype=np.uint8)
+    w.add_tensor("q8_0.2d", q8, raw_dtype=Q.Q8_0)  # ne = [32, 2]
+    q4k = rng.integers(0, 256, size=(1, 144), dtype=np.uint8)
+    w.add_tensor("q4_k.1d", q4k, raw_dtype=Q.Q4_K)  # ne = [256, 1]
+    w.add_tensor("i32.1d", np.array([1, -2, 3], dtype=np.int32))
+
+
+def fill_tiny_llama(w):
+    tokens = ["<unk>", "<s>", "</s>"] + [chr(ord("a") + k) for k in range(13)]
+    w.add_uint32("llama.context_length", 64)
+    w.add_uint32("llama.embedding_length", 8)
+    w.add_uint32("llama.block_count", 1)
+    w.add_uint32("llama.feed_forward_length", 16)
+    w.add_uint32("llama.attention.head_count", 2)
+    w.add_uint32("llama.attention.head_count_kv", 1)
+    w.add_float32("llama.attention.layer_norm_rms_epsilon", 1e-5)
+    w.add_string("tokenizer.ggml.model", "llama")
+    w.add_array("tokenizer.ggml.tokens", tokens)
+    w.add_array("tokenizer.ggml.scores", [float(-k) for k in range(len(tokens))])
+    w.add_array("tokenizer.ggml.token_type", [2, 3, 3] + [1] * 13)
+    rng = np.random.default_rng(7)
+    f = lambda *shape: (rng.standard_normal(shape) * 0.1).astype(np.float32)
+    w.add_tensor("token_embd.weight", f(16, 8))
+    w.add_tensor("blk.0.attn_norm.weight", np.ones(8, dtype=np.float32))
+    w.add_tensor("blk.0.attn_q.weight", f(8, 8))
+    w.add_tensor("blk.0.attn_k.weight", f(4, 8))
+    w.add_tensor("blk.0.attn_v.weight", f(4, 8))
+    w.add_tensor("blk.0.attn_output.weight", f(8, 8))
+    w.add_tensor("blk.0.ffn_norm.weight", np.ones(8, dtype=np.float32))
+    w.add_tensor("blk.0.ffn_gate.weight", f(16, 8).astype(np.float16))
+    w.add_tensor("blk.0.ffn_up.weight", f(16, 8).astype(np.float16))
+    w.add_tensor("blk.0.ffn_down.weight", f(8, 16).astype(np.float16))
+    w.add_tensor("output_norm.weight", np.ones(8, dtype=np.float32))
+
+
+def find(data, needle, start=0):
+    k = data.find(needle, start)
+    assert k >= 0, needle
+    return k
+
+
+def tensor_info_at(data, name):
+    """Offset of the u32 n_dims field following tensor name `name` in the info section."""
+    k = find(data, struct.pack("<Q", len(name)) + name)
+    return k + 8 + len(name)
+
+
+def patch(data, at, fmt, value):
+    b = bytearray(data)
+    struct.pack_into(fmt, b, at, value)
+    return bytes(b)
+
+
+def raw_header(version, n_tensors, n_kv):
+    return b"GGUF" + struct.pack("<IQQ", version, n_tensors, n_kv)
+
+
+def raw_str(s):
+    return struct.pack("<Q", len(s)) + s
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    seeds = {}
+    seeds["valid_minimal.gguf"] = build(fill_minimal)
+    all_types = build(fill_all_types, alignment=64)
+    seeds["valid_all_types.gguf"] = all_types
+    seeds["valid_v2.gguf"] = patch(all_types, 4, "<I", 2)  # v2 and v3 share one layout
+    tiny = build(fill_tiny_llama)
+    seeds["valid_tiny_llama.gguf"] = tiny
+
+    seeds["bad_magic.gguf"] = b"GGUG" + tiny[4:]
+    seeds["bad_version1.gguf"] = patch(tiny, 4, "<I", 1)
+    seeds["bad_truncated.gguf"] = all_types[: len(all_types) // 2]
+    seeds["bad_kv_count.gguf"] = patch(tiny, 16, "<Q", 1 << 60)
+    seeds["bad_tensor_count.gguf"] = patch(tiny, 8, "<Q", 1 << 62)
+    key = b"tokenizer.ggml.tokens"
+    arr = find(tiny, raw_str(key)) + 8 + len(key) + 4  # value type, then element type
+    seeds["bad_array_count.gguf"] = patch(tiny, arr + 4, "<Q", 1 << 60)
+    seeds["bad_array_elem_type.gguf"] = patch(tiny, arr, "<I", 13)
+    nd = tensor_info_at(all_types, b"f32.2d")
+    seeds["bad_dims_overflow.gguf"] = patch(patch(all_types, nd + 4, "<Q", 1 << 40), nd + 12, "<Q", 1 << 40)
+    seeds["bad_n_dims.gguf"] = patch(all_types, nd, "<I", 5)
+    seeds["bad_tensor_type.gguf"] = patch(all_types, nd + 4 + 16, "<I", 99)
+    seeds["bad_tensor_offset.gguf"] = patch(all_types, nd + 4 + 16 + 4, "<Q", 1 << 20)
+    seeds["bad_misaligned.gguf"] = patch(all_types, nd + 4 + 16 + 4, "<Q", 4)
+    # Arrays nested 9 deep (the limit is 8), each holding one array, innermost one u8.
+    deep = raw_header(3, 0, 1) + raw_str(b"deep") + struct.pack("<I", 9)
+    for _ in range(8):
+        deep += struct.pack("<IQ", 9, 1)
+    deep += struct.pack("<IQB", 0, 1, 7)
+    seeds["bad_deep_nesting.gguf"] = deep
+    seeds["bad_alignment.gguf"] = (raw_header(3, 0, 1) + raw_str(b"general.alignment") +
+                                   struct.pack("<II", 4, 48))
+    seeds["bad_bool.gguf"] = raw_header(3, 0, 1) + raw_str(b"b") + struct.pack("<IB", 7, 2)
+
+    total = 0
+    for name, data in sorted(seeds.items()):
+        with open(os.path.join(OUT, name), "wb") as f:
+            f.write(data)
+        total += len(data)
+        print(f"{name:28s} {len(data):6d} bytes")
+    print(f"total {total} bytes")
+
+
+if __name__ == "__main__":
+    main()
