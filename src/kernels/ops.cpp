@@ -1,0 +1,160 @@
+// The public element-wise ops of ops.h: argument checks, then dispatch to the function table of
+// best_isa() (chosen once). Also the portable kScalar table (ops_generic.h over VecScalar), the
+// ISA-table lookup ops_for(), and the per-thread rope angle cache shared by all ISA levels.
+// Baseline x86-64 code: no SIMD intrinsics here.
+//
+// Thread-safety: the tables are immutable after first use (function-local statics); the rope
+// cache is thread_local; every op writes only its outputs.
+#include "kernels/ops.h"
+
+#include <cmath>
+#include <vector>
+
+#include "base/error.h"
+#include "kernels/ops_generic.h"
+#include "kernels/ops_impl.h"
+#include "kernels/ops_vec_scalar.h"
+
+namespace triad::kernels {
+
+bool isa_supported(IsaLevel level) {
+  const CpuFeatures& f = cpu_features();
+  switch (level) {
+    case IsaLevel::kScalar: return true;
+    case IsaLevel::kAvx2: return f.avx2 && f.fma && f.f16c;
+    case IsaLevel::kAvx512:
+      return f.avx2 && f.fma && f.f16c && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq &&
+             f.avx512vnni && f.avx512bf16;
+  }
+  return false;
+}
+
+const OpsTable& ops_for(IsaLevel level) {
+  TRIAD_CHECK(isa_supported(level), "ops_for: this CPU cannot run ISA level ", isa_name(level));
+  static constexpr OpsTable scalar = make_ops_table<VecScalar>(IsaLevel::kScalar, &attn_unit_scalar);
+  switch (level) {
+    case IsaLevel::kAvx2: return ops_table_avx2();
+    case IsaLevel::kAvx512: return ops_table_avx512();
+    case IsaLevel::kScalar: break;
+  }
+  return scalar;
+}
+
+namespace {
+
+const OpsTable& active() {
+  static const OpsTable& t = ops_for(best_isa());
+  return t;
+}
+
+void check_n(const char* op, int64_t n, bool allow_empty) {
+  TRIAD_CHECK(allow_empty ? n >= 0 : n > 0, op, ": bad element count ", n);
+}
+
+struct RopeCache {
+  bool valid = false;
+  int32_t pos = 0;
+  int rot_dim = 0;
+  float base = 0.f, scale = 0.f;
+  std::vector<float> cos, sin, cos2, sin2;
+  RopeTable view;
+};
+
+}  // namespace
+
+const RopeTable& rope_table(int32_t pos, const RopeParams& p) {
+  thread_local RopeCache c;
+  if (c.valid && c.pos == pos && c.rot_dim == p.rot_dim && c.base == p.freq_base &&
+      c.scale == p.freq_scale)
+    return c.view;
+  const int half = p.rot_dim / 2;
+  c.cos.resize(half);
+  c.sin.resize(half);
+  c.cos2.resize(2 * half);
+  c.sin2.resize(2 * half);
+  const double log_base = std::log(static_cast<double>(p.freq_base));
+  const double ppos = static_cast<double>(pos) * static_cast<double>(p.freq_scale);
+  for (int i = 0; i < half; ++i) {
+    double theta = ppos * std::exp(-2.0 * i / p.rot_dim * log_base);
+    float cs = static_cast<float>(std::cos(theta)), sn = static_cast<float>(std::sin(theta));
+    c.cos[i] = cs;
+    c.sin[i] = sn;
+    c.cos2[2 * i] = c.cos2[2 * i + 1] = cs;
+    c.sin2[2 * i] = -sn;
+    c.sin2[2 * i + 1] = sn;
+  }
+  c.valid = true;
+  c.pos = pos;
+  c.rot_dim = p.rot_dim;
+  c.base = p.freq_base;
+  c.scale = p.freq_scale;
+  c.view = RopeTable{half, c.cos.data(), c.sin.data(), c.cos2.data(), c.sin2.data()};
+  return c.view;
+}
+
+void check_rope_args(const float* x, int n_heads, int head_dim, const RopeParams& p) {
+  TRIAD_CHECK(n_heads >= 0 && head_dim > 0, "rope: bad shape n_heads=", n_heads,
+              " head_dim=", head_dim);
+  TRIAD_CHECK(p.rot_dim > 0 && p.rot_dim <= head_dim && p.rot_dim % 2 == 0,
+              "rope: rot_dim ", p.rot_dim, " must be even and in (0, head_dim=", head_dim, "]");
+  TRIAD_CHECK(p.layout == RopeLayout::kNormal || p.layout == RopeLayout::kNeox,
+              "rope: unknown layout");
+  TRIAD_CHECK(std::isfinite(p.freq_base) && p.freq_base > 0.f, "rope: bad freq_base ",
+              p.freq_base);
+  TRIAD_CHECK(std::isfinite(p.freq_scale), "rope: bad freq_scale ", p.freq_scale);
+  TRIAD_CHECK(x != nullptr || n_heads == 0, "rope: null data");
+}
+
+void rmsnorm(const float* x, const float* w, float eps, float* out, int64_t n) {
+  check_n("rmsnorm", n, false);
+  TRIAD_CHECK(x && out, "rmsnorm: null pointer");
+  active().rmsnorm(x, w, eps, out, n);
+}
+
+void layernorm(const float* x, const float* w, const float* b, float eps, float* out, int64_t n) {
+  check_n("layernorm", n, false);
+  TRIAD_CHECK(x && out, "layernorm: null pointer");
+  active().layernorm(x, w, b, eps, out, n);
+}
+
+void softmax(float* x, int64_t n) {
+  check_n("softmax", n, true);
+  if (n == 0) return;
+  TRIAD_CHECK(x, "softmax: null pointer");
+  active().softmax(x, n);
+}
+
+void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
+  check_n("silu_mul", n, true);
+  if (n == 0) return;
+  TRIAD_CHECK(gate && out, "silu_mul: null pointer");
+  active().silu_mul(gate, up, out, n);
+}
+
+void gelu_mul(const float* gate, const float* up, float* out, int64_t n) {
+  check_n("gelu_mul", n, true);
+  if (n == 0) return;
+  TRIAD_CHECK(gate && out, "gelu_mul: null pointer");
+  active().gelu_mul(gate, up, out, n);
+}
+
+void add_inplace(float* y, const float* x, int64_t n) {
+  check_n("add_inplace", n, true);
+  if (n == 0) return;
+  TRIAD_CHECK(y && x, "add_inplace: null pointer");
+  active().add_inplace(y, x, n);
+}
+
+void scale_inplace(float* y, float s, int64_t n) {
+  check_n("scale_inplace", n, true);
+  if (n == 0) return;
+  TRIAD_CHECK(y, "scale_inplace: null pointer");
+  active().scale_inplace(y, s, n);
+}
+
+void rope(float* x, int n_heads, int head_dim, int32_t pos, const RopeParams& p) {
+  check_rope_args(x, n_heads, head_dim, p);
+  active().rope(x, n_heads, head_dim, pos, p);
+}
+
+}  // namespace triad::kernels
