@@ -1,0 +1,23 @@
+# Golden tests: the `triad` binary against the independent numpy reference
+# (tests/reference/ref_model.py), plus the reference's own self-tests.
+#   reference_selftest  building blocks, K-quant encoders, synthetic generator (no binary)
+#   reference_data      reference vs llama.cpp tokenizer vectors and stories260K sanity
+#   golden_synthetic    random-weight llama/qwen2/qwen3/gemma3 models, every weight type
+#   golden_stories      stories260K logits and greedy continuation
+#   golden_gemma        the default Gemma 3 270M Q4_K_M (skips when absent from TRIAD_MODELS_DIR)
+# Reference results and the synthetic models are cached in <build>/ref-cache (keyed by model
+# sha256, inputs and the reference's source), so only a cold first run pays for the reference.
+triad_pytest(reference_selftest reference/test_reference.py)
+triad_pytest(reference_data reference/test_reference_data.py)
+triad_pytest(golden_synthetic golden/test_synthetic.py)
+triad_pytest(golden_stories golden/test_stories.py)
+triad_pytest(golden_gemma golden/test_gemma.py)
+
+foreach(t reference_selftest reference_data golden_synthetic golden_stories golden_gemma)
+  set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT
+    "TRIAD_REF_CACHE=${CMAKE_BINARY_DIR}/ref-cache" "OPENBLAS_NUM_THREADS=1"
+    "PYTHONDONTWRITEBYTECODE=1")
+  set_property(TEST ${t} APPEND PROPERTY LABELS golden)
+endforeach()
+# A cold cache makes the numpy reference read and dequantize the 270M model (about a minute).
+set_tests_properties(golden_gemma PROPERTIES TIMEOUT 900)

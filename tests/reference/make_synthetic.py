@@ -1,0 +1,280 @@
+"""Writes small random-weight GGUF models for the golden tests.
+
+Usage: python make_synthetic.py OUT_DIR     (prints the files it wrote)
+
+What it writes (all with the same llama-style SPM vocabulary of 512 tokens: <unk>, <s>, </s>,
+256 <0xNN> byte tokens, single characters and common English word pieces, with scores and
+token types, bos 1, eos 2):
+  llama.gguf        llama, 256 wide, 8 q / 2 kv heads of 32, 2 layers, untied output
+  llama_swa.gguf    llama, 128 wide, 8/2 heads of 16, 3 layers, sliding window 12, tied output
+  llama_rope.gguf   llama, 128 wide, 4/4 heads of 32, 2 layers, partial rotary (16 of 32 dims),
+                    freq_base 50000, linear rope scaling x4, untied
+  qwen2.gguf        qwen2, 128 wide, 8/2 heads of 16, 3 layers, q/k/v biases, tied, base 1e6
+  qwen3.gguf        qwen3, 128 wide, 8/2 heads of 32 (q dim 256 != n_embd), 3 layers, q/k norms
+  gemma3.gguf       gemma3, 256 wide, 8/2 heads of 32, 7 layers (0-4 and 6 local, 5 global),
+                    sliding window 10, global base 1e6, norm weights with the +1 baked in
+  llama_<type>.gguf llama.gguf with every 2-D weight stored as <type>: f16, bf16, q8_0, q4_0,
+                    q4_1, q5_0, q5_1 (gguf.quants.quantize) and q4_k, q5_k, q6_k (kquants.py)
+  gemma3_q4_k_m.gguf gemma3.gguf with the tensor-type mix of a llama.cpp Q4_K_M file (token_embd
+                    Q8_0, attn_q/k Q5_0, attn_v Q8_0, attn_output Q4_K, ffn_gate/up Q5_0,
+                    ffn_down Q6_K); norms stay F32
+
+Properties: deterministic (fixed seeds per model, no timestamps), so every run writes
+byte-identical files; weights ~N(0, gain/sqrt(n_in)) so activations and logits are O(1)
+(attention neither uniform nor one-hot); norm weights 1 + N(0, 0.1).
+
+Thread-safety: a script; concurrent runs must use different OUT_DIRs (files are written to a
+temporary name and renamed into place).
+"""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, replace
+
+import numpy as np
+from gguf import GGMLQuantizationType as QT
+from gguf import GGUFWriter, RopeScalingType
+from gguf.quants import quantize
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kquants  # noqa: E402
+
+SPACE = "\u2581"
+
+WORDS = (
+    "the a and to of in was he she it is that for on with as his her they at be this had not "
+    "but from by or one all were we there when an which their said if do will each about how up "
+    "out them then many some so these would other into has more two like time see no way could "
+    "people my than first been who its now long down day did get come made may part once upon "
+    "little girl boy named play happy big dog cat sun tree ball park mom dad friend saw wanted "
+    "went very red blue fun"
+).split()
+CHARS = list(SPACE + "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.,!?'\"")
+N_VOCAB = 512
+
+
+def build_vocab():
+    """(tokens, scores, types) of the shared test vocabulary, exactly N_VOCAB entries."""
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    types = [2, 3, 3] + [6] * 256
+    scores = [0.0, 0.0, 0.0] + [0.0] * 256
+    pieces = []
+    seen = set(tokens)
+
+    def add(p):
+        if p not in seen and len(tokens) + len(pieces) < N_VOCAB:
+            seen.add(p)
+            pieces.append(p)
+
+    for ch in CHARS:
+        add(ch)
+    # Word pieces with every prefix, so SPM pair merging can reach each whole word.
+    for w in WORDS:
+        full = SPACE + w
+        for n in range(2, len(full) + 1):
+            add(full[:n])
+    # Higher score = preferred merge: longer pieces first, then list order.
+    ranked = sorted(range(len(pieces)), key=lambda i: (-len(pieces[i]), i))
+    score_of = {pieces[i]: -float(r) for r, i in enumerate(ranked)}
+    for p in pieces:
+        tokens.append(p)
+        types.append(1)
+        scores.append(score_of[p] if len(p) > 1 else -1000.0 - CHARS.index(p))
+    fill = 0
+    while len(tokens) < N_VOCAB:     # pad with unused tokens (never produced by encoding)
+        tokens.append(f"<unused{fill}>")
+        types.append(5)
+        scores.append(-1e9)
+        fill += 1
+    return tokens, scores, types
+
+
+@dataclass(frozen=True)
+class Spec:
+    name: str
+    arch: str
+    seed: int
+    n_embd: int
+    n_layer: int
+    n_head: int
+    n_head_kv: int
+    head_dim: int
+    n_ff: int
+    tied: bool
+    rope_base: float = 10000.0
+    rope_dims: int = 0           # 0 = head_dim
+    rope_linear: float = 0.0     # 0 = no scaling
+    window: int = 0
+    biases: bool = False
+    eps: float = 1e-5
+    n_ctx: int = 512
+
+
+SPECS = [
+    Spec("llama", "llama", 101, 256, 2, 8, 2, 32, 512, tied=False),
+    Spec("llama_swa", "llama", 102, 128, 3, 8, 2, 16, 256, tied=True, window=12),
+    Spec("llama_rope", "llama", 103, 128, 2, 4, 4, 32, 256, tied=False, rope_base=50000.0,
+         rope_dims=16, rope_linear=4.0),
+    Spec("qwen2", "qwen2", 104, 128, 3, 8, 2, 16, 384, tied=True, rope_base=1e6, biases=True,
+         eps=1e-6),
+    Spec("qwen3", "qwen3", 105, 128, 3, 8, 2, 32, 256, tied=True, rope_base=1e6, eps=1e-6),
+    Spec("gemma3", "gemma3", 106, 256, 7, 8, 2, 32, 512, tied=True, rope_base=1e6, window=10,
+         eps=1e-6),
+]
+
+LLAMA_TYPES = ["f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"]
+
+GEMMA_Q4_K_M = {
+    "token_embd": "q8_0", "attn_q": "q5_0", "attn_k": "q5_0", "attn_v": "q8_0",
+    "attn_output": "q4_k", "ffn_gate": "q5_0", "ffn_up": "q5_0", "ffn_down": "q6_k",
+}
+
+
+def make_weights(s: Spec) -> dict:
+    """name -> float32 numpy array ([n_out, n_in] for matrices), in GGUF tensor order."""
+    rng = np.random.default_rng(s.seed)
+    w = {}
+
+    def mat(n_out, n_in, gain=1.0):
+        return (rng.standard_normal((n_out, n_in)) * (gain / np.sqrt(n_in))).astype(np.float32)
+
+    def norm(n):
+        return (1.0 + 0.1 * rng.standard_normal(n)).astype(np.float32)
+
+    def vec(n, std):
+        return (std * rng.standard_normal(n)).astype(np.float32)
+
+    qd, kvd = s.n_head * s.head_dim, s.n_head_kv * s.head_dim
+    # Gemma scales embeddings by sqrt(n_embd) and ties the output to them: a smaller table
+    # keeps the "repeat the input token" term of the logits from dominating.
+    gemma = s.arch == "gemma3"
+    w["token_embd.weight"] = mat(N_VOCAB, s.n_embd, 0.5 if gemma else 2.0)
+    for il in range(s.n_layer):
+        p = f"blk.{il}."
+        w[p + "attn_norm.weight"] = norm(s.n_embd)
+        w[p + "attn_q.weight"] = mat(qd, s.n_embd, 1.5)
+        w[p + "attn_k.weight"] = mat(kvd, s.n_embd, 1.5)
+        w[p + "attn_v.weight"] = mat(kvd, s.n_embd)
+        if s.biases:
+            w[p + "attn_q.bias"] = vec(qd, 0.2)
+            w[p + "attn_k.bias"] = vec(kvd, 0.2)
+            w[p + "attn_v.bias"] = vec(kvd, 0.2)
+        if s.arch in ("qwen3", "gemma3"):
+            w[p + "attn_q_norm.weight"] = norm(s.head_dim)
+            w[p + "attn_k_norm.weight"] = norm(s.head_dim)
+        w[p + "attn_output.weight"] = mat(s.n_embd, qd)
+        if s.arch == "gemma3":
+            w[p + "post_attention_norm.weight"] = norm(s.n_embd)
+        w[p + "ffn_norm.weight"] = norm(s.n_embd)
+        w[p + "ffn_gate.weight"] = mat(s.n_ff, s.n_embd)
+        w[p + "ffn_up.weight"] = mat(s.n_ff, s.n_embd)
+        w[p + "ffn_down.weight"] = mat(s.n_embd, s.n_ff)
+        if s.arch == "gemma3":
+            w[p + "post_ffw_norm.weight"] = norm(s.n_embd)
+    w["output_norm.weight"] = norm(s.n_embd) * (3.0 if gemma else 1.0)
+    if not s.tied:
+        w["output.weight"] = mat(N_VOCAB, s.n_embd, 2.0)
+    return w
+
+
+QTYPES = {
+    "f32": QT.F32, "f16": QT.F16, "bf16": QT.BF16, "q8_0": QT.Q8_0, "q4_0": QT.Q4_0,
+    "q4_1": QT.Q4_1, "q5_0": QT.Q5_0, "q5_1": QT.Q5_1, "q4_k": QT.Q4_K, "q5_k": QT.Q5_K,
+    "q6_k": QT.Q6_K,
+}
+K_ENCODERS = {"q4_k": kquants.quantize_q4_k, "q5_k": kquants.quantize_q5_k,
+              "q6_k": kquants.quantize_q6_k}
+
+
+def encode(arr: np.ndarray, tname: str):
+    """(data, raw_dtype) for GGUFWriter.add_tensor of a float32 array stored as tname."""
+    if tname == "f32":
+        return arr, None
+    if tname == "f16":
+        return arr.astype(np.float16), None
+    if tname in K_ENCODERS:
+        return K_ENCODERS[tname](arr), QTYPES[tname]
+    return quantize(arr, QTYPES[tname]), QTYPES[tname]
+
+
+def write_model(path: str, s: Spec, weights: dict, type_of) -> None:
+    """Writes one GGUF; type_of(tensor_name) gives the storage type name of 2-D weights."""
+    tokens, scores, types = build_vocab()
+    tmp = path + ".tmp"
+    wr = GGUFWriter(tmp, s.arch)
+    a = s.arch
+    wr.add_name(f"triad-synthetic-{s.name}")
+    wr.add_context_length(s.n_ctx)
+    wr.add_embedding_length(s.n_embd)
+    wr.add_block_count(s.n_layer)
+    wr.add_feed_forward_length(s.n_ff)
+    wr.add_head_count(s.n_head)
+    wr.add_head_count_kv(s.n_head_kv)
+    wr.add_layer_norm_rms_eps(s.eps)
+    wr.add_rope_freq_base(s.rope_base)
+    wr.add_rope_dimension_count(s.rope_dims or s.head_dim)
+    if s.head_dim != s.n_embd // s.n_head or a in ("qwen3", "gemma3"):
+        wr.add_key_length(s.head_dim)
+        wr.add_value_length(s.head_dim)
+    if s.rope_linear:
+        wr.add_rope_scaling_type(RopeScalingType.LINEAR)
+        wr.add_rope_scaling_factor(s.rope_linear)
+    if s.window:
+        wr.add_sliding_window(s.window)
+    wr.add_tokenizer_model("llama")
+    wr.add_token_list(tokens)
+    wr.add_token_scores(scores)
+    wr.add_token_types(types)
+    wr.add_unk_token_id(0)
+    wr.add_bos_token_id(1)
+    wr.add_eos_token_id(2)
+    wr.add_add_bos_token(True)
+    wr.add_add_eos_token(False)
+    wr.add_quantization_version(2)
+    for name, arr in weights.items():
+        tname = type_of(name) if arr.ndim == 2 else "f32"
+        data, raw = encode(arr, tname)
+        wr.add_tensor(name, data, raw_dtype=raw)
+    assert a == wr.arch
+    wr.write_header_to_file()
+    wr.write_kv_data_to_file()
+    wr.write_tensors_to_file()
+    wr.close()
+    os.replace(tmp, path)
+
+
+def write_all(out_dir: str) -> list:
+    """Writes every synthetic model into out_dir; returns the paths written."""
+    os.makedirs(out_dir, exist_ok=True)
+    written = []
+    weights_of = {}
+    for s in SPECS:
+        weights_of[s.name] = make_weights(s)
+        p = os.path.join(out_dir, s.name + ".gguf")
+        write_model(p, s, weights_of[s.name], lambda n: "f32")
+        written.append(p)
+    base = next(s for s in SPECS if s.name == "llama")
+    for t in LLAMA_TYPES:
+        p = os.path.join(out_dir, f"llama_{t}.gguf")
+        write_model(p, replace(base, name=f"llama_{t}"), weights_of["llama"],
+                    lambda n, t=t: t)
+        written.append(p)
+    gem = next(s for s in SPECS if s.name == "gemma3")
+
+    def gemma_type(n):
+        key = n.split(".")[-2]
+        return GEMMA_Q4_K_M.get(key, "f32")
+
+    p = os.path.join(out_dir, "gemma3_q4_k_m.gguf")
+    write_model(p, replace(gem, name="gemma3_q4_k_m"), weights_of["gemma3"], gemma_type)
+    written.append(p)
+    return written
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        print(__doc__.splitlines()[2], file=sys.stderr)
+        sys.exit(2)
+    for path in write_all(sys.argv[1]):
+        print(path)

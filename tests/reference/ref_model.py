@@ -1,0 +1,474 @@
+"""Independent numpy reference forward pass for GGUF decoder-only LLMs.
+
+What it is: a slow, straightforward float64 implementation of the llama, qwen2, qwen3 and
+gemma3 architectures as published (Hugging Face transformers semantics, as converted to GGUF
+by llama.cpp's convert script), used as ground truth for Triad's golden tests. It is written
+from the architectures' definitions only, never from Triad's C++ code.
+
+Properties:
+  * Any weight type PyPI gguf can dequantize (F32, F16, BF16, Q4_0..Q8_0, K-quants ...);
+    weights are kept as float32 (the exact dequantized values) and every product, norm,
+    softmax and residual is computed in float64.
+  * GGUF dims are reversed vs numpy: a GGUF tensor of shape [n_in, n_out] is a numpy array
+    [n_out, n_in] and y = W @ x.
+  * RoPE: "normal" layout rotates pairs (2i, 2i+1) (llama: the converter permutes the HF q/k
+    weights so GGUF expects interleaved pairs), "neox" rotates pairs (i, i + rot/2) (qwen2,
+    qwen3, gemma3). Only the first `rope_dims` dims of a head are rotated.
+  * Sliding window: a query at position p sees keys at k with k <= p and p - k < window.
+  * Optional emulation of the activation rounding an engine applies before multiplying by
+    low-precision weights (act_quant=True): Q8 blocks of 32 for quantized weights, bf16 for
+    BF16 weights, as Triad documents in src/kernels/act_quant.h (a numerical contract, not
+    its code). Used to size and tighten the tolerances of quantized-model tests.
+
+Thread-safety: a RefModel is immutable after construction except for KvCache objects the caller
+creates; distinct caches may be used from distinct threads, one cache from one thread only.
+"""
+from __future__ import annotations
+
+import math
+import os
+import sys
+from dataclasses import dataclass, field
+
+# Multi-threaded OpenBLAS is many times slower than one thread for these small products on a
+# busy 2-core machine; takes effect only if numpy is not imported yet.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np
+from gguf import GGMLQuantizationType, GGUFReader
+from gguf.quants import dequantize
+
+# ----------------------------------------------------------------------------------------------
+# Metadata and weights
+# ----------------------------------------------------------------------------------------------
+
+SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "gemma3")
+
+
+def read_metadata(reader: GGUFReader) -> dict:
+    """All key/value fields of a GGUF file as plain Python values (arrays as lists)."""
+    out = {}
+    for key, fld in reader.fields.items():
+        if key.startswith("GGUF."):
+            continue
+        out[key] = fld.contents()
+    return out
+
+
+def tensor_to_numpy(t) -> np.ndarray:
+    """Dequantizes one ReaderTensor to float32 with numpy (reversed-GGUF) shape."""
+    shape = tuple(int(d) for d in reversed(t.shape.tolist()))
+    qtype = GGMLQuantizationType(int(t.tensor_type))
+    if qtype == GGMLQuantizationType.F32:
+        arr = np.asarray(t.data, dtype=np.float32)
+    elif qtype == GGMLQuantizationType.F16:
+        arr = np.asarray(t.data, dtype=np.float16).astype(np.float32)
+    elif qtype == GGMLQuantizationType.F64:
+        arr = np.asarray(t.data, dtype=np.float64).astype(np.float32)
+    else:
+        arr = dequantize(np.asarray(t.data), qtype).astype(np.float32, copy=False)
+    return np.ascontiguousarray(arr.reshape(shape))
+
+
+@dataclass(frozen=True)
+class RefConfig:
+    arch: str
+    n_vocab: int
+    n_embd: int
+    n_layer: int
+    n_head: int
+    n_head_kv: int
+    head_dim: int            # per-head size of q and k (key_length)
+    head_dim_v: int          # per-head size of v (value_length)
+    n_ff: int
+    eps: float
+    rope_dims: int
+    rope_layout: str         # "normal" or "neox"
+    rope_base: float         # global layers
+    rope_base_local: float   # sliding-window layers (gemma3: 10000)
+    rope_linear_factor: float  # positions are divided by this on global layers (1 = none)
+    sliding_window: int      # 0 = none
+    local_layers: tuple = field(default_factory=tuple)  # per layer: True if sliding-window
+    attn_scale: float = 0.0
+    embd_scale: float = 1.0
+    gelu_ffn: bool = False   # gemma: gelu_tanh(gate) * up; else silu(gate) * up
+    post_norms: bool = False  # gemma3 post_attention_norm / post_ffw_norm
+    bos_id: int = -1
+    eos_id: int = -1
+
+
+def _get(md: dict, key: str, default=None, required: bool = False):
+    if key in md:
+        return md[key]
+    if required:
+        raise ValueError(f"GGUF metadata key {key!r} missing")
+    return default
+
+
+def config_from_metadata(md: dict, tensors: dict) -> RefConfig:
+    arch = _get(md, "general.architecture", required=True)
+    if arch not in SUPPORTED_ARCHS:
+        raise ValueError(f"unsupported architecture {arch!r}")
+    a = arch
+    n_embd = int(_get(md, f"{a}.embedding_length", required=True))
+    n_layer = int(_get(md, f"{a}.block_count", required=True))
+    n_head = int(_get(md, f"{a}.attention.head_count", required=True))
+    n_head_kv = int(_get(md, f"{a}.attention.head_count_kv", n_head))
+    head_dim = int(_get(md, f"{a}.attention.key_length", n_embd // n_head))
+    head_dim_v = int(_get(md, f"{a}.attention.value_length", head_dim))
+    n_ff = int(_get(md, f"{a}.feed_forward_length", required=True))
+    eps = float(_get(md, f"{a}.attention.layer_norm_rms_epsilon", 1e-5))
+    rope_dims = int(_get(md, f"{a}.rope.dimension_count", head_dim))
+    rope_base = float(_get(md, f"{a}.rope.freq_base", 10000.0))
+    factor = 1.0
+    stype = _get(md, f"{a}.rope.scaling.type", None)
+    if stype is not None and stype not in ("none", "linear"):
+        raise ValueError(f"rope scaling type {stype!r} not supported by the reference")
+    if stype == "linear":
+        factor = float(_get(md, f"{a}.rope.scaling.factor", 1.0))
+    elif f"{a}.rope.scale_linear" in md:  # older key
+        factor = float(md[f"{a}.rope.scale_linear"])
+    if factor <= 0:
+        factor = 1.0
+    window = int(_get(md, f"{a}.attention.sliding_window", 0) or 0)
+    n_vocab = tensors["token_embd.weight"].shape[0]
+    bos = int(_get(md, "tokenizer.ggml.bos_token_id", -1))
+    eos = int(_get(md, "tokenizer.ggml.eos_token_id", -1))
+
+    if arch == "gemma3":
+        # Gemma 3: every 6th layer (il % 6 == 5) is global, the others are sliding-window.
+        local = tuple(window > 0 and (il + 1) % 6 != 0 for il in range(n_layer))
+        # HF query_pre_attn_scalar is head_dim for every size except 27B (62 layers), where
+        # it is n_embd / n_head.
+        qpas = (n_embd / n_head) if n_layer == 62 else head_dim
+        return RefConfig(
+            arch=arch, n_vocab=n_vocab, n_embd=n_embd, n_layer=n_layer, n_head=n_head,
+            n_head_kv=n_head_kv, head_dim=head_dim, head_dim_v=head_dim_v, n_ff=n_ff, eps=eps,
+            rope_dims=rope_dims, rope_layout="neox", rope_base=rope_base,
+            rope_base_local=float(_get(md, f"{a}.rope.freq_base_swa", 10000.0)),
+            rope_linear_factor=factor, sliding_window=window, local_layers=local,
+            attn_scale=1.0 / math.sqrt(qpas), embd_scale=math.sqrt(n_embd), gelu_ffn=True,
+            post_norms=True, bos_id=bos, eos_id=eos)
+
+    local = tuple(window > 0 for _ in range(n_layer))
+    return RefConfig(
+        arch=arch, n_vocab=n_vocab, n_embd=n_embd, n_layer=n_layer, n_head=n_head,
+        n_head_kv=n_head_kv, head_dim=head_dim, head_dim_v=head_dim_v, n_ff=n_ff, eps=eps,
+        rope_dims=rope_dims, rope_layout="normal" if arch == "llama" else "neox",
+        rope_base=rope_base, rope_base_local=rope_base, rope_linear_factor=factor,
+        sliding_window=window, local_layers=local, attn_scale=1.0 / math.sqrt(head_dim),
+        bos_id=bos, eos_id=eos)
+
+
+# ----------------------------------------------------------------------------------------------
+# Building blocks (pure functions, float64)
+# ----------------------------------------------------------------------------------------------
+
+def rms_norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
+    """x / sqrt(mean(x^2) + eps) * w over the last axis."""
+    x = np.asarray(x, dtype=np.float64)
+    ms = np.mean(x * x, axis=-1, keepdims=True)
+    return x / np.sqrt(ms + eps) * np.asarray(w, dtype=np.float64)
+
+
+def silu(x: np.ndarray) -> np.ndarray:
+    return x / (1.0 + np.exp(-x))
+
+
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def rope(x: np.ndarray, positions: np.ndarray, rot_dims: int, base: float, layout: str,
+         linear_factor: float = 1.0) -> np.ndarray:
+    """Rotary embedding of x [T, H, D] at integer positions [T].
+
+    Pair i (i < rot_dims/2) is rotated by angle (pos / linear_factor) * base^(-2i/rot_dims).
+    layout "normal": pair = dims (2i, 2i+1); "neox": pair = dims (i, i + rot_dims/2).
+    Dims >= rot_dims pass through unchanged.
+    """
+    x = np.array(x, dtype=np.float64, copy=True)
+    if rot_dims % 2 != 0 or rot_dims > x.shape[-1]:
+        raise ValueError(f"bad rope dims {rot_dims} for head dim {x.shape[-1]}")
+    half = rot_dims // 2
+    inv_freq = base ** (-2.0 * np.arange(half, dtype=np.float64) / rot_dims)
+    pos = np.asarray(positions, dtype=np.float64) / linear_factor
+    ang = pos[:, None] * inv_freq[None, :]          # [T, half]
+    cos = np.cos(ang)[:, None, :]                   # [T, 1, half]
+    sin = np.sin(ang)[:, None, :]
+    if layout == "normal":
+        a = x[..., 0:rot_dims:2].copy()
+        b = x[..., 1:rot_dims:2].copy()
+        x[..., 0:rot_dims:2] = a * cos - b * sin
+        x[..., 1:rot_dims:2] = a * sin + b * cos
+    elif layout == "neox":
+        a = x[..., 0:half].copy()
+        b = x[..., half:rot_dims].copy()
+        x[..., 0:half] = a * cos - b * sin
+        x[..., half:rot_dims] = a * sin + b * cos
+    else:
+        raise ValueError(f"unknown rope layout {layout!r}")
+    return x
+
+
+def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, q_pos: np.ndarray, k_pos: np.ndarray,
+              scale: float, window: int = 0) -> np.ndarray:
+    """Causal multi-head attention with grouped KV heads.
+
+    q [T, Hq, D], k [S, Hkv, D], v [S, Hkv, Dv]; query head h uses kv head h // (Hq / Hkv).
+    Key j is visible to query i iff k_pos[j] <= q_pos[i] and (window == 0 or
+    q_pos[i] - k_pos[j] < window). Returns [T, Hq, Dv].
+    """
+    n_q, hq, _ = q.shape
+    hkv = k.shape[1]
+    if hq % hkv != 0:
+        raise ValueError("n_head must be a multiple of n_head_kv")
+    group = hq // hkv
+    qp = np.asarray(q_pos)[:, None]
+    kp = np.asarray(k_pos)[None, :]
+    visible = kp <= qp
+    if window > 0:
+        visible &= (qp - kp) < window
+    out = np.empty((n_q, hq, v.shape[2]), dtype=np.float64)
+    for h in range(hq):
+        kh = h // group
+        s = (q[:, h, :] @ k[:, kh, :].T) * scale             # [T, S]
+        s = np.where(visible, s, -np.inf)
+        s = s - s.max(axis=1, keepdims=True)
+        p = np.exp(s)
+        p /= p.sum(axis=1, keepdims=True)
+        out[:, h, :] = p @ v[:, kh, :]
+    return out
+
+
+def quantize_activations_q8(x: np.ndarray, block: int = 32) -> np.ndarray:
+    """Rounds rows of x the way Triad's kernels prepare activations for quantized weights
+    (documented in src/kernels/act_quant.h): x is taken as float32; per block of `block`
+    values, amax = max|x|, q = round_half_even(x * (127 / amax)) (float32 arithmetic),
+    d = amax / 127; returns q * d as float64 (zeros where amax == 0)."""
+    x32 = np.asarray(x, dtype=np.float32)
+    n = x32.shape[-1]
+    if n % block != 0:
+        raise ValueError(f"activation row of {n} is not a multiple of {block}")
+    xb = x32.reshape(x32.shape[:-1] + (n // block, block))
+    amax = np.abs(xb).max(axis=-1, keepdims=True)
+    safe = np.where(amax > 0, amax, np.float32(1))
+    inv = np.float32(127) / safe
+    q = np.clip(np.rint(xb * inv), -127, 127)
+    q = np.where(amax > 0, q, np.float32(0))
+    d = (safe / np.float32(127)).astype(np.float32)
+    return (q.astype(np.float64) * d.astype(np.float64)).reshape(x32.shape)
+
+
+def round_activations_bf16(x: np.ndarray) -> np.ndarray:
+    """x as float32, rounded to bfloat16 (round to nearest even, f32 subnormals flushed to zero,
+    as Triad's kernels prepare activations for BF16 weights); returned as float64."""
+    x32 = np.ascontiguousarray(x, dtype=np.float32)
+    tiny = np.abs(x32) < np.finfo(np.float32).tiny
+    x32 = np.where(tiny, np.float32(0), x32)
+    u = x32.view(np.uint32).astype(np.uint64)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+    return u.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+# ----------------------------------------------------------------------------------------------
+# The model
+# ----------------------------------------------------------------------------------------------
+
+class KvCache:
+    """Per-layer K (after RoPE) and V of every position seen so far."""
+
+    def __init__(self, n_layer: int):
+        self.k = [None] * n_layer
+        self.v = [None] * n_layer
+        self.n_past = 0
+
+
+class RefModel:
+    def __init__(self, path: str, act_quant: bool = False):
+        reader = GGUFReader(path)
+        self.metadata = read_metadata(reader)
+        self.tensor_types = {}
+        self.w = {}
+        for t in reader.tensors:
+            self.tensor_types[t.name] = GGMLQuantizationType(int(t.tensor_type)).name
+            self.w[t.name] = tensor_to_numpy(t)
+        del reader
+        self.cfg = config_from_metadata(self.metadata, self.w)
+        self.act_quant = act_quant
+        self._check_shapes()
+
+    # -- weights ------------------------------------------------------------------------------
+    def _check_shapes(self):
+        c = self.cfg
+        need = {
+            "token_embd.weight": (c.n_vocab, c.n_embd),
+            "output_norm.weight": (c.n_embd,),
+        }
+        for il in range(c.n_layer):
+            p = f"blk.{il}."
+            need[p + "attn_norm.weight"] = (c.n_embd,)
+            need[p + "attn_q.weight"] = (c.n_head * c.head_dim, c.n_embd)
+            need[p + "attn_k.weight"] = (c.n_head_kv * c.head_dim, c.n_embd)
+            need[p + "attn_v.weight"] = (c.n_head_kv * c.head_dim_v, c.n_embd)
+            need[p + "attn_output.weight"] = (c.n_embd, c.n_head * c.head_dim_v)
+            need[p + "ffn_norm.weight"] = (c.n_embd,)
+            need[p + "ffn_gate.weight"] = (c.n_ff, c.n_embd)
+            need[p + "ffn_up.weight"] = (c.n_ff, c.n_embd)
+            need[p + "ffn_down.weight"] = (c.n_embd, c.n_ff)
+            if c.arch in ("qwen3", "gemma3"):
+                need[p + "attn_q_norm.weight"] = (c.head_dim,)
+                need[p + "attn_k_norm.weight"] = (c.head_dim,)
+            if c.post_norms:
+                need[p + "post_attention_norm.weight"] = (c.n_embd,)
+                need[p + "post_ffw_norm.weight"] = (c.n_embd,)
+        for name, shape in need.items():
+            if name not in self.w:
+                raise ValueError(f"tensor {name} missing")
+            if self.w[name].shape != shape:
+                raise ValueError(f"tensor {name} has shape {self.w[name].shape}, want {shape}")
+
+    def _opt(self, name):
+        return self.w.get(name)
+
+    def _linear(self, x: np.ndarray, name: str) -> np.ndarray:
+        """x [T, n_in] @ W.T (+ bias) in float64; W is [n_out, n_in]."""
+        w = self.w[name]
+        if self.act_quant:
+            ttype = self.tensor_types[name]
+            if ttype == "BF16":
+                x = round_activations_bf16(x)
+            elif ttype not in ("F32", "F16", "F64"):
+                x = quantize_activations_q8(x)
+        y = _matmul_t(x, w)
+        b = self._opt(name.replace(".weight", ".bias"))
+        if b is not None:
+            y = y + b.astype(np.float64)
+        return y
+
+    def output_matrix_name(self) -> str:
+        return "output.weight" if "output.weight" in self.w else "token_embd.weight"
+
+    # -- forward ------------------------------------------------------------------------------
+    def new_cache(self) -> KvCache:
+        return KvCache(self.cfg.n_layer)
+
+    def forward(self, tokens, cache: KvCache | None = None, logits_rows: str = "all") -> np.ndarray:
+        """Runs `tokens` at positions cache.n_past .. cache.n_past + len - 1 (0.. without a cache)
+        and returns float64 logits [len, n_vocab] ("all") or [1, n_vocab] ("last")."""
+        c = self.cfg
+        tokens = np.asarray(list(tokens), dtype=np.int64)
+        if tokens.size == 0:
+            raise ValueError("no tokens")
+        if tokens.min() < 0 or tokens.max() >= c.n_vocab:
+            raise ValueError("token id out of range")
+        if cache is None:
+            cache = self.new_cache()
+        start = cache.n_past
+        n = tokens.size
+        pos = np.arange(start, start + n)
+
+        x = self.w["token_embd.weight"][tokens].astype(np.float64) * c.embd_scale
+        for il in range(c.n_layer):
+            p = f"blk.{il}."
+            local = c.local_layers[il]
+            h = rms_norm(x, self.w[p + "attn_norm.weight"], c.eps)
+            q = self._linear(h, p + "attn_q.weight").reshape(n, c.n_head, c.head_dim)
+            k = self._linear(h, p + "attn_k.weight").reshape(n, c.n_head_kv, c.head_dim)
+            v = self._linear(h, p + "attn_v.weight").reshape(n, c.n_head_kv, c.head_dim_v)
+            qn = self._opt(p + "attn_q_norm.weight")
+            kn = self._opt(p + "attn_k_norm.weight")
+            if qn is not None:
+                q = rms_norm(q, qn, c.eps)
+            if kn is not None:
+                k = rms_norm(k, kn, c.eps)
+            base = c.rope_base_local if local else c.rope_base
+            factor = 1.0 if (local and c.arch == "gemma3") else c.rope_linear_factor
+            q = rope(q, pos, c.rope_dims, base, c.rope_layout, factor)
+            k = rope(k, pos, c.rope_dims, base, c.rope_layout, factor)
+            if cache.k[il] is None:
+                cache.k[il], cache.v[il] = k, v
+            else:
+                cache.k[il] = np.concatenate([cache.k[il], k], axis=0)
+                cache.v[il] = np.concatenate([cache.v[il], v], axis=0)
+            kpos = np.arange(cache.k[il].shape[0])
+            att = attention(q, cache.k[il], cache.v[il], pos, kpos, c.attn_scale,
+                            c.sliding_window if local else 0)
+            o = self._linear(att.reshape(n, c.n_head * c.head_dim_v), p + "attn_output.weight")
+            if c.post_norms:
+                o = rms_norm(o, self.w[p + "post_attention_norm.weight"], c.eps)
+            x = x + o
+
+            h = rms_norm(x, self.w[p + "ffn_norm.weight"], c.eps)
+            g = self._linear(h, p + "ffn_gate.weight")
+            u = self._linear(h, p + "ffn_up.weight")
+            a = (gelu_tanh(g) if c.gelu_ffn else silu(g)) * u
+            f = self._linear(a, p + "ffn_down.weight")
+            if c.post_norms:
+                f = rms_norm(f, self.w[p + "post_ffw_norm.weight"], c.eps)
+            x = x + f
+        cache.n_past += n
+
+        if logits_rows == "last":
+            x = x[-1:]
+        elif logits_rows != "all":
+            raise ValueError("logits_rows must be 'all' or 'last'")
+        x = rms_norm(x, self.w["output_norm.weight"], c.eps)
+        return self._linear(x, self.output_matrix_name())
+
+    def logits(self, tokens) -> np.ndarray:
+        """Logits [len(tokens), n_vocab] of tokens at positions 0..len-1."""
+        return self.forward(tokens, None, "all")
+
+    def greedy(self, prompt_ids, n_new: int, stop_at_eos: bool = True) -> list:
+        """Greedy continuation: up to n_new argmax tokens after prompt_ids (the EOS token, when
+        generated, is included and ends the generation if stop_at_eos)."""
+        cache = self.new_cache()
+        lg = self.forward(prompt_ids, cache, "last")
+        out = []
+        for _ in range(n_new):
+            t = int(np.argmax(lg[-1]))
+            out.append(t)
+            if stop_at_eos and t == self.cfg.eos_id:
+                break
+            lg = self.forward([t], cache, "last")
+        return out
+
+
+def _matmul_t(x: np.ndarray, w: np.ndarray, chunk_rows: int = 32768) -> np.ndarray:
+    """x [T, n_in] (float64) @ w.T for w [n_out, n_in] (float32), in float64, converting w in
+    chunks of rows so huge matrices (a 262144-row embedding) need no full float64 copy."""
+    x = np.asarray(x, dtype=np.float64)
+    if w.shape[0] <= chunk_rows:
+        return x @ w.astype(np.float64).T
+    out = np.empty((x.shape[0], w.shape[0]), dtype=np.float64)
+    for r in range(0, w.shape[0], chunk_rows):
+        out[:, r:r + chunk_rows] = x @ w[r:r + chunk_rows].astype(np.float64).T
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Command line: python ref_model.py MODEL.gguf --tokens 1,2,3 [--greedy N]
+# ----------------------------------------------------------------------------------------------
+
+def _main(argv):
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("model")
+    ap.add_argument("--tokens", required=True, help="comma-separated token ids")
+    ap.add_argument("--greedy", type=int, default=0, help="print N greedy ids after the tokens")
+    ap.add_argument("--act-quant", action="store_true")
+    args = ap.parse_args(argv)
+    m = RefModel(args.model, act_quant=args.act_quant)
+    ids = [int(s) for s in args.tokens.split(",") if s.strip()]
+    if args.greedy:
+        print(" ".join(str(t) for t in m.greedy(ids, args.greedy)))
+    else:
+        lg = m.logits(ids)
+        for row in lg:
+            print(int(np.argmax(row)), float(row.max()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
