@@ -1,0 +1,180 @@
+#include "model/model.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "base/error.h"
+#include "gguf/gguf_file.h"
+#include "kernels/attention.h"
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "kernels/quant.h"
+
+namespace triad {
+
+void ForwardScratch::reserve(const ModelConfig& c, int64_t n) {
+  if (n <= capacity) return;
+  const size_t N = static_cast<size_t>(n);
+  x.resize(N * c.n_embd);
+  xn.resize(N * c.n_embd);
+  q.resize(N * c.q_dim());
+  k.resize(N * c.kv_dim());
+  v.resize(N * c.kv_dim());
+  attn.resize(N * c.q_dim());
+  proj.resize(N * c.n_embd);
+  gate.resize(N * c.n_ff);
+  up.resize(N * c.n_ff);
+  q_pos.resize(N);
+  capacity = n;
+}
+
+Model::~Model() = default;
+
+std::unique_ptr<Model> Model::load(const std::string& path) {
+  std::unique_ptr<Model> m(new Model());
+  m->file_ = gguf::GgufFile::open(path);
+  m->config_ = ModelConfig::from_gguf(*m->file_);
+  m->weights_ = ModelWeights::bind(*m->file_, m->config_);
+  return m;
+}
+
+void Model::embed(std::span<const int32_t> tokens, float* x, ThreadPool& pool) const {
+  const ModelConfig& c = config_;
+  const kernels::WeightMatrix& e = weights_.token_embd;
+  const uint64_t row = row_bytes(e.type, static_cast<uint64_t>(c.n_embd));
+  pool.parallel_for(static_cast<int64_t>(tokens.size()), [&](int64_t b, int64_t end) {
+    for (int64_t t = b; t < end; ++t) {
+      const uint8_t* src = static_cast<const uint8_t*>(e.data) + row * static_cast<uint64_t>(tokens[t]);
+      float* dst = x + t * c.n_embd;
+      kernels::dequantize_row(e.type, src, dst, c.n_embd);
+      if (c.embd_scale != 1.f) kernels::scale_inplace(dst, c.embd_scale, c.n_embd);
+    }
+  });
+}
+
+void Model::attention_block(int32_t il, int64_t n, int32_t pos0, KvCache& kv, ForwardScratch& s,
+                            ThreadPool& pool) const {
+  const ModelConfig& c = config_;
+  const LayerWeights& L = weights_.layers[il];
+  const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim();
+
+  pool.parallel_for(n, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t)
+      kernels::rmsnorm(s.x.data() + t * E, L.attn_norm, c.norm_eps, s.xn.data() + t * E, E);
+  });
+  kernels::matmul(L.wq, s.xn.data(), n, E, s.q.data(), Q, pool);
+  // K and V go straight into the cache slots of positions pos0..pos0+n-1.
+  kernels::matmul(L.wk, s.xn.data(), n, E, kv.k(il, pos0), KV, pool);
+  kernels::matmul(L.wv, s.xn.data(), n, E, kv.v(il, pos0), KV, pool);
+
+  const bool local = c.layer_is_local(il);
+  kernels::RopeParams rope;
+  rope.layout = c.rope_layout;
+  rope.rot_dim = c.rope_dim;
+  rope.freq_base = local ? c.rope_base_local : c.rope_base;
+  rope.freq_scale = c.rope_freq_scale;
+  pool.parallel_for(n, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      float* q = s.q.data() + t * Q;
+      float* k = kv.k(il, pos0 + static_cast<int32_t>(t));
+      float* v = kv.v(il, pos0 + static_cast<int32_t>(t));
+      if (L.bq) kernels::add_inplace(q, L.bq, Q);
+      if (L.bk) kernels::add_inplace(k, L.bk, KV);
+      if (L.bv) kernels::add_inplace(v, L.bv, KV);
+      if (c.qk_norm) {
+        for (int32_t h = 0; h < c.n_heads; ++h)
+          kernels::rmsnorm(q + h * c.head_dim, L.q_norm, c.norm_eps, q + h * c.head_dim, c.head_dim);
+        for (int32_t h = 0; h < c.n_kv_heads; ++h)
+          kernels::rmsnorm(k + h * c.head_dim, L.k_norm, c.norm_eps, k + h * c.head_dim, c.head_dim);
+      }
+      const int32_t pos = pos0 + static_cast<int32_t>(t);
+      kernels::rope(q, c.n_heads, c.head_dim, pos, rope);
+      kernels::rope(k, c.n_kv_heads, c.head_dim, pos, rope);
+    }
+  });
+
+  kernels::AttentionParams ap;
+  ap.n_heads = c.n_heads;
+  ap.n_kv_heads = c.n_kv_heads;
+  ap.head_dim = c.head_dim;
+  ap.scale = c.attn_scale;
+  ap.window = local ? c.sliding_window : 0;
+  const int64_t n_kv = pos0 + n;
+  // With a window, keys older than the first query's window are never visible: skip them.
+  int64_t kv_begin = 0;
+  if (ap.window > 0 && pos0 - ap.window + 1 > 0) kv_begin = pos0 - ap.window + 1;
+  kernels::attention(ap, s.q.data(), n, Q, s.q_pos.data(), kv.k(il, static_cast<int32_t>(kv_begin)),
+                     kv.v(il, static_cast<int32_t>(kv_begin)), n_kv - kv_begin, KV,
+                     kv.positions() + kv_begin, s.attn.data(), Q, pool);
+
+  kernels::matmul(L.wo, s.attn.data(), n, Q, s.proj.data(), E, pool);
+  pool.parallel_for(n, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      float* o = s.proj.data() + t * E;
+      if (L.post_attn_norm) kernels::rmsnorm(o, L.post_attn_norm, c.norm_eps, o, E);
+      kernels::add_inplace(s.x.data() + t * E, o, E);
+    }
+  });
+}
+
+void Model::ffn_block(int32_t il, int64_t n, ForwardScratch& s, ThreadPool& pool) const {
+  const ModelConfig& c = config_;
+  const LayerWeights& L = weights_.layers[il];
+  const int64_t E = c.n_embd, F = c.n_ff;
+  pool.parallel_for(n, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t)
+      kernels::rmsnorm(s.x.data() + t * E, L.ffn_norm, c.norm_eps, s.xn.data() + t * E, E);
+  });
+  kernels::matmul(L.w_gate, s.xn.data(), n, E, s.gate.data(), F, pool);
+  kernels::matmul(L.w_up, s.xn.data(), n, E, s.up.data(), F, pool);
+  // Activation over all n*F elements, split across threads.
+  pool.parallel_for(n * F / 256 + 1, [&](int64_t b, int64_t e) {
+    const int64_t lo = b * 256, hi = std::min<int64_t>(e * 256, n * F);
+    if (lo >= hi) return;
+    if (c.ffn_act == FfnActivation::kSilu)
+      kernels::silu_mul(s.gate.data() + lo, s.up.data() + lo, s.gate.data() + lo, hi - lo);
+    else
+      kernels::gelu_mul(s.gate.data() + lo, s.up.data() + lo, s.gate.data() + lo, hi - lo);
+  });
+  kernels::matmul(L.w_down, s.gate.data(), n, F, s.proj.data(), E, pool);
+  pool.parallel_for(n, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      float* o = s.proj.data() + t * E;
+      if (L.post_ffn_norm) kernels::rmsnorm(o, L.post_ffn_norm, c.norm_eps, o, E);
+      kernels::add_inplace(s.x.data() + t * E, o, E);
+    }
+  });
+}
+
+void Model::forward(std::span<const int32_t> tokens, KvCache& kv, ForwardScratch& s,
+                    LogitsMode mode, float* logits, ThreadPool& pool) const {
+  const ModelConfig& c = config_;
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (n == 0) return;
+  const int32_t pos0 = kv.size();
+  TRIAD_CHECK(n <= kv.capacity() - pos0, "context full: ", pos0, " + ", n, " tokens exceed the ",
+              kv.capacity(), "-token context");
+  for (int32_t id : tokens)
+    TRIAD_CHECK(id >= 0 && id < c.n_vocab, "token id ", id, " is outside the vocabulary (", c.n_vocab, ")");
+  s.reserve(c, n);
+  for (int64_t t = 0; t < n; ++t) s.q_pos[t] = pos0 + static_cast<int32_t>(t);
+
+  embed(tokens, s.x.data(), pool);
+  for (int32_t il = 0; il < c.n_layers; ++il) {
+    attention_block(il, n, pos0, kv, s, pool);
+    ffn_block(il, n, s, pool);
+  }
+  kv.set_size(pos0 + static_cast<int32_t>(n));
+
+  const int64_t E = c.n_embd;
+  const int64_t first = mode == LogitsMode::kLast ? n - 1 : 0;
+  const int64_t rows = n - first;
+  pool.parallel_for(rows, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t)
+      kernels::rmsnorm(s.x.data() + (first + t) * E, weights_.output_norm, c.norm_eps,
+                       s.xn.data() + t * E, E);
+  });
+  kernels::matmul(weights_.output, s.xn.data(), rows, E, logits, c.n_vocab, pool);
+}
+
+}  // namespace triad

@@ -1,0 +1,69 @@
+// A loaded decoder-only transformer (llama, qwen2, qwen3, gemma3) and its forward pass.
+//
+// Thread-safety: a Model is immutable after load() and may be shared; forward() uses the
+// caller's KvCache and ForwardScratch, so concurrent forwards need one of each per caller and
+// their own ThreadPool.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/aligned_buffer.h"
+#include "base/thread_pool.h"
+#include "model/kv_cache.h"
+#include "model/model_config.h"
+#include "model/weights.h"
+
+namespace triad {
+namespace gguf { class GgufFile; }
+
+enum class LogitsMode {
+  kLast,  // logits of the last token only (generation)
+  kAll,   // logits of every token (perplexity, tests)
+};
+
+// Activation buffers reused across forward calls (grow-only).
+struct ForwardScratch {
+  int64_t capacity = 0;  // tokens
+  AlignedBuffer<float> x, xn, q, k, v, attn, proj, gate, up;
+  std::vector<int32_t> q_pos;
+  void reserve(const ModelConfig& c, int64_t n_tokens);
+};
+
+class Model {
+ public:
+  // Loads and validates a GGUF model. Throws triad::Error with a clear message on any problem
+  // (unknown architecture, missing or misshapen tensor, unsupported type).
+  static std::unique_ptr<Model> load(const std::string& path);
+  ~Model();
+
+  const ModelConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return weights_; }
+  const gguf::GgufFile& file() const { return *file_; }
+
+  // Runs tokens at positions kv.size() .. kv.size()+n-1, appending their K/V to the cache, and
+  // writes logits: [n_vocab] for kLast, [n x n_vocab] for kAll. PRECONDITIONS (checked): every
+  // id < n_vocab, the cache has room.
+  void forward(std::span<const int32_t> tokens, KvCache& kv, ForwardScratch& scratch,
+               LogitsMode mode, float* logits, ThreadPool& pool) const;
+
+  KvCache make_kv_cache(int32_t n_ctx) const {
+    return KvCache(config_.n_layers, n_ctx, config_.kv_dim());
+  }
+
+ private:
+  Model() = default;
+  void embed(std::span<const int32_t> tokens, float* x, ThreadPool& pool) const;
+  void attention_block(int32_t il, int64_t n, int32_t pos0, KvCache& kv, ForwardScratch& s,
+                       ThreadPool& pool) const;
+  void ffn_block(int32_t il, int64_t n, ForwardScratch& s, ThreadPool& pool) const;
+
+  std::unique_ptr<gguf::GgufFile> file_;
+  ModelConfig config_;
+  ModelWeights weights_;
+};
+
+}  // namespace triad

@@ -1,0 +1,71 @@
+// ModelConfig: the immutable properties of a model, read from GGUF metadata (llama.cpp's
+// "hparams"). Run-time choices (threads, context size) live elsewhere.
+//
+// One decoder-only transformer family covers llama, qwen2, qwen3 and gemma3; the differences
+// between them are the feature fields below, set per architecture in arch_registry.cpp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/ops.h"
+
+namespace triad {
+namespace gguf { class GgufFile; }
+
+enum class Arch { kLlama, kQwen2, kQwen3, kGemma3 };
+
+enum class FfnActivation {
+  kSilu,      // SwiGLU: silu(gate) * up   (llama, qwen)
+  kGeluTanh,  // GeGLU:  gelu_tanh(gate) * up  (gemma)
+};
+
+struct ModelConfig {
+  Arch arch = Arch::kLlama;
+  std::string arch_name;      // general.architecture
+  std::string name;           // general.name (may be empty)
+
+  int32_t n_vocab = 0;        // rows of token_embd
+  int32_t n_embd = 0;         // hidden size
+  int32_t n_layers = 0;
+  int32_t n_heads = 0;        // query heads
+  int32_t n_kv_heads = 0;     // key/value heads; can be < n_heads (GQA/MQA), divides n_heads
+  int32_t head_dim = 0;       // per-head size of q, k and v (key_length == value_length)
+  int32_t n_ff = 0;           // FFN inner size
+  int32_t n_ctx_train = 0;    // trained context length (the default context cap)
+  float norm_eps = 1e-5f;     // RMSNorm epsilon
+
+  // RoPE
+  kernels::RopeLayout rope_layout = kernels::RopeLayout::kNormal;
+  int32_t rope_dim = 0;       // rotated dims per head
+  float rope_base = 10000.f;        // global (full-attention) layers
+  float rope_base_local = 10000.f;  // sliding-window layers (gemma3 uses its own base)
+  float rope_freq_scale = 1.f;      // linear scaling: positions multiplied by this
+
+  // Attention
+  float attn_scale = 0.f;     // multiplies q.k; 1/sqrt(head_dim) unless the arch says otherwise
+  int32_t sliding_window = 0; // tokens; 0 = no sliding-window layers
+  std::vector<uint8_t> layer_uses_window;  // per layer: 1 = sliding-window (local) layer
+
+  // Architecture features
+  bool qkv_bias = false;      // attn_{q,k,v}.bias present (qwen2)
+  bool qk_norm = false;       // per-head RMSNorm of q and k before RoPE (qwen3, gemma3)
+  bool post_norms = false;    // RMSNorm of attention and FFN outputs before the residual (gemma3)
+  float embd_scale = 1.f;     // token embeddings multiplied by this (gemma: sqrt(n_embd))
+  FfnActivation ffn_act = FfnActivation::kSilu;
+  bool tied_output = false;   // no output.weight: logits use token_embd
+
+  // Reads and validates the configuration; throws triad::Error naming the bad key.
+  static ModelConfig from_gguf(const gguf::GgufFile& f);
+  // Size in floats of one token's K (or V) for one layer.
+  int32_t kv_dim() const { return n_kv_heads * head_dim; }
+  int32_t q_dim() const { return n_heads * head_dim; }
+  bool layer_is_local(int32_t il) const {
+    return sliding_window > 0 && il < static_cast<int32_t>(layer_uses_window.size()) &&
+           layer_uses_window[il];
+  }
+  std::string summary() const;
+};
+
+}  // namespace triad

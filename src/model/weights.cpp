@@ -1,0 +1,98 @@
+#include "model/weights.h"
+
+#include <string>
+
+#include "base/error.h"
+#include "gguf/gguf_file.h"
+#include "kernels/quant.h"
+#include "tensor/dtype.h"
+
+namespace triad {
+namespace {
+
+std::string dims_str(const gguf::TensorInfo& t) {
+  std::string s = "[";
+  for (int i = 0; i < t.n_dims; ++i) s += (i ? ", " : "") + std::to_string(t.ne[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+const float* ModelWeights::vector_f32(const gguf::GgufFile& f, const std::string& name, int64_t n,
+                                      bool required) {
+  const gguf::TensorInfo* t = f.find_tensor(name);
+  if (!t) {
+    TRIAD_CHECK(!required, "model is missing tensor '", name, "'");
+    return nullptr;
+  }
+  TRIAD_CHECK(t->n_elements == static_cast<uint64_t>(n) && t->ne[0] == n, "tensor '", name,
+              "' has shape ", dims_str(*t), ", expected [", n, "]");
+  TRIAD_CHECK(t->type == DType::kF32 || t->type == DType::kF16 || t->type == DType::kBF16,
+              "tensor '", name, "' has type ", dtype_name(t->type), ", expected F32, F16 or BF16");
+  owned_.emplace_back(static_cast<size_t>(n));
+  kernels::dequantize_row_ref(t->type, t->data, owned_.back().data(), n);
+  return owned_.back().data();
+}
+
+kernels::WeightMatrix ModelWeights::matrix(const gguf::GgufFile& f, const std::string& name,
+                                           int64_t rows, int64_t cols) {
+  const gguf::TensorInfo* t = f.find_tensor(name);
+  TRIAD_CHECK(t, "model is missing tensor '", name, "'");
+  TRIAD_CHECK(t->n_dims == 2 && t->ne[0] == cols && t->ne[1] == rows, "tensor '", name,
+              "' has shape ", dims_str(*t), ", expected [", cols, ", ", rows, "]");
+  TRIAD_CHECK(dtype_supported_for_weights(t->type), "tensor '", name, "' has type ",
+              dtype_name(t->type), ", which Triad cannot compute with yet");
+  matrix_bytes += t->n_bytes;
+  return kernels::WeightMatrix{t->type, t->data, rows, cols};
+}
+
+ModelWeights ModelWeights::bind(const gguf::GgufFile& f, ModelConfig& c) {
+  ModelWeights w;
+  const gguf::TensorInfo* emb = f.find_tensor("token_embd.weight");
+  TRIAD_CHECK(emb, "model is missing tensor 'token_embd.weight'");
+  TRIAD_CHECK(emb->n_dims == 2 && emb->ne[0] == c.n_embd && emb->ne[1] > 0 && emb->ne[1] < (1 << 24),
+              "tensor 'token_embd.weight' has shape ", dims_str(*emb), ", expected [", c.n_embd,
+              ", n_vocab]");
+  c.n_vocab = static_cast<int32_t>(emb->ne[1]);
+  w.token_embd = w.matrix(f, "token_embd.weight", c.n_vocab, c.n_embd);
+  w.output_norm = w.vector_f32(f, "output_norm.weight", c.n_embd, true);
+  c.tied_output = f.find_tensor("output.weight") == nullptr;
+  if (c.tied_output) {
+    w.output = w.token_embd;
+  } else {
+    w.output = w.matrix(f, "output.weight", c.n_vocab, c.n_embd);
+  }
+  const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff, D = c.head_dim;
+  w.layers.resize(c.n_layers);
+  for (int32_t il = 0; il < c.n_layers; ++il) {
+    LayerWeights& L = w.layers[il];
+    const std::string b = "blk." + std::to_string(il) + ".";
+    L.attn_norm = w.vector_f32(f, b + "attn_norm.weight", E, true);
+    L.wq = w.matrix(f, b + "attn_q.weight", Q, E);
+    L.wk = w.matrix(f, b + "attn_k.weight", KV, E);
+    L.wv = w.matrix(f, b + "attn_v.weight", KV, E);
+    L.wo = w.matrix(f, b + "attn_output.weight", E, Q);
+    // Biases are optional in every family (qwen2 has them); bind whatever is present.
+    L.bq = w.vector_f32(f, b + "attn_q.bias", Q, c.arch == Arch::kQwen2);
+    L.bk = w.vector_f32(f, b + "attn_k.bias", KV, c.arch == Arch::kQwen2);
+    L.bv = w.vector_f32(f, b + "attn_v.bias", KV, c.arch == Arch::kQwen2);
+    if (c.qk_norm) {
+      L.q_norm = w.vector_f32(f, b + "attn_q_norm.weight", D, true);
+      L.k_norm = w.vector_f32(f, b + "attn_k_norm.weight", D, true);
+    }
+    if (c.post_norms) {
+      L.post_attn_norm = w.vector_f32(f, b + "post_attention_norm.weight", E, true);
+      L.post_ffn_norm = w.vector_f32(f, b + "post_ffw_norm.weight", E, true);
+    }
+    L.ffn_norm = w.vector_f32(f, b + "ffn_norm.weight", E, true);
+    L.w_gate = w.matrix(f, b + "ffn_gate.weight", F, E);
+    L.w_up = w.matrix(f, b + "ffn_up.weight", F, E);
+    L.w_down = w.matrix(f, b + "ffn_down.weight", E, F);
+  }
+  // Per generated token every matrix is streamed once, except an untied embedding table, of which
+  // only one row is read.
+  w.bytes_per_token = w.matrix_bytes - (c.tied_output ? 0 : emb->n_bytes);
+  return w;
+}
+
+}  // namespace triad

@@ -1,0 +1,52 @@
+// Model weights bound from a GGUF file, each checked at load time for presence, dtype and shape.
+//
+// Matrices point into the file's mapping (zero copy); small vectors (norm weights, biases) are
+// converted to owned f32 arrays. Immutable after load; safe to share across threads.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "base/aligned_buffer.h"
+#include "kernels/matmul.h"
+#include "model/model_config.h"
+
+namespace triad {
+namespace gguf { class GgufFile; struct TensorInfo; }
+
+struct LayerWeights {
+  const float* attn_norm = nullptr;   // [n_embd]
+  kernels::WeightMatrix wq, wk, wv;   // [q_dim x n_embd], [kv_dim x n_embd] x2
+  const float* bq = nullptr;          // [q_dim]   (qkv_bias only)
+  const float* bk = nullptr;          // [kv_dim]
+  const float* bv = nullptr;          // [kv_dim]
+  const float* q_norm = nullptr;      // [head_dim] (qk_norm only)
+  const float* k_norm = nullptr;      // [head_dim]
+  kernels::WeightMatrix wo;           // [n_embd x q_dim]
+  const float* post_attn_norm = nullptr;  // [n_embd] (post_norms only)
+  const float* ffn_norm = nullptr;    // [n_embd]
+  kernels::WeightMatrix w_gate, w_up; // [n_ff x n_embd]
+  kernels::WeightMatrix w_down;       // [n_embd x n_ff]
+  const float* post_ffn_norm = nullptr;   // [n_embd] (post_norms only)
+};
+
+struct ModelWeights {
+  kernels::WeightMatrix token_embd;   // [n_vocab x n_embd]
+  const float* output_norm = nullptr; // [n_embd]
+  kernels::WeightMatrix output;       // [n_vocab x n_embd] (token_embd when tied)
+  std::vector<LayerWeights> layers;
+  uint64_t matrix_bytes = 0;          // bytes of all weight matrices
+  uint64_t bytes_per_token = 0;       // weight bytes one decode step reads (the roofline numerator)
+
+  // Binds every tensor the config needs; fills config.n_vocab and config.tied_output.
+  // Throws triad::Error naming the tensor that is missing, misshapen or of an unsupported type.
+  static ModelWeights bind(const gguf::GgufFile& f, ModelConfig& config);
+
+ private:
+  std::vector<AlignedBuffer<float>> owned_;  // converted vectors
+  const float* vector_f32(const gguf::GgufFile& f, const std::string& name, int64_t n, bool required);
+  kernels::WeightMatrix matrix(const gguf::GgufFile& f, const std::string& name, int64_t rows,
+                               int64_t cols);
+};
+
+}  // namespace triad
