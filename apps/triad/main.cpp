@@ -1,3 +1,57 @@
-// Placeholder entry point while the subcommands are written (replaced in the CLI commit).
+// The `triad` command-line entry point: parses the subcommand and runs it, turning any
+// triad::Error into a one-line message and exit status 1.
 #include <cstdio>
-int main() { std::puts("triad"); return 0; }
+#include <exception>
+
+#include "commands.h"
+#include "base/cpu_features.h"
+#include "base/error.h"
+#include "base/log.h"
+
+namespace triad::app {
+
+void CommonOptions::add_to(CLI::App& cmd, bool with_ctx) {
+  cmd.add_option("-m,--model", model, "GGUF model file")->required()->check(CLI::ExistingFile);
+  cmd.add_option("-t,--threads", threads, "worker threads (default: physical cores)")
+      ->check(CLI::Range(0, 1024));
+  if (with_ctx)
+    cmd.add_option("-c,--ctx", ctx, "context size in tokens (default: min(trained, 4096))")
+        ->check(CLI::Range(0, 1 << 24));
+}
+
+int CommonOptions::resolved_threads() const { return threads > 0 ? threads : physical_cores(); }
+
+void print_startup(int threads) {
+  log_info("CPU kernels: ", cpu_summary(), "; threads: ", threads);
+}
+
+}  // namespace triad::app
+
+int main(int argc, char** argv) {
+  using namespace triad::app;
+  CLI::App app{"Triad: an LLM inference engine for GGUF models"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "triad 0.1.0");
+  bool verbose = false, quiet = false;
+  app.add_flag("-v,--verbose", verbose, "debug logging");
+  app.add_flag("-q,--quiet", quiet, "warnings and errors only");
+  Command commands[] = {add_run(app),      add_perplexity(app), add_bench(app),
+                        add_gguf(app),     add_tokenize(app),   add_eval_logits(app)};
+  CLI11_PARSE(app, argc, argv);
+  if (verbose) triad::set_log_level(triad::LogLevel::kDebug);
+  if (quiet) triad::set_log_level(triad::LogLevel::kWarn);
+  try {
+    size_t i = 0;
+    for (CLI::App* sub : app.get_subcommands({})) {
+      if (sub->parsed()) return commands[i]();
+      ++i;
+    }
+  } catch (const triad::Error& e) {
+    std::fprintf(stderr, "triad: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "triad: internal error: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}

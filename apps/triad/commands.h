@@ -1,0 +1,33 @@
+// Subcommands of the `triad` binary. Each registers its options on a CLI11 subcommand and
+// returns the function to run when it is chosen.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace triad::app {
+
+using Command = std::function<int()>;
+
+Command add_run(CLI::App& app);
+Command add_perplexity(CLI::App& app);
+Command add_bench(CLI::App& app);
+Command add_gguf(CLI::App& app);
+Command add_tokenize(CLI::App& app);
+Command add_eval_logits(CLI::App& app);
+
+// Options every model-running command shares.
+struct CommonOptions {
+  std::string model;
+  int threads = 0;  // 0: physical cores
+  int ctx = 0;      // 0: min(model's trained context, 4096)
+  void add_to(CLI::App& cmd, bool with_ctx = true);
+  int resolved_threads() const;
+};
+
+// Prints the CPU kernel level and thread count once, at start-up.
+void print_startup(int threads);
+
+}  // namespace triad::app

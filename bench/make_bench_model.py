@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Writes a random-weight GGUF shaped like Qwen2.5-0.5B (qwen2: hidden 896, 24 layers, 14 heads,
+2 KV heads, FFN 4864, vocab 151936) for `triad bench`, in F16 or Q8_0.
+
+The weights are random (N(0, 0.02)), so the model's output is meaningless: it exists to measure
+speed on a realistic shape. The vocabulary metadata is a small byte-level SPM vocab (the bench
+feeds random token ids, so only the embedding size matters).
+
+usage: make_bench_model.py OUT.gguf --type f16|q8_0 [--layers N]
+"""
+import argparse
+import sys
+
+import numpy as np
+
+try:
+    import gguf
+    from gguf import quants
+except ImportError:
+    sys.exit("make_bench_model.py: PyPI package 'gguf' is missing (pip install gguf)")
+
+HIDDEN, LAYERS, HEADS, KV_HEADS, FFN, VOCAB = 896, 24, 14, 2, 4864, 151936
+
+
+def vocab():
+    toks = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    types = [2, 3, 3] + [6] * 256
+    return toks, [0.0] * len(toks), types
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--type", choices=["f16", "q8_0"], default="f16")
+    ap.add_argument("--layers", type=int, default=LAYERS)
+    a = ap.parse_args()
+    rng = np.random.default_rng(0)
+    w = gguf.GGUFWriter(a.out, "qwen2")
+    w.add_name(f"qwen2.5-0.5b-shaped-random-{a.type}")
+    w.add_context_length(32768)
+    w.add_embedding_length(HIDDEN)
+    w.add_block_count(a.layers)
+    w.add_feed_forward_length(FFN)
+    w.add_head_count(HEADS)
+    w.add_head_count_kv(KV_HEADS)
+    w.add_rope_freq_base(1000000.0)
+    w.add_layer_norm_rms_eps(1e-6)
+    toks, scores, types = vocab()
+    w.add_tokenizer_model("llama")
+    w.add_token_list(toks)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    qtype = gguf.GGMLQuantizationType.F16 if a.type == "f16" else gguf.GGMLQuantizationType.Q8_0
+
+    def mat(name, rows, cols):
+        x = (rng.standard_normal((rows, cols), dtype=np.float32) * 0.02)
+        if a.type == "f16":
+            w.add_tensor(name, x.astype(np.float16))
+        else:
+            q = quants.quantize(x, qtype)
+            w.add_tensor(name, q, raw_shape=q.shape, raw_dtype=qtype)
+
+    def vec(name, n, value=None):
+        x = np.ones(n, np.float32) if value is None else rng.standard_normal(n, dtype=np.float32) * value
+        w.add_tensor(name, x)
+
+    mat("token_embd.weight", VOCAB, HIDDEN)
+    vec("output_norm.weight", HIDDEN)
+    q_dim, kv_dim = HIDDEN, HIDDEN // HEADS * KV_HEADS
+    for il in range(a.layers):
+        b = f"blk.{il}."
+        vec(b + "attn_norm.weight", HIDDEN)
+        mat(b + "attn_q.weight", q_dim, HIDDEN)
+        mat(b + "attn_k.weight", kv_dim, HIDDEN)
+        mat(b + "attn_v.weight", kv_dim, HIDDEN)
+        vec(b + "attn_q.bias", q_dim, 0.02)
+        vec(b + "attn_k.bias", kv_dim, 0.02)
+        vec(b + "attn_v.bias", kv_dim, 0.02)
+        mat(b + "attn_output.weight", HIDDEN, q_dim)
+        vec(b + "ffn_norm.weight", HIDDEN)
+        mat(b + "ffn_gate.weight", FFN, HIDDEN)
+        mat(b + "ffn_up.weight", FFN, HIDDEN)
+        mat(b + "ffn_down.weight", HIDDEN, FFN)
+        print(f"\rmake_bench_model: layer {il + 1}/{a.layers}", end="", file=sys.stderr, flush=True)
+    print(file=sys.stderr)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file(progress=False)
+    w.close()
+    print(f"make_bench_model: wrote {a.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

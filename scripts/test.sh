@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh machine: dependencies, models, a Release build with tests,
+# ctest (unit, kernel, golden and fuzz-corpus replay tests), an ASan/UBSan build of the tests,
+# and a bounded libFuzzer run of the GGUF parser under ASan/UBSan.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+scripts/fetch_models.sh
+export TRIAD_TESTDATA=${TRIAD_TESTDATA:-$(cd .. && pwd)/shared/testdata}
+[ -d "$TRIAD_TESTDATA" ] || echo "test: warning: shared test data not found at $TRIAD_TESTDATA; tests that need it will skip"
+
+echo "== release build and tests"
+BUILD_DIR=build scripts/build.sh -DTRIAD_TESTDATA="$TRIAD_TESTDATA"
+(cd build && ctest --output-on-failure -j"$(nproc)")
+
+echo "== sanitizer build (ASan + UBSan) of the C++ tests"
+BUILD_DIR=build-asan scripts/build.sh -DTRIAD_SANITIZE=ON -DTRIAD_TESTDATA="$TRIAD_TESTDATA"
+(cd build-asan && ctest --output-on-failure -j"$(nproc)" -L cpp)
+
+echo "== fuzzing the GGUF parser (${TRIAD_FUZZ_SECONDS:-60} s)"
+scripts/fuzz.sh "${TRIAD_FUZZ_SECONDS:-60}"
+echo "test: all passed"
