@@ -12,13 +12,17 @@
 // smallest encoding of its element type), and every offset/size product uses checked
 // arithmetic, so a small hostile file cannot cause a large allocation, a long loop, an
 // out-of-bounds read or a crash; it throws triad::Error naming the offending field.
-// The total number of metadata values is also capped (kMaxMetadataValues) because each one
-// becomes an in-memory Value of ~100 bytes.
+// Memory stays proportional to the file: numeric and bool arrays are copied packed (their
+// bytes as they are), string arrays become one std::string per element (>= 8 file bytes for
+// 32 bytes of memory), and only arrays of arrays hold full Values, at most kMaxNestedArrays
+// per file (each needs >= 12 file bytes). Keys and tensor names are indexed by sorted index
+// vectors rather than maps. So a small hostile file cannot make the reader allocate much more
+// than the file's own size (measured in tests/unit/gguf_memory_test.cpp).
 // Rules checked beyond the byte layout: versions 2..3 only (big-endian files are recognised and
 // refused); non-empty unique keys of at most 65535 bytes; bool bytes 0 or 1; arrays nested at
-// most kMaxArrayDepth deep; general.alignment an integer, nonzero power of two; non-empty unique
-// tensor names; n_dims <= 4 (0 means a one-element scalar); every dim >= 1 and the element count
-// <= INT64_MAX; known tensor type and ne[0] a multiple of its block size; offsets multiples of
+// most kMaxArrayDepth deep, at most kMaxNestedArrays arrays inside arrays; general.alignment an
+// integer, nonzero power of two; non-empty unique tensor names; n_dims <= 4 (0 means a
+// one-element scalar); every dim >= 1 and the element count <= INT64_MAX; known tensor type and ne[0] a multiple of its block size; offsets multiples of
 // the alignment; each tensor's bytes inside the file and no two tensors overlapping.
 // A mapped file that another process truncates while it is open can still fault (SIGBUS) on
 // access; that is inherent to mmap and not guarded against.
@@ -32,6 +36,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <numeric>
@@ -47,7 +52,6 @@ constexpr uint32_t kMinVersion = 2;
 constexpr uint32_t kMaxVersion = 3;
 constexpr uint64_t kDefaultAlignment = 32;
 constexpr uint64_t kMaxKeyBytes = 65535;          // GGUF spec: keys are at most 2^16-1 bytes
-constexpr uint64_t kMaxMetadataValues = 1u << 24; // ~1.7 GB of Values at most; real files < 2M
 // Smallest encodings, used to bound counts by the bytes left.
 constexpr uint64_t kMinKvBytes = 8 + 1 + 4 + 1;  // key length, >= 1 key byte, type, u8 value
 constexpr uint64_t kMinTensorInfoBytes = 8 + 1 + 4 + 4 + 8;  // name len, name, n_dims, type, offset
@@ -61,15 +65,9 @@ bool valid_value_type(uint32_t t) { return t <= static_cast<uint32_t>(ValueType:
 
 // Bytes of the smallest possible encoding of one value of type t (t valid).
 uint64_t min_encoded_size(ValueType t) {
-  switch (t) {
-    case ValueType::kU8: case ValueType::kI8: case ValueType::kBool: return 1;
-    case ValueType::kU16: case ValueType::kI16: return 2;
-    case ValueType::kU32: case ValueType::kI32: case ValueType::kF32: return 4;
-    case ValueType::kU64: case ValueType::kI64: case ValueType::kF64: return 8;
-    case ValueType::kString: return 8;      // length only (empty string)
-    case ValueType::kArray: return 4 + 8;   // element type + count (empty array)
-  }
-  return 1;
+  if (t == ValueType::kString) return 8;     // length only (empty string)
+  if (t == ValueType::kArray) return 4 + 8;  // element type + count (empty array)
+  return value_type_size(t);
 }
 
 std::string q(std::string_view s) { return quote_bytes(s, kNameInMessage, '\''); }
@@ -86,8 +84,42 @@ struct Parsed {
   uint64_t alignment = kDefaultAlignment;
   uint64_t data_offset = 0;
   std::vector<std::pair<std::string, Value>> kv;
+  std::vector<size_t> kv_sorted;  // indices into kv ordered by key
   std::vector<TensorInfo> tensors;
+  std::vector<size_t> tensor_sorted;  // indices into tensors ordered by name
 };
+
+// Indices 0..n-1 of `items` ordered by name(item), equal names in file order (sorted by
+// (name, index), which needs no buffer unlike std::stable_sort). Returns the sorted indices;
+// when two names are equal, `dup` gets the (first, second) indices.
+template <typename T, typename Name>
+std::vector<size_t> sorted_index(const std::vector<T>& items, Name name,
+                                 std::optional<std::pair<size_t, size_t>>& dup) {
+  std::vector<size_t> order(items.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const int c = name(items[a]).compare(name(items[b]));
+    return c != 0 ? c < 0 : a < b;
+  });
+  // Report the duplicate whose second occurrence comes first in the file.
+  for (size_t k = 1; k < order.size(); ++k)
+    if (name(items[order[k - 1]]) == name(items[order[k]]) && (!dup || order[k] < dup->second))
+      dup = std::make_pair(order[k - 1], order[k]);
+  return order;
+}
+
+// Binary search in an index built by sorted_index; nullptr when absent.
+template <typename T, typename Name>
+const T* find_sorted(const std::vector<T>& items, const std::vector<size_t>& order, std::string_view key,
+                     Name name) {
+  auto it = std::lower_bound(order.begin(), order.end(), key,
+                             [&](size_t a, std::string_view k) { return std::string_view(name(items[a])) < k; });
+  if (it == order.end() || std::string_view(name(items[*it])) != key) return nullptr;
+  return &items[*it];
+}
+
+const std::string& kv_name(const std::pair<std::string, Value>& kv) { return kv.first; }
+const std::string& tensor_name(const TensorInfo& t) { return t.name; }
 
 class Parser {
  public:
@@ -170,7 +202,6 @@ class Parser {
 
   void parse_metadata(Parsed& out) {
     out.kv.reserve(static_cast<size_t>(kv_count_));
-    std::map<std::string, size_t, std::less<>> seen;
     for (uint64_t k = 0; k < kv_count_; ++k) {
       ctx_ = "metadata key #" + std::to_string(k);
       std::string key = string("key");
@@ -179,21 +210,22 @@ class Parser {
         fail_here("key", "key of " + std::to_string(key.size()) + " bytes is longer than " +
                              std::to_string(kMaxKeyBytes));
       ctx_ += " " + q(key);
-      if (auto it = seen.find(key); it != seen.end())
-        fail_here("key", "duplicate key (first defined as key #" + std::to_string(it->second) + ")");
       const uint32_t type = u32("value type");
       if (!valid_value_type(type)) fail_here("value type", "unknown value type id " + std::to_string(type));
       Value v = value(static_cast<ValueType>(type), 0, "value");
-      seen.emplace(key, static_cast<size_t>(k));
       out.kv.emplace_back(std::move(key), std::move(v));
     }
     ctx_.clear();
+    std::optional<std::pair<size_t, size_t>> dup;
+    out.kv_sorted = sorted_index(out.kv, kv_name, dup);
+    if (dup)
+      fail("GGUF: metadata key #", dup->second, " ", q(out.kv[dup->second].first),
+           ": key: duplicate key (first defined as key #", dup->first, ")");
   }
 
   // Parses one value of type t; `depth` is the number of arrays it is nested in.
   Value value(ValueType t, int depth, std::string_view field) {
-    if (++n_values_ > kMaxMetadataValues)
-      fail_here(field, "more than " + std::to_string(kMaxMetadataValues) + " metadata values in the file");
+    if (t == ValueType::kArray) return array(depth + 1);
     Value v;
     v.type = t;
     switch (t) {
@@ -214,30 +246,50 @@ class Parser {
         break;
       }
       case ValueType::kString: v.str = string(field); break;
-      case ValueType::kArray: array(v, depth + 1); break;
+      case ValueType::kArray: break;  // handled above
     }
     return v;
   }
 
   // Parses the element type, count and elements of an array at nesting level `depth` (>= 1).
-  void array(Value& v, int depth) {
+  Value array(int depth) {
     if (depth > kMaxArrayDepth)
       fail_here("array", "arrays nested deeper than " + std::to_string(kMaxArrayDepth) + " levels");
     const uint32_t et = u32("array element type");
     if (!valid_value_type(et))
       fail_here("array element type", "unknown value type id " + std::to_string(et));
-    v.elem_type = static_cast<ValueType>(et);
+    const auto elem = static_cast<ValueType>(et);
     const uint64_t n = u64("array count");
-    const uint64_t min = min_encoded_size(v.elem_type);
+    const uint64_t min = min_encoded_size(elem);
     if (n > left() / min)
       fail_ctx("array count " + count_str(n) + " exceeds remaining bytes (" + std::to_string(left()) +
-               " left, each " + std::string(value_type_name(v.elem_type)) + " element needs at least " +
+               " left, each " + std::string(value_type_name(elem)) + " element needs at least " +
                std::to_string(min) + ")");
-    if (n > kMaxMetadataValues - std::min(n_values_, kMaxMetadataValues))
-      fail_ctx("array count " + count_str(n) + " exceeds the limit of " + std::to_string(kMaxMetadataValues) +
-               " metadata values per file");
-    v.arr.reserve(static_cast<size_t>(n));
-    for (uint64_t j = 0; j < n; ++j) v.arr.push_back(value(v.elem_type, depth, "array element"));
+    if (const size_t size = value_type_size(elem); size != 0) {
+      // Numbers and bools: the elements' bytes, copied as they are (n * size <= left()).
+      const uint8_t* p = take(n * size, "array element");
+      if (elem == ValueType::kBool)
+        for (uint64_t j = 0; j < n; ++j)
+          if (p[j] > 1)
+            fail_here("array element", "bool byte is " + std::to_string(p[j]) + " (must be 0 or 1) at element " +
+                                           std::to_string(j));
+      return Value::make_packed_array(elem, std::vector<uint8_t>(p, p + n * size));
+    }
+    if (elem == ValueType::kString) {
+      std::vector<std::string> strs;
+      strs.reserve(static_cast<size_t>(n));  // 32 bytes per element, each >= 8 bytes of file
+      for (uint64_t j = 0; j < n; ++j) strs.push_back(string("array element"));
+      return Value::make_string_array(std::move(strs));
+    }
+    // Arrays of arrays: each element is a full Value, so their number is capped.
+    if (n > kMaxNestedArrays - n_nested_)
+      fail_ctx("array of " + count_str(n) + " arrays brings the file's nested arrays past the limit of " +
+               std::to_string(kMaxNestedArrays) + " (" + std::to_string(n_nested_) + " before it)");
+    n_nested_ += n;
+    std::vector<Value> arrs;
+    arrs.reserve(static_cast<size_t>(n));
+    for (uint64_t j = 0; j < n; ++j) arrs.push_back(array(depth + 1));
+    return Value::make_array_of_arrays(std::move(arrs));
   }
 
   void parse_alignment(Parsed& out) {
@@ -261,15 +313,12 @@ class Parser {
       fail("GGUF: tensor count ", count_str(tensor_count_), " exceeds remaining bytes (", left(),
            " left after the metadata, each tensor info needs at least ", kMinTensorInfoBytes, ")");
     out.tensors.reserve(static_cast<size_t>(tensor_count_));
-    std::map<std::string, size_t, std::less<>> seen;
     for (uint64_t k = 0; k < tensor_count_; ++k) {
       ctx_ = "tensor #" + std::to_string(k);
       TensorInfo t;
       t.name = string("name");
       if (t.name.empty()) fail_here("name", "empty tensor name");
       ctx_ = "tensor " + q(t.name);
-      if (auto it = seen.find(t.name); it != seen.end())
-        fail_here("name", "duplicate tensor name (first used by tensor #" + std::to_string(it->second) + ")");
       const uint32_t n_dims = u32("n_dims");
       if (n_dims > static_cast<uint32_t>(kMaxDims))
         fail_here("n_dims", std::to_string(n_dims) + " dimensions (at most " + std::to_string(kMaxDims) +
@@ -303,10 +352,14 @@ class Parser {
       if (!bytes) fail_here("type", "byte size overflows");
       t.n_bytes = *bytes;
       t.offset = u64("offset");
-      seen.emplace(t.name, static_cast<size_t>(k));
       out.tensors.push_back(std::move(t));
     }
     ctx_.clear();
+    std::optional<std::pair<size_t, size_t>> dup;
+    out.tensor_sorted = sorted_index(out.tensors, tensor_name, dup);
+    if (dup)
+      fail("GGUF: tensor ", q(out.tensors[dup->second].name), ": name: duplicate tensor name (first used by tensor #",
+           dup->first, ")");
   }
 
   void place_data(Parsed& out) {
@@ -351,62 +404,15 @@ class Parser {
   uint64_t pos_ = 0;
   uint64_t tensor_count_ = 0;
   uint64_t kv_count_ = 0;
-  uint64_t n_values_ = 0;
+  uint64_t n_nested_ = 0;  // arrays inside arrays so far (<= kMaxNestedArrays)
   std::string ctx_;  // "metadata key #3 'x'" / "tensor 'y'" for messages
 };
 
-std::string key_prefix(std::string_view key) {
-  return key.empty() ? std::string("GGUF: value") : "GGUF: metadata key " + q(key);
-}
-
-int64_t int_of(const Value& v, std::string_view key) {
-  if (!v.is_integer())
-    fail(key_prefix(key), " has type ", value_type_desc(v), ", expected an integer");
-  if (is_signed_int(v.type)) return v.i;
-  if (v.u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-    fail(key_prefix(key), " value ", v.u, " (", value_type_name(v.type), ") does not fit in int64");
-  return static_cast<int64_t>(v.u);
-}
-
-double float_of(const Value& v, std::string_view key) {
-  if (v.is_float()) return v.f;
-  if (v.is_integer()) return is_signed_int(v.type) ? static_cast<double>(v.i) : static_cast<double>(v.u);
-  fail(key_prefix(key), " has type ", value_type_desc(v), ", expected a number");
-}
+using detail::float_of;
+using detail::int_of;
+using detail::key_prefix;
 
 }  // namespace
-
-std::string_view value_type_name(ValueType t) {
-  switch (t) {
-    case ValueType::kU8: return "u8";
-    case ValueType::kI8: return "i8";
-    case ValueType::kU16: return "u16";
-    case ValueType::kI16: return "i16";
-    case ValueType::kU32: return "u32";
-    case ValueType::kI32: return "i32";
-    case ValueType::kF32: return "f32";
-    case ValueType::kBool: return "bool";
-    case ValueType::kString: return "string";
-    case ValueType::kArray: return "array";
-    case ValueType::kU64: return "u64";
-    case ValueType::kI64: return "i64";
-    case ValueType::kF64: return "f64";
-  }
-  return "unknown";
-}
-
-bool Value::is_integer() const {
-  switch (type) {
-    case ValueType::kU8: case ValueType::kI8: case ValueType::kU16: case ValueType::kI16:
-    case ValueType::kU32: case ValueType::kI32: case ValueType::kU64: case ValueType::kI64:
-      return true;
-    default:
-      return false;
-  }
-}
-
-int64_t Value::as_int() const { return int_of(*this, {}); }
-double Value::as_float() const { return float_of(*this, {}); }
 
 // ---- GgufFile ----
 
@@ -464,19 +470,18 @@ void GgufFile::parse() {
   alignment_ = p.alignment;
   data_offset_ = p.data_offset;
   kv_ = std::move(p.kv);
+  kv_sorted_ = std::move(p.kv_sorted);
   tensors_ = std::move(p.tensors);
-  for (size_t k = 0; k < kv_.size(); ++k) kv_index_.emplace(kv_[k].first, k);
-  for (size_t k = 0; k < tensors_.size(); ++k) tensor_index_.emplace(tensors_[k].name, k);
+  tensor_sorted_ = std::move(p.tensor_sorted);
 }
 
 const Value* GgufFile::find(std::string_view key) const {
-  auto it = kv_index_.find(key);
-  return it == kv_index_.end() ? nullptr : &kv_[it->second].second;
+  const auto* kv = find_sorted(kv_, kv_sorted_, key, kv_name);
+  return kv == nullptr ? nullptr : &kv->second;
 }
 
 const TensorInfo* GgufFile::find_tensor(std::string_view name) const {
-  auto it = tensor_index_.find(name);
-  return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
+  return find_sorted(tensors_, tensor_sorted_, name, tensor_name);
 }
 
 namespace {
@@ -493,18 +498,20 @@ bool bool_of(const Value& v, std::string_view key) {
   if (v.type != ValueType::kBool) fail(key_prefix(key), " has type ", value_type_desc(v), ", expected bool");
   return v.b;
 }
-const std::vector<Value>& array_of(const Value& v, std::string_view key, bool (*elem_ok)(ValueType),
-                                   const char* expected) {
+// Checks that v is an array whose element type passes elem_ok, or throws naming the key.
+void check_array(const Value& v, std::string_view key, bool (*elem_ok)(ValueType), const char* expected) {
   if (v.type != ValueType::kArray || !elem_ok(v.elem_type))
     fail(key_prefix(key), " has type ", value_type_desc(v), ", expected ", expected);
-  return v.arr;
 }
-bool is_int_type(ValueType t) {
-  Value v;
-  v.type = t;
-  return v.is_integer();
+// f64 (or a large integer) to f32 without relying on out-of-range conversions: values beyond
+// the float range become +-infinity, NaN stays NaN.
+float narrow_to_float(double d) {
+  if (std::isnan(d)) return std::numeric_limits<float>::quiet_NaN();
+  if (d > std::numeric_limits<float>::max()) return std::numeric_limits<float>::infinity();
+  if (d < -std::numeric_limits<float>::max()) return -std::numeric_limits<float>::infinity();
+  return static_cast<float>(d);
 }
-bool is_numeric_type(ValueType t) { return is_int_type(t) || t == ValueType::kF32 || t == ValueType::kF64; }
+bool is_numeric_type(ValueType t) { return is_integer_type(t) || is_float_type(t); }
 bool is_string_type(ValueType t) { return t == ValueType::kString; }
 }  // namespace
 
@@ -533,30 +540,29 @@ bool GgufFile::get_bool(std::string_view key, bool def) const {
 std::vector<std::string> GgufFile::get_string_array(std::string_view key) const {
   const Value* v = find(key);
   if (v == nullptr) return {};
-  std::vector<std::string> out;
-  const auto& arr = array_of(*v, key, is_string_type, "array<string>");
-  out.reserve(arr.size());
-  for (const Value& e : arr) out.push_back(e.str);
-  return out;
+  check_array(*v, key, is_string_type, "array<string>");
+  return v->strings();
 }
 
 std::vector<float> GgufFile::get_float_array(std::string_view key) const {
   const Value* v = find(key);
   if (v == nullptr) return {};
-  std::vector<float> out;
-  const auto& arr = array_of(*v, key, is_numeric_type, "an array of numbers");
-  out.reserve(arr.size());
-  for (const Value& e : arr) out.push_back(static_cast<float>(float_of(e, key)));
+  check_array(*v, key, is_numeric_type, "an array of numbers");
+  std::vector<float> out(v->array_size());
+  if (v->elem_type == ValueType::kF32) {  // the common case: the bytes are already floats
+    if (!out.empty()) std::memcpy(out.data(), v->packed_bytes().data(), out.size() * sizeof(float));
+    return out;
+  }
+  for (size_t k = 0; k < out.size(); ++k) out[k] = narrow_to_float(float_of(v->element(k), key));
   return out;
 }
 
 std::vector<int64_t> GgufFile::get_int_array(std::string_view key) const {
   const Value* v = find(key);
   if (v == nullptr) return {};
-  std::vector<int64_t> out;
-  const auto& arr = array_of(*v, key, is_int_type, "an array of integers");
-  out.reserve(arr.size());
-  for (const Value& e : arr) out.push_back(int_of(e, key));
+  check_array(*v, key, is_integer_type, "an array of integers");
+  std::vector<int64_t> out(v->array_size());
+  for (size_t k = 0; k < out.size(); ++k) out[k] = int_of(v->element(k), key);
   return out;
 }
 

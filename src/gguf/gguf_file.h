@@ -7,63 +7,30 @@
 //   overflow-safe arithmetic against the bytes left before it is used. A malformed file throws
 //   triad::Error with a message naming the field ("tensor 'blk.0.attn_q.weight': offset past end
 //   of file"), never crashes, hangs or allocates more than the file could describe.
+// - Memory is proportional to the file: numeric arrays are kept packed (1 byte of memory per
+//   byte of file), strings as std::string, and only nested arrays as full Values (at most
+//   kMaxNestedArrays per file). The parsed metadata and tensor table take at most ~10x the
+//   bytes of the file's header section (the tensor data stays in the mapping).
 // - Metadata arrays may nest (arrays of arrays), up to kMaxArrayDepth levels.
 // Thread-safety: immutable after open(); concurrent reads are safe.
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "gguf/gguf_value.h"
 #include "tensor/dtype.h"
 
 namespace triad::gguf {
 
-enum class ValueType : uint32_t {
-  kU8 = 0,
-  kI8 = 1,
-  kU16 = 2,
-  kI16 = 3,
-  kU32 = 4,
-  kI32 = 5,
-  kF32 = 6,
-  kBool = 7,
-  kString = 8,
-  kArray = 9,
-  kU64 = 10,
-  kI64 = 11,
-  kF64 = 12,
-};
-std::string_view value_type_name(ValueType t);
-
-constexpr int kMaxArrayDepth = 8;    // nesting limit for arrays of arrays
-constexpr int kMaxDims = 4;          // GGML tensors have at most 4 dimensions
-
-// One metadata value. Scalars use the field that matches their type: unsigned types in `u`,
-// signed in `i`, floats in `f`, bool in `b`, strings in `str`; arrays have `elem_type` and `arr`.
-struct Value {
-  ValueType type = ValueType::kU8;
-  uint64_t u = 0;
-  int64_t i = 0;
-  double f = 0;
-  bool b = false;
-  std::string str;
-  ValueType elem_type = ValueType::kU8;  // arrays only
-  std::vector<Value> arr;                // arrays only
-
-  bool is_integer() const;
-  bool is_float() const { return type == ValueType::kF32 || type == ValueType::kF64; }
-  // Integer value of any integer type, or throws naming the type mismatch.
-  int64_t as_int() const;
-  // Float value of a float or integer type.
-  double as_float() const;
-  // Short human-readable rendering (long arrays are elided), for `triad gguf inspect`.
-  std::string to_string(size_t max_elems = 8) const;
-};
+constexpr int kMaxDims = 4;  // GGML tensors have at most 4 dimensions
+// Most arrays-of-arrays elements (nested Values, ~104 bytes each) one file may hold; each
+// also needs >= 12 bytes of file, so a file of S bytes holds at most min(S / 12, this).
+constexpr uint64_t kMaxNestedArrays = 1u << 16;
 
 struct TensorInfo {
   std::string name;
@@ -129,9 +96,9 @@ class GgufFile {
   uint64_t alignment_ = 32;
   uint64_t data_offset_ = 0;
   std::vector<std::pair<std::string, Value>> kv_;
-  std::map<std::string, size_t, std::less<>> kv_index_;
+  std::vector<size_t> kv_sorted_;      // indices into kv_, ordered by key (binary search)
   std::vector<TensorInfo> tensors_;
-  std::map<std::string, size_t, std::less<>> tensor_index_;
+  std::vector<size_t> tensor_sorted_;  // indices into tensors_, ordered by name
 };
 
 }  // namespace triad::gguf

@@ -62,45 +62,49 @@ void put_payload(Sink& s, const Value& v) {
     case ValueType::kF64: s.put(v.f); break;
     case ValueType::kBool: s.put(static_cast<uint8_t>(v.b ? 1 : 0)); break;
     case ValueType::kString: s.str(v.str); break;
-    case ValueType::kArray:
-      s.put(static_cast<uint32_t>(v.elem_type));
-      s.put(static_cast<uint64_t>(v.arr.size()));
-      for (const Value& e : v.arr) put_payload(s, e);
-      break;
-  }
-}
-
-// Checks that v can be encoded: known types, integers in range of their type, consistent
-// array element types, nesting within kMaxArrayDepth.
-void validate(const Value& v, std::string_view key, int depth) {
-  if (static_cast<uint32_t>(v.type) > static_cast<uint32_t>(ValueType::kF64))
-    fail("GgufWriter: key ", qn(key), ": unknown value type id ", static_cast<uint32_t>(v.type));
-  auto range = [&](bool ok) {
-    if (!ok) fail("GgufWriter: key ", qn(key), ": value ", v.to_string(), " does not fit in ",
-                  value_type_name(v.type));
-  };
-  switch (v.type) {
-    case ValueType::kU8: range(v.u <= UINT8_MAX); break;
-    case ValueType::kU16: range(v.u <= UINT16_MAX); break;
-    case ValueType::kU32: range(v.u <= UINT32_MAX); break;
-    case ValueType::kI8: range(v.i >= INT8_MIN && v.i <= INT8_MAX); break;
-    case ValueType::kI16: range(v.i >= INT16_MIN && v.i <= INT16_MAX); break;
-    case ValueType::kI32: range(v.i >= INT32_MIN && v.i <= INT32_MAX); break;
     case ValueType::kArray: {
-      if (depth + 1 > kMaxArrayDepth)
-        fail("GgufWriter: key ", qn(key), ": arrays nested deeper than ", kMaxArrayDepth, " levels");
-      if (static_cast<uint32_t>(v.elem_type) > static_cast<uint32_t>(ValueType::kF64))
-        fail("GgufWriter: key ", qn(key), ": unknown array element type id ",
-             static_cast<uint32_t>(v.elem_type));
-      for (const Value& e : v.arr) {
-        if (e.type != v.elem_type)
-          fail("GgufWriter: key ", qn(key), ": array of ", value_type_name(v.elem_type),
-               " holds an element of type ", value_type_name(e.type));
-        validate(e, key, depth + 1);
+      const size_t n = v.array_size();
+      s.put(static_cast<uint32_t>(v.elem_type));
+      s.put(static_cast<uint64_t>(n));
+      if (value_type_size(v.elem_type) != 0) {
+        const std::vector<uint8_t>& bytes = v.packed_bytes();  // already the file's encoding
+        s.bytes(bytes.data(), bytes.size());
+      } else if (v.elem_type == ValueType::kString) {
+        for (const std::string& e : v.strings()) s.str(e);
+      } else {
+        for (const Value& e : v.arrays()) put_payload(s, e);
       }
       break;
     }
-    default: break;
+  }
+}
+
+// Checks that v can be encoded: known types, integers in range of their type, array storage
+// consistent with elem_type, nesting within kMaxArrayDepth.
+void validate(const Value& v, std::string_view key, int depth) {
+  if (static_cast<uint32_t>(v.type) > static_cast<uint32_t>(ValueType::kF64))
+    fail("GgufWriter: key ", qn(key), ": unknown value type id ", static_cast<uint32_t>(v.type));
+  if (!detail::scalar_fits(v))
+    fail("GgufWriter: key ", qn(key), ": value ", v.to_string(), " does not fit in ", value_type_name(v.type));
+  if (v.type != ValueType::kArray) return;
+  if (depth + 1 > kMaxArrayDepth)
+    fail("GgufWriter: key ", qn(key), ": arrays nested deeper than ", kMaxArrayDepth, " levels");
+  if (static_cast<uint32_t>(v.elem_type) > static_cast<uint32_t>(ValueType::kF64))
+    fail("GgufWriter: key ", qn(key), ": unknown array element type id ", static_cast<uint32_t>(v.elem_type));
+  // The builders keep packed bytes, strings and nested arrays well-formed; what can still be
+  // wrong is storage that disagrees with elem_type (changed by hand) and, inside, the same.
+  size_t n = 0;
+  try {
+    n = v.array_size();
+  } catch (const Error& e) {
+    fail("GgufWriter: key ", qn(key), ": ", e.what());
+  }
+  if (v.elem_type != ValueType::kArray) return;
+  for (size_t k = 0; k < n; ++k) {
+    const Value& e = v.array_at(k);
+    if (e.type != ValueType::kArray)  // not reachable through the builders; checked anyway
+      fail("GgufWriter: key ", qn(key), ": array of arrays holds an element of type ", value_type_name(e.type));
+    validate(e, key, depth + 1);
   }
 }
 
@@ -192,34 +196,13 @@ void GgufWriter::add_bool(std::string key, bool value) {
 }
 
 void GgufWriter::add_string_array(std::string key, const std::vector<std::string>& values) {
-  Value v = scalar(ValueType::kArray);
-  v.elem_type = ValueType::kString;
-  v.arr.reserve(values.size());
-  for (const std::string& s : values) {
-    v.arr.push_back(scalar(ValueType::kString));
-    v.arr.back().str = s;
-  }
-  add_value(std::move(key), std::move(v));
+  add_value(std::move(key), Value::make_string_array(values));
 }
 void GgufWriter::add_f32_array(std::string key, const std::vector<float>& values) {
-  Value v = scalar(ValueType::kArray);
-  v.elem_type = ValueType::kF32;
-  v.arr.reserve(values.size());
-  for (float x : values) {
-    v.arr.push_back(scalar(ValueType::kF32));
-    v.arr.back().f = x;
-  }
-  add_value(std::move(key), std::move(v));
+  add_value(std::move(key), Value::make_packed_array(ValueType::kF32, values.data(), values.size()));
 }
 void GgufWriter::add_i32_array(std::string key, const std::vector<int32_t>& values) {
-  Value v = scalar(ValueType::kArray);
-  v.elem_type = ValueType::kI32;
-  v.arr.reserve(values.size());
-  for (int32_t x : values) {
-    v.arr.push_back(scalar(ValueType::kI32));
-    v.arr.back().i = x;
-  }
-  add_value(std::move(key), std::move(v));
+  add_value(std::move(key), Value::make_packed_array(ValueType::kI32, values.data(), values.size()));
 }
 
 void GgufWriter::add_tensor(std::string name, DType type, const std::vector<int64_t>& dims,

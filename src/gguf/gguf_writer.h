@@ -44,8 +44,9 @@ class GgufWriter {
   void add_string_array(std::string key, const std::vector<std::string>& values);
   void add_f32_array(std::string key, const std::vector<float>& values);
   void add_i32_array(std::string key, const std::vector<int32_t>& values);
-  // Any value, including nested arrays (e.g. copied from a GgufFile's metadata). Arrays must
-  // have elements whose type equals elem_type, nested at most kMaxArrayDepth deep.
+  // Any value, including nested arrays (e.g. copied from a GgufFile's metadata). Arrays are
+  // built with Value::make_*array / append (gguf_value.h), nested at most kMaxArrayDepth deep;
+  // one whose storage no longer matches its elem_type is refused.
   void add_value(std::string key, Value value);
 
   // dims are GGML-ordered (dims[0] innermost), 1..kMaxDims of them, each >= 1; dims[0] must be

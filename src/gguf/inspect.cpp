@@ -13,6 +13,7 @@
 #include <map>
 
 #include "base/checked_math.h"
+#include "base/error.h"
 
 namespace triad::gguf {
 namespace {
@@ -62,6 +63,12 @@ std::string shape_str(const TensorInfo& t) {
   return t.n_dims == 0 ? std::string("scalar") : s;
 }
 
+// A string value for display: quoted, cut at 32 bytes per element shown (at least 64).
+std::string string_display(const std::string& s, size_t max_elems) {
+  const size_t limit = std::max<uint64_t>(64, checked_mul(max_elems, 32).value_or(UINT64_MAX));
+  return quote_bytes(s, limit);
+}
+
 // Appends each part (strings and string literals) to `out`.
 template <typename... Parts>
 void app(std::string& out, const Parts&... parts) {
@@ -108,8 +115,15 @@ std::string value_type_desc(const Value& v) {
   if (v.type != ValueType::kArray) return std::string(value_type_name(v.type));
   // Nested arrays: describe the first element's element type (all elements share one type
   // tag but each inner array has its own element type).
-  if (v.elem_type == ValueType::kArray)
-    return v.arr.empty() ? std::string("array<array>") : "array<" + value_type_desc(v.arr[0]) + ">";
+  if (v.elem_type == ValueType::kArray) {
+    // Used in error messages, so it must not throw: a Value whose storage disagrees with its
+    // elem_type (only possible when built by hand) is described without its elements.
+    try {
+      if (v.array_size() > 0) return "array<" + value_type_desc(v.array_at(0)) + ">";
+    } catch (const Error&) {
+    }
+    return "array<array>";
+  }
   return "array<" + std::string(value_type_name(v.elem_type)) + ">";
 }
 
@@ -122,18 +136,21 @@ std::string Value::to_string(size_t max_elems) const {
     case ValueType::kF32: return shortest(static_cast<float>(f));
     case ValueType::kF64: return shortest(f);
     case ValueType::kBool: return b ? "true" : "false";
-    case ValueType::kString: {
-      const size_t limit = std::max<uint64_t>(64, checked_mul(max_elems, 32).value_or(UINT64_MAX));
-      return quote_bytes(str, limit);
-    }
+    case ValueType::kString: return string_display(str, max_elems);
     case ValueType::kArray: {
       std::string s = "[";
-      const size_t shown = std::min(arr.size(), max_elems);
+      const size_t n = array_size();
+      const size_t shown = std::min(n, max_elems);
       for (size_t k = 0; k < shown; ++k) {
         if (k) s += ", ";
-        s += arr[k].to_string(max_elems);
+        if (elem_type == ValueType::kString)
+          s += string_display(string_at(k), max_elems);
+        else if (elem_type == ValueType::kArray)
+          s += array_at(k).to_string(max_elems);
+        else
+          s += element(k).to_string(max_elems);
       }
-      if (shown < arr.size()) s += (shown ? ", ... (" : "... (") + std::to_string(arr.size() - shown) + " more)";
+      if (shown < n) s += (shown ? ", ... (" : "... (") + std::to_string(n - shown) + " more)";
       return s + "]";
     }
   }
@@ -158,7 +175,7 @@ std::string describe_gguf(const GgufFile& file, bool full) {
   for (const auto& [key, v] : file.metadata()) {
     keys.push_back(display_name(key));
     std::string t = value_type_desc(v);
-    if (v.type == ValueType::kArray) app(t, "[", to_string(v.arr.size()), "]");
+    if (v.type == ValueType::kArray) app(t, "[", to_string(v.array_size()), "]");
     types.push_back(std::move(t));
     key_w = std::max(key_w, std::min<size_t>(keys.back().size(), 48));
     type_w = std::max(type_w, std::min<size_t>(types.back().size(), 24));

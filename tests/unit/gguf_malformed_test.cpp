@@ -1,8 +1,8 @@
 // Malformed GGUF images: each must give a clean triad::Error whose message names the field,
 // never a crash, a hang or a huge allocation (run this binary under ASan/UBSan too).
 //
-// Images are built by hand with the small RawImage builder below (the format is simple enough
-// to spell out byte by byte) or by patching a valid image written by GgufWriter.
+// Images are built by hand with the small RawImage builder (gguf_test_image.h; the format is
+// simple enough to spell out byte by byte) or by patching a valid image written by GgufWriter.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,46 +14,10 @@
 #include "base/error.h"
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
+#include "gguf_test_image.h"
 
 namespace triad::gguf {
 namespace {
-
-struct RawImage {
-  std::vector<uint8_t> b;
-  RawImage& u8(uint8_t v) { return raw(&v, 1); }
-  RawImage& u32(uint32_t v) { return raw(&v, 4); }
-  RawImage& u64(uint64_t v) { return raw(&v, 8); }
-  RawImage& str(std::string_view s) {
-    u64(s.size());
-    return raw(s.data(), s.size());
-  }
-  RawImage& raw(const void* p, size_t n) {
-    const auto* c = static_cast<const uint8_t*>(p);
-    b.insert(b.end(), c, c + n);
-    return *this;
-  }
-  RawImage& header(uint64_t n_tensors, uint64_t n_kv, uint32_t version = 3) {
-    raw("GGUF", 4);
-    u32(version);
-    u64(n_tensors);
-    return u64(n_kv);
-  }
-  RawImage& kv_u32(std::string_view key, uint32_t v) { return str(key).u32(4).u32(v); }
-  RawImage& tensor(std::string_view name, std::initializer_list<uint64_t> dims, uint32_t type,
-                   uint64_t offset) {
-    str(name).u32(static_cast<uint32_t>(dims.size()));
-    for (uint64_t d : dims) u64(d);
-    return u32(type).u64(offset);
-  }
-  RawImage& pad(size_t alignment = 32) {
-    while (b.size() % alignment) b.push_back(0);
-    return *this;
-  }
-  RawImage& zeros(size_t n) {
-    b.insert(b.end(), n, 0);
-    return *this;
-  }
-};
 
 // Parses `img`, expects a triad::Error whose message contains every part.
 void expect_error(const std::vector<uint8_t>& img, std::initializer_list<std::string_view> parts) {
@@ -77,16 +41,9 @@ std::vector<uint8_t> small_valid_image() {
   w.add_bool("flag", true);
   w.add_string_array("tokens", {"a", "bb", ""});
   w.add_f32_array("scores", {1, 2, 3});
-  Value inner;
-  inner.type = ValueType::kArray;
-  inner.elem_type = ValueType::kI32;
-  inner.arr.resize(2);
-  for (Value& e : inner.arr) e.type = ValueType::kI32;
-  Value outer;
-  outer.type = ValueType::kArray;
-  outer.elem_type = ValueType::kArray;
-  outer.arr = {inner};
-  w.add_value("nested", outer);
+  const int32_t zeros[2] = {0, 0};
+  const Value inner = Value::make_packed_array(ValueType::kI32, zeros, 2);
+  w.add_value("nested", Value::make_array_of_arrays({inner}));
   w.add_tensor("w", DType::kF32, {8, 2}, std::vector<uint8_t>(64, 1));
   w.add_tensor("q", DType::kQ8_0, {32, 16}, std::vector<uint8_t>(34 * 16, 2));  // 544 = 17 * 32
   return w.serialize();
@@ -165,14 +122,14 @@ TEST(GgufMalformed, Arrays) {
   const auto ok = nested(kMaxArrayDepth);
   auto f = GgufFile::from_bytes(ok.data(), ok.size());
   const Value* v = f->find("deep");
-  for (int d = 1; d < kMaxArrayDepth; ++d) v = &v->arr.at(0);
+  for (int d = 1; d < kMaxArrayDepth; ++d) v = &v->array_at(0);
   EXPECT_EQ(v->elem_type, ValueType::kU8);
-  EXPECT_EQ(v->arr.at(0).u, 42u);
+  EXPECT_EQ(v->element(0).u, 42u);
   expect_error(nested(kMaxArrayDepth + 1), {"'deep'", "nested deeper than 8"});
   expect_error(nested(1000), {"nested deeper than 8"});
   // An empty array is fine.
   const auto empty = RawImage().header(0, 1).str("e").u32(9).u32(6).u64(0).b;
-  EXPECT_TRUE(GgufFile::from_bytes(empty.data(), empty.size())->find("e")->arr.empty());
+  EXPECT_TRUE(GgufFile::from_bytes(empty.data(), empty.size())->find("e")->array_empty());
 }
 
 TEST(GgufMalformed, Alignment) {

@@ -251,16 +251,19 @@ TEST(GgufCorpus, PythonWrittenAllTypes) {
     const Value* bools = f->find("t.arr_bool");
     ASSERT_NE(bools, nullptr);
     EXPECT_EQ(bools->elem_type, ValueType::kBool);
-    ASSERT_EQ(bools->arr.size(), 2u);
-    EXPECT_TRUE(bools->arr[0].b);
-    EXPECT_FALSE(bools->arr[1].b);
+    ASSERT_EQ(bools->array_size(), 2u);
+    EXPECT_TRUE(bools->bool_at(0));
+    EXPECT_FALSE(bools->bool_at(1));
+    EXPECT_EQ(bools->packed_bytes(), (std::vector<uint8_t>{1, 0}));
     const Value* nested = f->find("t.nested");
     ASSERT_NE(nested, nullptr);
     EXPECT_EQ(nested->elem_type, ValueType::kArray);
-    ASSERT_EQ(nested->arr.size(), 3u);
-    EXPECT_EQ(nested->arr[2].elem_type, ValueType::kI32);
-    ASSERT_EQ(nested->arr[2].arr.size(), 3u);
-    EXPECT_EQ(nested->arr[2].arr[2].i, 6);
+    ASSERT_EQ(nested->array_size(), 3u);
+    EXPECT_EQ(nested->array_at(2).elem_type, ValueType::kI32);
+    ASSERT_EQ(nested->array_at(2).array_size(), 3u);
+    EXPECT_EQ(nested->array_at(2).int_at(2), 6);
+    EXPECT_EQ(nested->array_at(0).element(1).i, 2);
+    EXPECT_EQ(nested->element(1).to_string(), "[3]");
     EXPECT_EQ(nested->to_string(), "[[1, 2], [3], [4, 5, 6]]");
     EXPECT_EQ(value_type_desc(*nested), "array<array<i32>>");
 
@@ -326,17 +329,8 @@ GgufWriter sample_writer() {
   w.add_string_array("k.strs", {"x", "", "a\"b"});
   w.add_f32_array("k.f32s", {0.5f, -1.0f});
   w.add_i32_array("k.i32s", {});
-  Value inner;
-  inner.type = ValueType::kArray;
-  inner.elem_type = ValueType::kString;
-  inner.arr.resize(1);
-  inner.arr[0].type = ValueType::kString;
-  inner.arr[0].str = "deep";
-  Value outer;
-  outer.type = ValueType::kArray;
-  outer.elem_type = ValueType::kArray;
-  outer.arr = {inner, inner};
-  w.add_value("k.nested", outer);
+  const Value inner = Value::make_string_array({"deep"});
+  w.add_value("k.nested", Value::make_array_of_arrays({inner, inner}));
   w.add_tensor("a", DType::kF32, {3, 2}, f32_bytes({1, 2, 3, 4, 5, 6}));
   std::vector<uint8_t> q8(34 * 2, 0x11);
   w.add_tensor("b", DType::kQ8_0, {32, 1, 2}, q8);
@@ -427,28 +421,19 @@ TEST(GgufWriter, RejectsInvalidInput) {
   EXPECT_THROW(w.set_alignment(0), Error);
   EXPECT_THROW(w.set_alignment(48), Error);
   EXPECT_THROW(w.add_u32("general.alignment", 3), Error);
-  Value bad;
-  bad.type = ValueType::kArray;
+  // Storage that no longer matches elem_type (changed by hand) is refused, not misencoded.
+  Value bad = Value::make_string_array({"x"});
   bad.elem_type = ValueType::kU32;
-  bad.arr.resize(1);
-  bad.arr[0].type = ValueType::kString;
-  EXPECT_THROW(w.add_value("mixed", bad), Error);
-  Value deep;
-  deep.type = ValueType::kArray;
-  deep.elem_type = ValueType::kU8;
-  for (int d = 1; d < kMaxArrayDepth; ++d) {
-    Value up;
-    up.type = ValueType::kArray;
-    up.elem_type = ValueType::kArray;
-    up.arr.push_back(deep);
-    deep = up;
-  }
+  const std::string e = error_of([&] { w.add_value("mixed", bad); });
+  EXPECT_NE(e.find("GgufWriter: key 'mixed'"), std::string::npos) << e;
+  EXPECT_NE(e.find("holds string elements"), std::string::npos) << e;
+  const Value nested_ok =
+      Value::make_array_of_arrays({Value::make_packed_array(ValueType::kU16, std::vector<uint8_t>(4))});
+  EXPECT_NO_THROW(w.add_value("nested_ok", nested_ok));
+  Value deep = Value::make_array(ValueType::kU8);
+  for (int d = 1; d < kMaxArrayDepth; ++d) deep = Value::make_array_of_arrays({deep});
   w.add_value("deep8", deep);  // exactly the limit
-  Value deeper;
-  deeper.type = ValueType::kArray;
-  deeper.elem_type = ValueType::kArray;
-  deeper.arr.push_back(deep);
-  EXPECT_THROW(w.add_value("deep9", deeper), Error);
+  EXPECT_THROW(w.add_value("deep9", Value::make_array_of_arrays({deep})), Error);
   const std::vector<uint8_t> four(4);
   w.add_tensor("t", DType::kF32, {1}, four);
   EXPECT_THROW(w.add_tensor("t", DType::kF32, {1}, four), Error);           // duplicate
@@ -460,7 +445,8 @@ TEST(GgufWriter, RejectsInvalidInput) {
   EXPECT_THROW(w.add_tensor("u", DType::kF32, {1LL << 40, 1LL << 40}, four), Error);
   const std::vector<uint8_t> img = w.serialize();
   auto f = GgufFile::from_bytes(img.data(), img.size());
-  EXPECT_EQ(f->metadata().size(), 2u);
+  EXPECT_EQ(f->metadata().size(), 3u);
+  EXPECT_EQ(f->find("nested_ok")->array_at(0).int_at(1), 0);
   EXPECT_EQ(f->tensors().size(), 1u);
 }
 
@@ -501,7 +487,7 @@ TEST(GgufValue, ToStringEscapesAndElides) {
     Value e;
     e.type = ValueType::kU16;
     e.u = static_cast<uint64_t>(k);
-    a.arr.push_back(e);
+    a.append(e);
   }
   EXPECT_EQ(a.to_string(3), "[0, 1, 2, ... (7 more)]");
   EXPECT_EQ(a.to_string(), "[0, 1, 2, 3, 4, 5, 6, 7, ... (2 more)]");
