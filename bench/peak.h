@@ -1,0 +1,16 @@
+// Measured instruction-throughput peaks (instructions per second on one core), used by the
+// matmul benchmark to print achieved / peak. Thread-safety: pure functions.
+#pragma once
+
+namespace triad::bench {
+
+struct PeakRates {
+  double fma = 0;   // 512-bit vfmadd231ps per second (32 flop each)
+  double vnni = 0;  // 512-bit vpdpbusd per second (64 int8 multiply-adds = 128 ops each)
+  double bf16 = 0;  // 512-bit vdpbf16ps per second (32 bf16 multiply-adds = 64 flop each)
+};
+
+// Runs `iters` iterations of 12 independent instructions of each kind (AVX-512 CPUs only).
+PeakRates measure_peak_avx512(long iters);
+
+}  // namespace triad::bench

@@ -1,0 +1,183 @@
+// matmul() driver: checks arguments, prepares the activations once per call (Q8 blocks for
+// quantized weights, bf16 for BF16 weights; act_quant.h), then splits the output rows evenly
+// over the pool's threads and runs the row-range kernel of the chosen ISA level
+// (matmul_impl.h; kernels in matmul_avx2.cpp / matmul_avx512.cpp / ref/matmul_ref.cpp).
+//
+// Properties:
+// - Scratch for prepared activations is a grow-only buffer per calling thread: no allocation
+//   per call in the steady state.
+// - Rows are split in multiples of 16 so that every thread's share is whole register tiles;
+//   with fewer than 16 rows per thread (tiny matrices, many tokens) tokens are split instead.
+// Thread-safety: one call at a time per pool (ThreadPool::run is not re-entrant); concurrent
+// calls from different threads with different pools are safe (the scratch is thread-local).
+#include <algorithm>
+#include <cstring>
+
+#include "base/aligned_buffer.h"
+#include "base/checked_math.h"
+#include "base/error.h"
+#include "kernels/act_quant.h"
+#include "kernels/matmul.h"
+#include "kernels/matmul_impl.h"
+
+namespace triad::kernels {
+namespace {
+
+inline int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+// Grow-only, 64-byte aligned scratch of the calling thread.
+uint8_t* scratch(size_t bytes) {
+  thread_local AlignedBuffer<uint8_t> buf;
+  if (buf.size() < bytes) buf.resize(bytes);
+  return buf.data();
+}
+
+MatmulRowsFn rows_fn(IsaLevel level) {
+  switch (level) {
+    case IsaLevel::kAvx512: return matmul_rows_avx512;
+    case IsaLevel::kAvx2: return matmul_rows_avx2;
+    case IsaLevel::kScalar: break;
+  }
+  return matmul_rows_ref;
+}
+
+// Prepares the activations that `job.type` pairs with; tokens are split over the pool when
+// there are enough of them to be worth a second parallel region.
+void prepare_activations(IsaLevel level, MatmulJob& j, ThreadPool& pool) {
+  const ActKind kind = act_kind(j.type);
+  if (kind == ActKind::kF32) return;
+  const int64_t n = j.n_tokens, cols = j.cols;
+  auto for_tokens = [&](auto&& fn) {
+    if (pool.size() > 1 && n >= 4 && n * cols >= 16384) {
+      pool.parallel_for(n, [&](int64_t b, int64_t e) {
+        for (int64_t t = b; t < e; ++t) fn(t);
+      });
+    } else {
+      for (int64_t t = 0; t < n; ++t) fn(t);
+    }
+  };
+  if (kind == ActKind::kBf16) {
+    j.xb_stride = round_up(cols, 32);
+    uint16_t* xb = reinterpret_cast<uint16_t*>(
+        scratch(static_cast<size_t>(n) * static_cast<size_t>(j.xb_stride) * sizeof(uint16_t)));
+    j.xb = xb;
+    for_tokens([&](int64_t t) {
+      uint16_t* dst = xb + t * j.xb_stride;
+      round_act_bf16(level, j.x + t * j.x_stride, cols, dst);
+      std::fill(dst + cols, dst + j.xb_stride, uint16_t{0});
+    });
+    return;
+  }
+  // Q8: codes rows padded to 64 bytes, scale / sum rows to an even count of blocks.
+  j.aq_stride = round_up(cols, 64);
+  j.as_stride = j.aq_stride / kActBlock;
+  const size_t code_bytes = static_cast<size_t>(n) * static_cast<size_t>(j.aq_stride);
+  const size_t scale_bytes = static_cast<size_t>(n) * static_cast<size_t>(j.as_stride) * 4;
+  uint8_t* base = scratch(code_bytes + 2 * scale_bytes);
+  int8_t* aq = reinterpret_cast<int8_t*>(base);
+  float* ad = reinterpret_cast<float*>(base + code_bytes);
+  float* axs = reinterpret_cast<float*>(base + code_bytes + scale_bytes);
+  j.aq = aq;
+  j.ad = ad;
+  j.axs = axs;
+  for_tokens([&](int64_t t) {
+    int8_t* q = aq + t * j.aq_stride;
+    float* d = ad + t * j.as_stride;
+    float* s = axs + t * j.as_stride;
+    quantize_act_q8(level, j.x + t * j.x_stride, cols, q, d, s);
+    std::fill(q + cols, q + j.aq_stride, int8_t{0});
+    std::fill(d + cols / kActBlock, d + j.as_stride, 0.f);
+    std::fill(s + cols / kActBlock, s + j.as_stride, 0.f);
+  });
+}
+
+}  // namespace
+
+bool matmul_isa_supported(IsaLevel level) {
+  const CpuFeatures& f = cpu_features();
+  const bool avx2 = f.avx2 && f.fma && f.f16c;
+  switch (level) {
+    case IsaLevel::kScalar: return true;
+    case IsaLevel::kAvx2: return avx2;
+    case IsaLevel::kAvx512:
+      return avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni &&
+             f.avx512bf16;
+  }
+  return false;
+}
+
+void check_matmul_args(const WeightMatrix& w, const float* x, int64_t n_tokens, int64_t x_stride,
+                       const float* y, int64_t y_stride) {
+  TRIAD_CHECK(dtype_supported_for_weights(w.type), "matmul: unsupported weight type ",
+              static_cast<uint32_t>(w.type));
+  TRIAD_CHECK(w.rows >= 0 && w.cols >= 0 && n_tokens >= 0, "matmul: negative size (rows ",
+              w.rows, ", cols ", w.cols, ", n_tokens ", n_tokens, ")");
+  const int64_t bs = traits(w.type).block_size;
+  TRIAD_CHECK(w.cols % bs == 0, "matmul: cols ", w.cols, " is not a multiple of the ",
+              dtype_name(w.type), " block size ", bs);
+  TRIAD_CHECK(x_stride >= w.cols, "matmul: x_stride ", x_stride, " < cols ", w.cols);
+  TRIAD_CHECK(y_stride >= w.rows, "matmul: y_stride ", y_stride, " < rows ", w.rows);
+  const auto wbytes = checked_mul(static_cast<uint64_t>(w.rows),
+                                  row_bytes(w.type, static_cast<uint64_t>(w.cols)));
+  const auto xelems = checked_mul(static_cast<uint64_t>(n_tokens), static_cast<uint64_t>(x_stride));
+  const auto yelems = checked_mul(static_cast<uint64_t>(n_tokens), static_cast<uint64_t>(y_stride));
+  TRIAD_CHECK(wbytes && xelems && yelems && *xelems <= (uint64_t{1} << 60) &&
+                  *yelems <= (uint64_t{1} << 60),
+              "matmul: sizes overflow (rows ", w.rows, ", cols ", w.cols, ", n_tokens ", n_tokens,
+              ")");
+  if (w.rows > 0 && n_tokens > 0) {
+    TRIAD_CHECK(y != nullptr, "matmul: null output");
+    if (w.cols > 0) TRIAD_CHECK(w.data != nullptr && x != nullptr, "matmul: null weights or input");
+  }
+}
+
+void matmul_isa(IsaLevel level, const WeightMatrix& w, const float* x, int64_t n_tokens,
+                int64_t x_stride, float* y, int64_t y_stride, ThreadPool& pool) {
+  check_matmul_args(w, x, n_tokens, x_stride, y, y_stride);
+  TRIAD_CHECK(matmul_isa_supported(level), "matmul: this CPU does not support ",
+              isa_name(level));
+  if (w.rows == 0 || n_tokens == 0) return;
+  if (w.cols == 0) {
+    for (int64_t t = 0; t < n_tokens; ++t) std::fill(y + t * y_stride, y + t * y_stride + w.rows, 0.f);
+    return;
+  }
+  MatmulJob j;
+  j.type = w.type;
+  j.w = static_cast<const uint8_t*>(w.data);
+  j.row_bytes = row_bytes(w.type, static_cast<uint64_t>(w.cols));
+  j.rows = w.rows;
+  j.cols = w.cols;
+  j.n_tokens = n_tokens;
+  j.x = x;
+  j.x_stride = x_stride;
+  j.y = y;
+  j.y_stride = y_stride;
+  prepare_activations(level, j, pool);
+  const MatmulRowsFn fn = rows_fn(level);
+  const int nth = pool.size();
+  if (nth == 1) {
+    fn(j, 0, w.rows, 0, n_tokens);
+    return;
+  }
+  constexpr int64_t kUnit = 16;
+  const int64_t units = (w.rows + kUnit - 1) / kUnit;
+  if (units >= nth || n_tokens < nth) {
+    pool.run([&](int tid, int n) {
+      const int64_t r0 = std::min(w.rows, units * tid / n * kUnit);
+      const int64_t r1 = std::min(w.rows, units * (tid + 1) / n * kUnit);
+      if (r0 < r1) fn(j, r0, r1, 0, n_tokens);
+    });
+  } else {
+    pool.run([&](int tid, int n) {
+      const int64_t t0 = n_tokens * tid / n, t1 = n_tokens * (tid + 1) / n;
+      if (t0 < t1) fn(j, 0, w.rows, t0, t1);
+    });
+  }
+}
+
+void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, int64_t x_stride, float* y,
+            int64_t y_stride, ThreadPool& pool) {
+  matmul_isa(best_isa(), w, x, n_tokens, x_stride, y, y_stride, pool);
+}
+
+}  // namespace triad::kernels

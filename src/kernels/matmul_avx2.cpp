@@ -1,0 +1,358 @@
+// AVX2 + FMA + F16C matmul kernels for every weight type (the path of CPUs without AVX-512).
+// Compiled with AVX2 flags; called only when matmul_isa_supported(kAvx2).
+//
+// Same algorithm as the AVX-512 kernels (matmul_impl.h), 32 elements per step in 256-bit
+// registers (16 of them, so tiles are smaller: 4 rows x 2 tokens for float weights, 2 x 3 for
+// quantized ones):
+// - F32 / F16 / BF16: f32 FMA; F16 widened with vcvtph2ps, BF16 (weights and the bf16-rounded
+//   activations) widened by a 16-bit shift, both exact. Tails go through a zero-padded copy.
+// - Quantized: per 32 weights an unsigned code vector (a 32-block or K-quant sub-block in
+//   natural order) and an 8-lane scale vector; vpmaddubsw (codes <= 63, so no int16
+//   saturation) + vpmaddwd(1) give exact int32 sums of 4 products, the code offset is removed
+//   with the activation sums (init = -offset * sum of 4 xq), then acc += float(p) * (ws * dx).
+//   Q8_0 codes are signed: vpmaddubsw(|w|, sign(xq, w)) (|w| <= 128, |xq| <= 127: no
+//   saturation). Minimums are added per 32-block as mins * xs.
+// Thread-safety: writes only the outputs of the given rows and tokens.
+#include <immintrin.h>
+
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/matmul_impl.h"
+#include "kernels/matmul_tiles.h"
+
+namespace triad::kernels {
+namespace avx2 {
+namespace {
+
+inline float hsum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+template <int R, int T>
+inline void store_tile(const __m256 (&acc)[R][T], float* y, int64_t ys, int64_t r, int64_t t) {
+#pragma GCC unroll 8
+  for (int k = 0; k < T; ++k)
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) y[(t + k) * ys + r + i] = hsum8(acc[i][k]);
+}
+
+inline uint16_t ld16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+inline uint32_t ld32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+inline float f16(const uint8_t* p) { return _cvtsh_ss(ld16(p)); }
+
+// ---- Float weights ----
+
+// kKind: 0 = F32, 1 = F16, 2 = BF16.
+template <int kKind>
+struct KFloat {
+  static constexpr int kR = 4, kT = 2, kActBytes = kKind == 2 ? 2 : 4;
+  static constexpr int kWBytes = kKind == 0 ? 4 : 2;
+
+  // 8 weights at p as f32.
+  static inline __m256 load_w(const uint8_t* p) {
+    if constexpr (kKind == 0) {
+      return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+    } else if constexpr (kKind == 1) {
+      return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    } else {
+      const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+      return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+    }
+  }
+  // 8 activations of token row x (f32, or bf16 for BF16 weights) from element c.
+  static inline __m256 load_x(const void* x, int64_t c) {
+    if constexpr (kKind == 2) {
+      const uint16_t* p = static_cast<const uint16_t*>(x) + c;
+      const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+      return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+    } else {
+      return _mm256_loadu_ps(static_cast<const float*>(x) + c);
+    }
+  }
+
+  template <int R, int T>
+  static void tile(const MatmulJob& j, int64_t r, int64_t t) {
+    const uint8_t* w[R];
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) w[i] = j.w + static_cast<uint64_t>(r + i) * j.row_bytes;
+    const void* x[T];
+#pragma GCC unroll 8
+    for (int k = 0; k < T; ++k) {
+      if constexpr (kKind == 2) {
+        x[k] = j.xb + (t + k) * j.xb_stride;
+      } else {
+        x[k] = j.x + (t + k) * j.x_stride;
+      }
+    }
+    __m256 acc[R][T];
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i)
+#pragma GCC unroll 8
+      for (int k = 0; k < T; ++k) acc[i][k] = _mm256_setzero_ps();
+    const int64_t K = j.cols;
+    const int64_t tile_bytes = R * static_cast<int64_t>(j.row_bytes);
+    int64_t c = 0;
+    for (; c + 8 <= K; c += 8) {
+      tiles::prefetch_ahead(w[0], tile_bytes, c * R * kWBytes, (c + 8) * R * kWBytes);
+      __m256 wv[R];
+#pragma GCC unroll 8
+      for (int i = 0; i < R; ++i) wv[i] = load_w(w[i] + c * kWBytes);
+#pragma GCC unroll 8
+      for (int k = 0; k < T; ++k) {
+        const __m256 xv = load_x(x[k], c);
+#pragma GCC unroll 8
+        for (int i = 0; i < R; ++i) acc[i][k] = _mm256_fmadd_ps(wv[i], xv, acc[i][k]);
+      }
+    }
+    if (c < K) {  // fewer than 8 left: go through zero-padded copies
+      const int64_t n = K - c;
+      alignas(32) uint8_t wbuf[R][32];
+      __m256 wv[R];
+#pragma GCC unroll 8
+      for (int i = 0; i < R; ++i) {
+        std::memset(wbuf[i], 0, sizeof(wbuf[i]));
+        std::memcpy(wbuf[i], w[i] + c * kWBytes, static_cast<size_t>(n * kWBytes));
+        wv[i] = load_w(wbuf[i]);
+      }
+#pragma GCC unroll 8
+      for (int k = 0; k < T; ++k) {
+        alignas(32) uint8_t xbuf[32] = {};
+        const int xb = kKind == 2 ? 2 : 4;
+        std::memcpy(xbuf, static_cast<const uint8_t*>(x[k]) + c * xb, static_cast<size_t>(n * xb));
+        const __m256 xv = load_x(xbuf, 0);
+#pragma GCC unroll 8
+        for (int i = 0; i < R; ++i) acc[i][k] = _mm256_fmadd_ps(wv[i], xv, acc[i][k]);
+      }
+    }
+    store_tile<R, T>(acc, j.y, j.y_stride, r, t);
+  }
+};
+
+// ---- Quantized weights: decoders produce, per 32-element step, codes (or signed weights for
+// Q8_0), an 8-lane scale vector, and (types with mins) the step's 32-block minimum. ----
+
+struct Step {
+  __m256i codes;
+  __m256 ws;
+  float min;
+};
+
+// 16 nibble bytes -> 32 codes (low nibbles = elements 0..15, high = 16..31).
+inline __m256i nibbles(const uint8_t* qs) {
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m256i v = _mm256_set_m128i(_mm_srli_epi16(q, 4), q);
+  return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+}
+
+// 0x10 in byte i where bit i of `bits` is set.
+inline __m256i bits_to_0x10(uint32_t bits) {
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(static_cast<int>(bits)),
+      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
+                       3, 3, 3, 3, 3, 3));
+  const __m256i sel = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+  const __m256i hit = _mm256_cmpeq_epi8(_mm256_and_si256(spread, sel), sel);
+  return _mm256_and_si256(hit, _mm256_set1_epi8(0x10));
+}
+
+template <DType kType>
+struct D32 {
+  static constexpr bool kHasM = kType == DType::kQ4_1 || kType == DType::kQ5_1;
+  static constexpr bool kFive = kType == DType::kQ5_0 || kType == DType::kQ5_1;
+  static constexpr bool kSigned = kType == DType::kQ8_0;
+  static constexpr int kBytes = kSigned ? 34 : (kFive ? (kHasM ? 24 : 22) : (kHasM ? 20 : 18));
+  static constexpr int kGroup = 32, kSteps = 1;
+  static constexpr int kOff = kSigned ? 0 : (kHasM ? 0 : (kFive ? 16 : 8));
+  static constexpr bool kMins = kHasM;
+  struct Group {};
+  static inline void group(const uint8_t*, int64_t, Group&) {}
+  static inline void step(const uint8_t* row, int64_t g, int, const Group&, Step& st) {
+    const uint8_t* p = row + g * kBytes;
+    st.ws = _mm256_set1_ps(f16(p));
+    if constexpr (kHasM) st.min = f16(p + 2);
+    if constexpr (kSigned) {
+      st.codes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));
+    } else {
+      const int qs_off = (kHasM ? 4 : 2) + (kFive ? 4 : 0);
+      st.codes = nibbles(p + qs_off);
+      if constexpr (kFive) st.codes = _mm256_or_si256(st.codes, bits_to_0x10(ld32(p + (kHasM ? 4 : 2))));
+    }
+  }
+};
+
+template <bool kFive>
+struct DK45 {
+  static constexpr int kBytes = kFive ? 176 : 144;
+  static constexpr int kGroup = 256, kSteps = 8, kOff = 0;
+  static constexpr bool kSigned = false, kMins = true;
+  struct Group {
+    alignas(32) float sc[8];  // fl(d * sc_j)
+    alignas(32) float mn[8];  // -fl(dmin * mn_j)
+  };
+  static inline void group(const uint8_t* row, int64_t g, Group& gs) {
+    const uint8_t* p = row + g * kBytes;
+    const uint32_t a = ld32(p + 4), b = ld32(p + 8), c = ld32(p + 12);
+    const uint32_t sc_lo = a & 0x3f3f3f3fu, mn_lo = b & 0x3f3f3f3fu;
+    const uint32_t sc_hi = (c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u);
+    const uint32_t mn_hi = ((c >> 4) & 0x0f0f0f0fu) | ((b >> 2) & 0x30303030u);
+    const __m128i sc = _mm_set_epi32(0, 0, static_cast<int>(sc_hi), static_cast<int>(sc_lo));
+    const __m128i mn = _mm_set_epi32(0, 0, static_cast<int>(mn_hi), static_cast<int>(mn_lo));
+    const __m256 d = _mm256_set1_ps(f16(p)), dmin = _mm256_set1_ps(-f16(p + 2));
+    _mm256_store_ps(gs.sc, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sc))));
+    _mm256_store_ps(gs.mn, _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mn))));
+  }
+  static inline void step(const uint8_t* row, int64_t g, int s, const Group& gs, Step& st) {
+    const uint8_t* p = row + g * kBytes;
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + (kFive ? 48 : 16) + 32 * (s / 2)));
+    const __m256i lo4 = _mm256_set1_epi8(0x0F);
+    st.codes = (s & 1) ? _mm256_and_si256(_mm256_srli_epi16(q, 4), lo4) : _mm256_and_si256(q, lo4);
+    if constexpr (kFive) {
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16));
+      const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << s));
+      const __m256i hit = _mm256_cmpeq_epi8(_mm256_and_si256(h, bit), bit);
+      st.codes = _mm256_or_si256(st.codes, _mm256_and_si256(hit, _mm256_set1_epi8(0x10)));
+    }
+    st.ws = _mm256_broadcast_ss(gs.sc + s);
+    st.min = gs.mn[s];
+  }
+};
+
+struct DQ6K {
+  static constexpr int kBytes = 210;
+  static constexpr int kGroup = 256, kSteps = 8, kOff = 32;
+  static constexpr bool kSigned = false, kMins = false;
+  struct Group {
+    alignas(32) float sc[16];  // fl(d * scale_j)
+  };
+  static inline void group(const uint8_t* row, int64_t g, Group& gs) {
+    const uint8_t* p = row + g * kBytes;
+    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192));
+    const __m256 d = _mm256_set1_ps(f16(p + 208));
+    _mm256_store_ps(gs.sc, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc))));
+    _mm256_store_ps(gs.sc + 8,
+                    _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8)))));
+  }
+  static inline void step(const uint8_t* row, int64_t g, int s, const Group& gs, Step& st) {
+    const uint8_t* p = row + g * kBytes;
+    const int h = s / 4, k = s % 4;
+    const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * h + 32 * (k & 1)));
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * h));
+    const __m256i lo4 = _mm256_set1_epi8(0x0F);
+    const __m256i lo = (k >= 2) ? _mm256_and_si256(_mm256_srli_epi16(ql, 4), lo4) : _mm256_and_si256(ql, lo4);
+    __m256i hb;
+    switch (k) {
+      case 0: hb = _mm256_slli_epi16(qh, 4); break;
+      case 1: hb = _mm256_slli_epi16(qh, 2); break;
+      case 2: hb = qh; break;
+      default: hb = _mm256_srli_epi16(qh, 2); break;
+    }
+    st.codes = _mm256_or_si256(lo, _mm256_and_si256(hb, _mm256_set1_epi8(0x30)));
+    st.ws = _mm256_set_m128(_mm_broadcast_ss(gs.sc + 2 * s + 1), _mm_broadcast_ss(gs.sc + 2 * s));
+    st.min = 0.f;
+  }
+};
+
+template <class D>
+struct KQuant {
+  static constexpr int kR = 2, kT = 3, kActBytes = 1;
+
+  template <int R, int T>
+  static void tile(const MatmulJob& j, int64_t r, int64_t t) {
+    const uint8_t* w[R];
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) w[i] = j.w + static_cast<uint64_t>(r + i) * j.row_bytes;
+    const int8_t* xq[T];
+    const float* xd[T];
+    const float* xs[T];
+#pragma GCC unroll 8
+    for (int k = 0; k < T; ++k) {
+      xq[k] = j.aq + (t + k) * j.aq_stride;
+      xd[k] = j.ad + (t + k) * j.as_stride;
+      xs[k] = j.axs + (t + k) * j.as_stride;
+    }
+    __m256 acc[R][T];
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i)
+#pragma GCC unroll 8
+      for (int k = 0; k < T; ++k) acc[i][k] = _mm256_setzero_ps();
+    const __m256i ones16 = _mm256_set1_epi16(1);
+    const int64_t ng = j.cols / D::kGroup;
+    const int64_t tile_bytes = R * static_cast<int64_t>(j.row_bytes);
+    for (int64_t g = 0; g < ng; ++g) {
+      tiles::prefetch_ahead(w[0], tile_bytes, g * R * D::kBytes, (g + 1) * R * D::kBytes);
+      typename D::Group gs[R];
+#pragma GCC unroll 8
+      for (int i = 0; i < R; ++i) D::group(w[i], g, gs[i]);
+#pragma GCC unroll 8
+      for (int s = 0; s < D::kSteps; ++s) {
+        Step st[R];
+#pragma GCC unroll 8
+        for (int i = 0; i < R; ++i) D::step(w[i], g, s, gs[i], st[i]);
+        const int64_t b = g * (D::kGroup / 32) + s;  // 32-block index
+#pragma GCC unroll 8
+        for (int k = 0; k < T; ++k) {
+          const __m256i xv = _mm256_load_si256(reinterpret_cast<const __m256i*>(xq[k] + 32 * b));
+          const __m256 dx = _mm256_broadcast_ss(xd[k] + b);
+          __m256i init = _mm256_setzero_si256();
+          if constexpr (D::kOff != 0) {
+            const __m256i s4 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), xv), ones16);
+            init = _mm256_sub_epi32(init, _mm256_mullo_epi32(s4, _mm256_set1_epi32(D::kOff)));
+          }
+#pragma GCC unroll 8
+          for (int i = 0; i < R; ++i) {
+            __m256i p16;
+            if constexpr (D::kSigned) {
+              p16 = _mm256_maddubs_epi16(_mm256_abs_epi8(st[i].codes), _mm256_sign_epi8(xv, st[i].codes));
+            } else {
+              p16 = _mm256_maddubs_epi16(st[i].codes, xv);
+            }
+            const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(p16, ones16), init);
+            acc[i][k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(st[i].ws, dx), acc[i][k]);
+            if constexpr (D::kMins) {
+              // Spread min * xs over the 8 lanes (exact: multiplying by 1/8).
+              const __m256 mx = _mm256_set1_ps(st[i].min * 0.125f);
+              acc[i][k] = _mm256_fmadd_ps(mx, _mm256_broadcast_ss(xs[k] + b), acc[i][k]);
+            }
+          }
+        }
+      }
+    }
+    store_tile<R, T>(acc, j.y, j.y_stride, r, t);
+  }
+};
+
+}  // namespace
+}  // namespace avx2
+
+void matmul_rows_avx2(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+  using namespace avx2;
+  switch (j.type) {
+    case DType::kF32: tiles::run<KFloat<0>>(j, r0, r1, t0, t1); return;
+    case DType::kF16: tiles::run<KFloat<1>>(j, r0, r1, t0, t1); return;
+    case DType::kBF16: tiles::run<KFloat<2>>(j, r0, r1, t0, t1); return;
+    case DType::kQ4_0: tiles::run<KQuant<D32<DType::kQ4_0>>>(j, r0, r1, t0, t1); return;
+    case DType::kQ4_1: tiles::run<KQuant<D32<DType::kQ4_1>>>(j, r0, r1, t0, t1); return;
+    case DType::kQ5_0: tiles::run<KQuant<D32<DType::kQ5_0>>>(j, r0, r1, t0, t1); return;
+    case DType::kQ5_1: tiles::run<KQuant<D32<DType::kQ5_1>>>(j, r0, r1, t0, t1); return;
+    case DType::kQ8_0: tiles::run<KQuant<D32<DType::kQ8_0>>>(j, r0, r1, t0, t1); return;
+    case DType::kQ4_K: tiles::run<KQuant<DK45<false>>>(j, r0, r1, t0, t1); return;
+    case DType::kQ5_K: tiles::run<KQuant<DK45<true>>>(j, r0, r1, t0, t1); return;
+    case DType::kQ6_K: tiles::run<KQuant<DQ6K>>(j, r0, r1, t0, t1); return;
+    default: break;
+  }
+  matmul_rows_ref(j, r0, r1, t0, t1);  // not reached: every weight type is handled above
+}
+
+}  // namespace triad::kernels

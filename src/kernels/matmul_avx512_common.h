@@ -1,0 +1,60 @@
+// Internal to the AVX-512 matmul kernels (include only from *_avx512.cpp files, which are
+// compiled with AVX-512 F/BW/VL/DQ/VNNI/BF16 flags): horizontal reductions, the tile-store
+// helper and the entry points shared by matmul_avx512.cpp and matmul_quant_avx512.cpp.
+// Thread-safety: pure inline functions.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/matmul_impl.h"
+
+namespace triad::kernels::avx512 {
+
+inline __m256 fold256(__m512 v) {
+  return _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+}
+
+// Sum of the 16 lanes (not _mm512_reduce_add_ps: GCC 12 warns on its internal undefined
+// values under -Werror).
+inline float hsum16(__m512 v) {
+  const __m256 s8 = fold256(v);
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// [sum(a), sum(b), sum(c), sum(d)].
+inline __m128 hsum4(__m512 a, __m512 b, __m512 c, __m512 d) {
+  const __m256 ab = _mm256_hadd_ps(fold256(a), fold256(b));
+  const __m256 cd = _mm256_hadd_ps(fold256(c), fold256(d));
+  const __m256 abcd = _mm256_hadd_ps(ab, cd);
+  return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
+}
+
+// Reduces acc[i][k] (row r + i, token t + k) and stores it to y[(t + k) * ys + r + i].
+template <int R, int T>
+inline void store_tile(const __m512 (&acc)[R][T], float* y, int64_t ys, int64_t r, int64_t t) {
+#pragma GCC unroll 16
+  for (int k = 0; k < T; ++k) {
+    float* dst = y + (t + k) * ys + r;
+    if constexpr (R % 4 == 0) {
+#pragma GCC unroll 4
+      for (int i = 0; i < R; i += 4)
+        _mm_storeu_ps(dst + i, hsum4(acc[i][k], acc[i + 1][k], acc[i + 2][k], acc[i + 3][k]));
+    } else {
+#pragma GCC unroll 4
+      for (int i = 0; i < R; ++i) dst[i] = hsum16(acc[i][k]);
+    }
+  }
+}
+
+// Quantized weight types: direct kernels (matmul_quant_avx512.cpp; any token count) and the
+// packed prompt kernels (matmul_packed_avx512.cpp; used from kPackedMinTokens tokens on).
+void matmul_rows_quant(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
+void matmul_rows_packed(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
+inline constexpr int64_t kPackedMinTokens = 8;
+
+}  // namespace triad::kernels::avx512

@@ -1,0 +1,87 @@
+// Internal to the matmul kernels (matmul.h is the public interface): the per-call job that the
+// driver (matmul.cpp) prepares, the per-ISA row-range kernels it dispatches to, and an entry
+// point that runs one chosen ISA level, so tests can cover every level the CPU supports in one
+// process.
+//
+// The algorithm, shared bit for bit (up to float summation order) by every level:
+//   F32 weights:  y = sum_c w_c * x_c                            (f32 x, f32 FMA accumulation)
+//   F16 weights:  y = sum_c f32(w_c) * x_c                       (weights widened exactly)
+//   BF16 weights: y = sum_c f32(w_c) * f32(bf16(x_c))            (activations rounded to bf16,
+//                 act_quant.h; products of two bf16 are exact in f32, as in vdpbf16ps)
+//   Quantized weights (Q4_0 ... Q6_K): activations become Q8 blocks of 32 (act_quant.h:
+//                 codes xq, scale dx per block, xs = dx * sum xq per block), then for every
+//                 weight scale group g (a 32-block, a K-quant 32 sub-block, a Q6_K 16 sub-block)
+//                 inside activation block b:
+//                   y += fl(ws_g * dx_b) * isum_g   - mn_g * xs_b   (mins: Q4_1 Q5_1 Q4_K Q5_K)
+//                 where isum_g = sum (q - offset) * xq is an exact integer, ws_g the group's float
+//                 scale exactly as dequantization forms it (d, or fl(d * sc)), mn_g its float
+//                 minimum (m, or fl(dmin * mn); with a + sign for the additive Q4_1/Q5_1 m).
+// So the SIMD kernels and matmul_ref differ only by float rounding in the accumulation.
+//
+// Thread-safety: MatmulJob is read-only to the kernels; each kernel call writes only
+// y[t * y_stride + r] for its own row and token range, so disjoint ranges may run concurrently.
+#pragma once
+
+#include <cstdint>
+
+#include "base/cpu_features.h"
+#include "base/thread_pool.h"
+#include "kernels/matmul.h"
+#include "tensor/dtype.h"
+
+namespace triad::kernels {
+
+// Everything one matmul call needs, with the activations already prepared for the weight type.
+struct MatmulJob {
+  DType type = DType::kF32;
+  const uint8_t* w = nullptr;  // row r at w + r * row_bytes
+  uint64_t row_bytes = 0;
+  int64_t rows = 0, cols = 0, n_tokens = 0;
+  // F32 / F16 weights: the caller's activations.
+  const float* x = nullptr;
+  int64_t x_stride = 0;  // floats
+  // BF16 weights: bf16-rounded activations, rows of xb_stride (multiple of 32) elements, zero
+  // padded past cols.
+  const uint16_t* xb = nullptr;
+  int64_t xb_stride = 0;
+  // Quantized weights: Q8 activation codes (rows of aq_stride bytes, a multiple of 64, zero
+  // padded past cols), block scales and block sums (rows of as_stride floats).
+  const int8_t* aq = nullptr;
+  int64_t aq_stride = 0;
+  const float* ad = nullptr;
+  const float* axs = nullptr;
+  int64_t as_stride = 0;
+  // Output.
+  float* y = nullptr;
+  int64_t y_stride = 0;
+};
+
+// Which prepared activations a weight type uses.
+enum class ActKind { kF32, kBf16, kQ8 };
+ActKind act_kind(DType weight_type);
+
+// Row-range kernels: compute y for rows [r0, r1) and tokens [t0, t1). The job's arguments are
+// already checked. The AVX2 / AVX-512 ones require the CPU to support that level.
+using MatmulRowsFn = void (*)(const MatmulJob& job, int64_t r0, int64_t r1, int64_t t0,
+                              int64_t t1);
+void matmul_rows_ref(const MatmulJob& job, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
+void matmul_rows_avx2(const MatmulJob& job, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
+void matmul_rows_avx512(const MatmulJob& job, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
+
+// True when this CPU can run code of `level` (hardware check; TRIAD_ISA is not consulted).
+bool matmul_isa_supported(IsaLevel level);
+
+// matmul() on a chosen ISA level: kScalar runs the reference arithmetic split over the pool,
+// kAvx2 / kAvx512 the SIMD kernels. Throws triad::Error on bad arguments (as matmul() does) or
+// when !matmul_isa_supported(level).
+void matmul_isa(IsaLevel level, const WeightMatrix& w, const float* x, int64_t n_tokens,
+                int64_t x_stride, float* y, int64_t y_stride, ThreadPool& pool);
+
+// Throws triad::Error unless the arguments describe a valid product: a weight type
+// (dtype_supported_for_weights), rows/cols/n_tokens >= 0, cols a multiple of the block size,
+// x_stride >= cols, y_stride >= rows, non-null pointers where there is data, and sizes whose
+// byte counts fit in 64 bits.
+void check_matmul_args(const WeightMatrix& w, const float* x, int64_t n_tokens, int64_t x_stride,
+                       const float* y, int64_t y_stride);
+
+}  // namespace triad::kernels

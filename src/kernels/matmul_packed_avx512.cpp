@@ -1,0 +1,386 @@
+// AVX-512 (VNNI) prompt-processing kernels for quantized weights: many tokens per call.
+// Compiled with AVX-512 flags; called only when matmul_isa_supported(kAvx512).
+//
+// The direct kernels (matmul_quant_avx512.cpp) spend three float instructions per row x token
+// pair for every 64 products, because a 16-lane vpdpbusd result mixes two scale groups. Here
+// both operands are re-laid so that lane l of every vector belongs to scale group l of a run of
+// 16 groups ("lane blocks" of LB = 32 elements, or 16 for Q6_K's sub-blocks): vector k holds
+// bytes 4k .. 4k+3 of each of the 16 lane blocks. LB/4 vpdpbusd then accumulate complete
+// group sums in the 16 int32 lanes, and only then one convert, one scale multiply and one FMA
+// (plus one FMA for minimums) are spent per pair: 8 VNNI instructions for 3-4 float ones.
+//   - Activations (Q8 codes, act_quant.h) are re-laid once per token chunk by every thread
+//     (cheap: a register transpose per 512 bytes), with per-lane-block offset corrections
+//     init = -offset * sum(xq) and the lane-expanded scales / block sums.
+//   - Weights are decoded (the same decoders as the direct kernels) and re-laid for a tile of 4
+//     rows once per token chunk, then used by every tile of 3 tokens of the chunk from L1.
+// Same arithmetic as matmul_ref (matmul_impl.h): integer group sums are exact, each is scaled by
+// fl(ws * dx) and accumulated in f32; minimums are added as mins * xs.
+// Thread-safety: writes only the outputs of its rows and tokens; scratch is thread-local.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+#include "base/aligned_buffer.h"
+#include "kernels/matmul_avx512_common.h"
+#include "kernels/matmul_decode_avx512.h"
+#include "kernels/matmul_impl.h"
+
+namespace triad::kernels::avx512 {
+namespace {
+
+// ---- Register transposes: natural order (lane block after lane block) -> lane-block order.
+
+// Index vectors for vpermt2d butterflies (see transpose_32 / transpose_16).
+struct Idx16 {
+  alignas(64) int32_t v[16];
+};
+constexpr Idx16 make_swap(int bit) {  // swap register bit `bit` with lane bit `bit`: output A
+  Idx16 r{};
+  for (int l = 0; l < 16; ++l) r.v[l] = ((l >> bit) & 1 ? 16 : 0) | (l & ~(1 << bit));
+  return r;
+}
+constexpr Idx16 with_bit(Idx16 r, int bit) {
+  for (int l = 0; l < 16; ++l) r.v[l] |= 1 << bit;
+  return r;
+}
+// Last stage of the 32-element transpose: output lane l' = 2j + s takes the element that the
+// first two stages left at lane (s, d2, j1, j0) of register j2 (a) / j2 + 4 (b).
+constexpr Idx16 make_last32() {
+  Idx16 r{};
+  for (int l = 0; l < 16; ++l) {
+    const int j2 = (l >> 3) & 1, j1 = (l >> 2) & 1, j0 = (l >> 1) & 1, s = l & 1;
+    r.v[l] = (j2 ? 16 : 0) | (s << 3) | (j1 << 1) | j0;
+  }
+  return r;
+}
+// Last stage of the 16-element transpose: output lane l' = 4j + s (j = j1 j0, s = s1 s0) takes
+// lane (s1, s0, d1, j0) of register (j1, d0).
+constexpr Idx16 make_last16() {
+  Idx16 r{};
+  for (int l = 0; l < 16; ++l) {
+    const int j1 = (l >> 3) & 1, j0 = (l >> 2) & 1, s1 = (l >> 1) & 1, s0 = l & 1;
+    r.v[l] = (j1 ? 16 : 0) | (s1 << 3) | (s0 << 2) | j0;
+  }
+  return r;
+}
+constexpr Idx16 kSwap0A = make_swap(0), kSwap0B = with_bit(make_swap(0), 0);
+constexpr Idx16 kSwap1A = make_swap(1), kSwap1B = with_bit(make_swap(1), 1);
+constexpr Idx16 kLast32A = make_last32(), kLast32B = with_bit(make_last32(), 2);
+constexpr Idx16 kLast16A = make_last16(), kLast16B = with_bit(make_last16(), 1);
+
+inline void butterfly(__m512i& a, __m512i& b, const Idx16& ia, const Idx16& ib) {
+  const __m512i na = _mm512_permutex2var_epi32(a, _mm512_load_si512(ia.v), b);
+  const __m512i nb = _mm512_permutex2var_epi32(a, _mm512_load_si512(ib.v), b);
+  a = na;
+  b = nb;
+}
+
+// n[j] holds lane blocks 2j, 2j+1 (32 bytes each, natural order). Afterwards n[k] holds dword k
+// of lane block l in lane l.
+inline void transpose_32(__m512i (&n)[8]) {
+  for (int m = 0; m < 8; m += 2) butterfly(n[m], n[m + 1], kSwap0A, kSwap0B);
+  for (int m : {0, 1, 4, 5}) butterfly(n[m], n[m + 2], kSwap1A, kSwap1B);
+  for (int m = 0; m < 4; ++m) butterfly(n[m], n[m + 4], kLast32A, kLast32B);
+}
+// n[j] holds lane blocks 4j .. 4j+3 (16 bytes each). Afterwards n[k] holds dword k of lane
+// block l in lane l.
+inline void transpose_16(__m512i (&n)[4]) {
+  butterfly(n[0], n[1], kSwap0A, kSwap0B);
+  butterfly(n[2], n[3], kSwap0A, kSwap0B);
+  butterfly(n[0], n[2], kLast16A, kLast16B);
+  butterfly(n[1], n[3], kLast16A, kLast16B);
+}
+
+// ---- Per-type packing.
+
+// Layout of one group (16 lane blocks) of a packed weight row: codes (kLB * 16 bytes), then 16
+// float scales, then (types with minimums) 16 float minimums.
+template <class D>
+struct Packer;
+
+template <DType kType>
+struct Packer<D32<kType>> {
+  using D = D32<kType>;
+  static constexpr int kLB = 32;
+  static void pack(const uint8_t* row, int64_t cols, int64_t g, uint8_t* out) {
+    const int64_t nb = cols / 32;  // blocks in the row
+    __m512i n[8];
+    alignas(64) float ws[16], mn[16];
+    for (int j = 0; j < 8; ++j) {
+      const int64_t b = 16 * g + 2 * j;  // first block of pair j
+      typename D::Group gs;
+      if (b + 1 < nb) {
+        D::group(row, b / 2, gs);
+        n[j] = gs.codes;
+      } else if (b < nb) {
+        D::half(row, b / 2, gs);
+        n[j] = gs.codes;
+      } else {
+        n[j] = _mm512_setzero_si512();
+      }
+    }
+    for (int l = 0; l < 16; ++l) {
+      const int64_t b = 16 * g + l;
+      const uint8_t* p = row + b * D::kBytes;
+      ws[l] = b < nb ? _cvtsh_ss(ld16(p)) : 0.f;
+      mn[l] = (D::kMins && b < nb) ? _cvtsh_ss(ld16(p + 2)) : 0.f;
+    }
+    transpose_32(n);
+    for (int k = 0; k < 8; ++k) _mm512_store_si512(out + 64 * k, n[k]);
+    std::memcpy(out + 512, ws, 64);
+    if constexpr (D::kMins) std::memcpy(out + 576, mn, 64);
+  }
+};
+
+template <bool kFive>
+struct Packer<DK45<kFive>> {
+  using D = DK45<kFive>;
+  static constexpr int kLB = 32;
+  static void pack(const uint8_t* row, int64_t cols, int64_t g, uint8_t* out) {
+    const int64_t nsb = cols / 256;
+    __m512i n[8];
+    __m512 wm[2];
+    for (int h = 0; h < 2; ++h) {
+      const int64_t sb = 2 * g + h;
+      if (sb < nsb) {
+        typename D::Group gs;
+        D::group(row, sb, gs);
+        wm[h] = gs.wm;
+        for (int s = 0; s < 4; ++s) {
+          __m512 ws_unused;
+          D::step(row, sb, s, gs, n[4 * h + s], ws_unused);
+        }
+      } else {
+        wm[h] = _mm512_setzero_ps();
+        for (int s = 0; s < 4; ++s) n[4 * h + s] = _mm512_setzero_si512();
+      }
+    }
+    transpose_32(n);
+    for (int k = 0; k < 8; ++k) _mm512_store_si512(out + 64 * k, n[k]);
+    // wm[h] lanes 0..7: scales of sub-blocks 8h .. 8h+7; lanes 8..15: their minimums (stored
+    // negated: the kernel adds mins * xs).
+    const __m512i lo = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+    const __m512i hi = _mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+    _mm512_store_ps(out + 512, _mm512_permutex2var_ps(wm[0], lo, wm[1]));
+    _mm512_store_ps(out + 576, _mm512_sub_ps(_mm512_setzero_ps(), _mm512_permutex2var_ps(wm[0], hi, wm[1])));
+  }
+};
+
+template <>
+struct Packer<DQ6K> {
+  using D = DQ6K;
+  static constexpr int kLB = 16;
+  static void pack(const uint8_t* row, int64_t, int64_t g, uint8_t* out) {
+    typename D::Group gs;
+    D::group(row, g, gs);
+    __m512i n[4];
+    for (int s = 0; s < 4; ++s) {
+      __m512 ws_unused;
+      D::step(row, g, s, gs, n[s], ws_unused);
+    }
+    transpose_16(n);
+    for (int k = 0; k < 4; ++k) _mm512_store_si512(out + 64 * k, n[k]);
+    _mm512_store_ps(out + 256, gs.wm);
+  }
+};
+
+// Per-token re-laid activations, one group (16 lane blocks) after another: codes (kLB * 16
+// bytes), init (16 int32: -offset * lane-block code sum), dx (16 floats), xs (16 floats,
+// types with minimums; lane block = activation block there).
+template <int kLB, int kOff, bool kMins>
+void relay_token(const MatmulJob& j, int64_t t, int64_t ngroups, uint8_t* out, int64_t gbytes) {
+  const int8_t* q = j.aq + t * j.aq_stride;
+  const float* d = j.ad + t * j.as_stride;
+  const float* xs = j.axs + t * j.as_stride;
+  const int64_t nbytes = j.cols;            // codes in the row
+  const int64_t nblk = j.cols / 32;         // activation blocks
+  const __m512i ones = _mm512_set1_epi8(1);
+  for (int64_t g = 0; g < ngroups; ++g) {
+    uint8_t* o = out + g * gbytes;
+    constexpr int kRegs = kLB / 4;
+    __m512i n[kRegs];
+    for (int k = 0; k < kRegs; ++k) {
+      const int64_t off = g * kLB * 16 + 64 * k;
+      const int64_t left = nbytes - off;
+      if (left >= 64) {
+        n[k] = _mm512_load_si512(q + off);
+      } else if (left > 0) {
+        n[k] = _mm512_maskz_loadu_epi8(_cvtu64_mask64((uint64_t{1} << left) - 1), q + off);
+      } else {
+        n[k] = _mm512_setzero_si512();
+      }
+    }
+    if constexpr (kLB == 32) {
+      transpose_32(n);
+    } else {
+      transpose_16(n);
+    }
+    __m512i sum = _mm512_setzero_si512();
+    for (int k = 0; k < kRegs; ++k) {
+      _mm512_store_si512(o + 64 * k, n[k]);
+      sum = _mm512_dpbusd_epi32(sum, ones, n[k]);
+    }
+    const __m512i init = _mm512_mullo_epi32(sum, _mm512_set1_epi32(-kOff));
+    _mm512_store_si512(o + kLB * 16, init);
+    alignas(64) float dx[16], sx[16];
+    for (int l = 0; l < 16; ++l) {
+      const int64_t b = kLB == 32 ? 16 * g + l : 8 * g + l / 2;  // activation block of lane l
+      dx[l] = b < nblk ? d[b] : 0.f;
+      sx[l] = b < nblk ? xs[b] : 0.f;
+    }
+    std::memcpy(o + kLB * 16 + 64, dx, 64);
+    if constexpr (kMins) std::memcpy(o + kLB * 16 + 128, sx, 64);
+  }
+}
+
+// Per-thread grow-only scratch shared by every type: re-laid activations and packed weights.
+struct Scratch {
+  AlignedBuffer<uint8_t> acts, weights;
+};
+Scratch& scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
+template <class D>
+struct Packed {
+  using P = Packer<D>;
+  static constexpr int kLB = P::kLB;
+  static constexpr int kR = 4, kT = 3;
+  static constexpr int kCodeBytes = kLB * 16;
+  static constexpr int64_t kWGroupBytes = kCodeBytes + 64 + (D::kMins ? 64 : 0);
+  static constexpr int64_t kAGroupBytes = kCodeBytes + 128 + (D::kMins ? 64 : 0);
+
+  // rows: kR packed rows of ng groups (row i at pw + i * ng * kWGroupBytes); acts: token k at
+  // pa + k * ng * kAGroupBytes.
+  template <int T>
+  static void tile(const uint8_t* pw, const uint8_t* pa, int64_t ng, float* y, int64_t ys,
+                   int rows_valid) {
+    constexpr int R = kR;
+    __m512 acc[R][T];
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i)
+#pragma GCC unroll 8
+      for (int k = 0; k < T; ++k) acc[i][k] = _mm512_setzero_ps();
+    const int64_t wrow = ng * kWGroupBytes, arow = ng * kAGroupBytes;
+    for (int64_t g = 0; g < ng; ++g) {
+      const uint8_t* wg = pw + g * kWGroupBytes;
+      const uint8_t* ag = pa + g * kAGroupBytes;
+      __m512i iacc[R][T];
+#pragma GCC unroll 8
+      for (int k = 0; k < T; ++k) {
+        const __m512i init = D::kOff ? _mm512_load_si512(ag + k * arow + kCodeBytes) : _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int i = 0; i < R; ++i) iacc[i][k] = init;
+      }
+#pragma GCC unroll 8
+      for (int s = 0; s < kLB / 4; ++s) {
+        __m512i wv[R];
+#pragma GCC unroll 8
+        for (int i = 0; i < R; ++i) wv[i] = _mm512_load_si512(wg + i * wrow + 64 * s);
+#pragma GCC unroll 8
+        for (int k = 0; k < T; ++k) {
+          const __m512i xv = _mm512_load_si512(ag + k * arow + 64 * s);
+#pragma GCC unroll 8
+          for (int i = 0; i < R; ++i) iacc[i][k] = _mm512_dpbusd_epi32(iacc[i][k], wv[i], xv);
+        }
+      }
+#pragma GCC unroll 8
+      for (int i = 0; i < R; ++i) {
+        const __m512 ws = _mm512_load_ps(wg + i * wrow + kCodeBytes);
+#pragma GCC unroll 8
+        for (int k = 0; k < T; ++k) {
+          const __m512 dx = _mm512_load_ps(ag + k * arow + kCodeBytes + 64);
+          acc[i][k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[i][k]), _mm512_mul_ps(ws, dx), acc[i][k]);
+          if constexpr (D::kMins) {
+            const __m512 mn = _mm512_load_ps(wg + i * wrow + kCodeBytes + 64);
+            acc[i][k] = _mm512_fmadd_ps(mn, _mm512_load_ps(ag + k * arow + kCodeBytes + 128), acc[i][k]);
+          }
+        }
+      }
+    }
+#pragma GCC unroll 8
+    for (int k = 0; k < T; ++k) {
+      float* dst = y + k * ys;
+      if (rows_valid == R) {
+        _mm_storeu_ps(dst, hsum4(acc[0][k], acc[1][k], acc[2][k], acc[3][k]));
+      } else {
+        for (int i = 0; i < rows_valid; ++i) dst[i] = hsum16(acc[i][k]);
+      }
+    }
+  }
+
+  template <int T>
+  static inline void tile_rem(int rem, const uint8_t* pw, const uint8_t* pa, int64_t ng, float* y,
+                              int64_t ys, int rv) {
+    if constexpr (T > 0) {
+      if (rem == T) {
+        tile<T>(pw, pa, ng, y, ys, rv);
+      } else {
+        tile_rem<T - 1>(rem, pw, pa, ng, y, ys, rv);
+      }
+    }
+  }
+
+  static void run(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+    const int64_t ng = (j.cols + kLB * 16 - 1) / (kLB * 16);
+    AlignedBuffer<uint8_t>& abuf = scratch().acts;
+    AlignedBuffer<uint8_t>& wbuf = scratch().weights;
+    const int64_t wbytes = kR * ng * kWGroupBytes;
+    if (static_cast<int64_t>(wbuf.size()) < wbytes) wbuf.resize(static_cast<size_t>(wbytes));
+    // Token chunk: re-laid activations of about 640 KiB, a multiple of kT tokens.
+    const int64_t per_tok = ng * kAGroupBytes;
+    int64_t chunk = std::max<int64_t>(kT, (int64_t{640} << 10) / per_tok / kT * kT);
+    chunk = std::min(chunk, (t1 - t0 + kT - 1) / kT * kT);
+    const int64_t abytes = chunk * per_tok;
+    if (static_cast<int64_t>(abuf.size()) < abytes) abuf.resize(static_cast<size_t>(abytes));
+    const uint64_t rb = j.row_bytes;
+    for (int64_t tc = t0; tc < t1; tc += chunk) {
+      const int64_t te = std::min(t1, tc + chunk);
+      for (int64_t t = tc; t < te; ++t)
+        relay_token<kLB, D::kOff, D::kMins>(j, t, ng, abuf.data() + (t - tc) * per_tok, kAGroupBytes);
+      for (int64_t r = r0; r < r1; r += kR) {
+        const int rv = static_cast<int>(std::min<int64_t>(kR, r1 - r));
+        for (int i = 0; i < kR; ++i) {
+          uint8_t* dst = wbuf.data() + i * ng * kWGroupBytes;
+          if (i < rv) {
+            for (int64_t g = 0; g < ng; ++g)
+              P::pack(j.w + static_cast<uint64_t>(r + i) * rb, j.cols, g, dst + g * kWGroupBytes);
+          } else {
+            std::memset(dst, 0, static_cast<size_t>(ng * kWGroupBytes));
+          }
+        }
+        int64_t t = tc;
+        for (; t + kT <= te; t += kT)
+          tile<kT>(wbuf.data(), abuf.data() + (t - tc) * per_tok, ng, j.y + t * j.y_stride + r,
+                   j.y_stride, rv);
+        if (t < te)
+          tile_rem<kT - 1>(static_cast<int>(te - t), wbuf.data(), abuf.data() + (t - tc) * per_tok,
+                           ng, j.y + t * j.y_stride + r, j.y_stride, rv);
+      }
+    }
+  }
+};
+
+}  // namespace
+
+void matmul_rows_packed(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+  switch (j.type) {
+    case DType::kQ4_0: Packed<D32<DType::kQ4_0>>::run(j, r0, r1, t0, t1); return;
+    case DType::kQ4_1: Packed<D32<DType::kQ4_1>>::run(j, r0, r1, t0, t1); return;
+    case DType::kQ5_0: Packed<D32<DType::kQ5_0>>::run(j, r0, r1, t0, t1); return;
+    case DType::kQ5_1: Packed<D32<DType::kQ5_1>>::run(j, r0, r1, t0, t1); return;
+    case DType::kQ8_0: Packed<D32<DType::kQ8_0>>::run(j, r0, r1, t0, t1); return;
+    case DType::kQ4_K: Packed<DK45<false>>::run(j, r0, r1, t0, t1); return;
+    case DType::kQ5_K: Packed<DK45<true>>::run(j, r0, r1, t0, t1); return;
+    case DType::kQ6_K: Packed<DQ6K>::run(j, r0, r1, t0, t1); return;
+    default: break;
+  }
+  matmul_rows_ref(j, r0, r1, t0, t1);  // not reached: every quantized type is handled above
+}
+
+}  // namespace triad::kernels::avx512

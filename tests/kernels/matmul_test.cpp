@@ -1,0 +1,273 @@
+// Tests of the matmul kernels (kernels/matmul.h, matmul_impl.h, act_quant.h).
+//
+// MatmulTest.TableOfShapesOnEveryIsa is the table-driven test: every {type, rows, cols,
+// n_tokens, strides, threads} case runs on every ISA level this CPU supports and checks
+//  (a) level vs matmul_ref:  |y - y_ref| <= 2e-6 * S            S = sum_c |w_c| * |x_c|
+//      (w dequantized, x the f32 input). Both evaluate the same algorithm; only the f32
+//      accumulation order differs, whose error is a small multiple of eps * S per output.
+//  (b) matmul_ref vs the exact product (double dot of dequantize_row_ref(w) with x):
+//      |y_ref - y_exact| <= E + 1e-5 * S, where E bounds the activation rounding:
+//        quantized weights: E = 1.01 * sum_c |w_c| * d_b(c) / 2   (d_b = amax of x's 32-block
+//                           / 127: a Q8 code is off by at most half a step)
+//        BF16 weights:      E = 1.01 * 2^-8 * S       (bf16 has 8 significant bits: round-
+//                           to-nearest is off by at most 2^-8 relative)
+//        F32 / F16:         E = 0.
+// Weights are random raw blocks (every code pattern, incl. Q8_0 -128) with finite random fp16
+// scales; activations are N(0,1) with outliers and an all-zero block.
+// The other tests check bit-exactness of the activation quantizers on every level and the
+// argument checks.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/cpu_features.h"
+#include "base/error.h"
+#include "base/thread_pool.h"
+#include "kernels/act_quant.h"
+#include "kernels/matmul.h"
+#include "kernels/matmul_impl.h"
+#include "kernels/quant.h"
+#include "tensor/dtype.h"
+#include "tensor/fp16.h"
+
+namespace triad::kernels {
+namespace {
+
+std::vector<IsaLevel> levels() {
+  std::vector<IsaLevel> out;
+  for (IsaLevel l : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512})
+    if (matmul_isa_supported(l)) out.push_back(l);
+  return out;
+}
+
+// Offsets of the fp16 scale fields within one block of t (set to finite values in tests).
+std::vector<int> fp16_fields(DType t) {
+  switch (t) {
+    case DType::kQ4_0: case DType::kQ5_0: case DType::kQ8_0: return {0};
+    case DType::kQ4_1: case DType::kQ5_1: case DType::kQ4_K: case DType::kQ5_K: return {0, 2};
+    case DType::kQ6_K: return {208};
+    default: return {};
+  }
+}
+
+std::vector<uint8_t> random_weights(DType t, int64_t rows, int64_t cols, std::mt19937& rng) {
+  const uint64_t rb = row_bytes(t, static_cast<uint64_t>(cols));
+  std::vector<uint8_t> w(rb * static_cast<uint64_t>(rows));
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::uniform_int_distribution<int> byte(0, 255);
+  if (t == DType::kF32 || t == DType::kF16 || t == DType::kBF16) {
+    for (int64_t i = 0; i < rows * cols; ++i) {
+      const float v = nd(rng) * 0.05f;
+      if (t == DType::kF32) {
+        std::memcpy(w.data() + 4 * i, &v, 4);
+      } else {
+        const uint16_t h = t == DType::kF16 ? f32_to_fp16(v) : f32_to_bf16(v);
+        std::memcpy(w.data() + 2 * i, &h, 2);
+      }
+    }
+    return w;
+  }
+  for (auto& b : w) b = static_cast<uint8_t>(byte(rng));
+  const DTypeTraits& tr = traits(t);
+  std::uniform_real_distribution<float> mag(0.002f, 0.03f);
+  for (uint64_t blk = 0; blk < w.size() / tr.block_bytes; ++blk) {
+    for (int off : fp16_fields(t)) {
+      float v = mag(rng);
+      if (byte(rng) & 1) v = -v;
+      const uint16_t h = f32_to_fp16(v);
+      std::memcpy(w.data() + blk * tr.block_bytes + off, &h, 2);
+    }
+  }
+  return w;
+}
+
+struct Case {
+  DType type;
+  int64_t rows, cols, n_tokens;
+  int64_t x_pad = 0, y_pad = 0;  // stride - cols, stride - rows
+  int threads = 1;
+};
+
+std::string describe(const Case& c) {
+  return std::string(dtype_name(c.type)) + " rows=" + std::to_string(c.rows) +
+         " cols=" + std::to_string(c.cols) + " n=" + std::to_string(c.n_tokens) +
+         " xpad=" + std::to_string(c.x_pad) + " ypad=" + std::to_string(c.y_pad) +
+         " threads=" + std::to_string(c.threads);
+}
+
+std::vector<Case> table() {
+  std::vector<Case> cases;
+  const DType quant[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
+                         DType::kQ8_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+  for (DType t : quant) {
+    const int64_t bs = traits(t).block_size;
+    // cols = one block; odd block counts (a lone 32-block tail for the 32-block types).
+    cases.push_back({t, 1, bs, 1, 0, 0, 1});
+    cases.push_back({t, 7, bs, 5, 3, 1, 2});
+    cases.push_back({t, 13, 3 * bs, 17, 0, 0, 2});
+    cases.push_back({t, 37, 2 * bs, 64, 32, 7, 2});
+    cases.push_back({t, 64, bs == 32 ? 896 : 1024, 2, 0, 0, 1});
+    cases.push_back({t, 21, bs == 32 ? 4864 : 4864 / 256 * 256, 3, 5, 0, 2});
+    // Many tokens (the packed prompt kernels): realistic widths, fewer rows than a tile.
+    cases.push_back({t, 6, bs == 32 ? 896 : 4864 / 256 * 256, 9, 0, 1, 2});
+    cases.push_back({t, 3, bs == 32 ? 4864 : 1280, 8, 0, 0, 1});
+  }
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
+    cases.push_back({t, 1, 1, 1, 0, 0, 1});
+    cases.push_back({t, 5, 7, 2, 1, 3, 2});
+    cases.push_back({t, 9, 33, 5, 0, 0, 1});
+    cases.push_back({t, 13, 100, 17, 4, 0, 2});
+    cases.push_back({t, 30, 896, 64, 0, 2, 2});
+    cases.push_back({t, 11, 4864, 3, 16, 0, 1});
+  }
+  return cases;
+}
+
+TEST(MatmulTest, TableOfShapesOnEveryIsa) {
+  std::mt19937 rng(1234);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::uniform_int_distribution<int> pct(0, 99);
+  const std::vector<IsaLevel> isas = levels();
+  ThreadPool pool1(1), pool2(2);
+  for (const Case& c : table()) {
+    SCOPED_TRACE(describe(c));
+    const std::vector<uint8_t> w = random_weights(c.type, c.rows, c.cols, rng);
+    const int64_t xs = c.cols + c.x_pad, ys = c.rows + c.y_pad;
+    std::vector<float> x(static_cast<size_t>(c.n_tokens * xs), 0.f);
+    for (int64_t t = 0; t < c.n_tokens; ++t)
+      for (int64_t i = 0; i < c.cols; ++i) {
+        float v = nd(rng);
+        if (pct(rng) == 0) v *= 20.f;  // outliers
+        x[t * xs + i] = v;
+      }
+    if (c.cols >= 64) std::fill(x.begin() + 32, x.begin() + 64, 0.f);  // an all-zero block
+    const WeightMatrix wm{c.type, w.data(), c.rows, c.cols};
+
+    // Exact product and bounds from the dequantized weights.
+    std::vector<float> deq(static_cast<size_t>(c.cols));
+    std::vector<double> exact(static_cast<size_t>(c.rows * c.n_tokens)),
+        mag(exact.size()), act_err(exact.size());
+    const uint64_t rb = row_bytes(c.type, static_cast<uint64_t>(c.cols));
+    const bool quantized = act_kind(c.type) == ActKind::kQ8;
+    for (int64_t r = 0; r < c.rows; ++r) {
+      dequantize_row_ref(c.type, w.data() + r * rb, deq.data(), c.cols);
+      for (int64_t t = 0; t < c.n_tokens; ++t) {
+        const float* xt = x.data() + t * xs;
+        double e = 0, s = 0, q = 0;
+        for (int64_t b = 0; b < c.cols; b += 32) {
+          float amax = 0;
+          for (int64_t i = b; i < std::min(c.cols, b + 32); ++i) amax = std::max(amax, std::fabs(xt[i]));
+          for (int64_t i = b; i < std::min(c.cols, b + 32); ++i) {
+            e += double(deq[i]) * xt[i];
+            s += std::fabs(double(deq[i]) * xt[i]);
+            q += std::fabs(double(deq[i])) * amax / 127.0 / 2.0;
+          }
+        }
+        const size_t o = static_cast<size_t>(r * c.n_tokens + t);
+        exact[o] = e;
+        mag[o] = s;
+        act_err[o] = quantized ? 1.01 * q : (c.type == DType::kBF16 ? 1.01 * s / 256.0 : 0.0);
+      }
+    }
+
+    const float kSentinel = -12345.f;
+    std::vector<float> yref(static_cast<size_t>(c.n_tokens * ys), kSentinel);
+    matmul_ref(wm, x.data(), c.n_tokens, xs, yref.data(), ys);
+    for (int64_t r = 0; r < c.rows; ++r)
+      for (int64_t t = 0; t < c.n_tokens; ++t) {
+        const size_t o = static_cast<size_t>(r * c.n_tokens + t);
+        const double bound = act_err[o] + 1e-5 * mag[o];
+        ASSERT_LE(std::fabs(yref[t * ys + r] - exact[o]), bound)
+            << "ref vs exact at row " << r << " token " << t << " (exact " << exact[o] << ")";
+      }
+    for (int64_t t = 0; t < c.n_tokens; ++t)
+      for (int64_t r = c.rows; r < ys; ++r) ASSERT_EQ(yref[t * ys + r], kSentinel);
+
+    for (IsaLevel level : isas) {
+      SCOPED_TRACE(isa_name(level));
+      std::vector<float> y(static_cast<size_t>(c.n_tokens * ys), kSentinel);
+      matmul_isa(level, wm, x.data(), c.n_tokens, xs, y.data(), ys, c.threads == 1 ? pool1 : pool2);
+      for (int64_t t = 0; t < c.n_tokens; ++t) {
+        for (int64_t r = 0; r < c.rows; ++r) {
+          const size_t o = static_cast<size_t>(r * c.n_tokens + t);
+          ASSERT_LE(std::fabs(y[t * ys + r] - yref[t * ys + r]), 2e-6 * mag[o] + 1e-30)
+              << "row " << r << " token " << t << ": " << y[t * ys + r] << " vs ref "
+              << yref[t * ys + r];
+        }
+        for (int64_t r = c.rows; r < ys; ++r) ASSERT_EQ(y[t * ys + r], kSentinel) << "stride gap";
+      }
+    }
+  }
+}
+
+TEST(MatmulTest, ActivationQuantizersAreBitExactOnEveryIsa) {
+  std::mt19937 rng(99);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  const int64_t n = 32 * 37;
+  std::vector<float> x(n);
+  for (auto& v : x) v = nd(rng) * 3.f;
+  std::fill(x.begin() + 64, x.begin() + 96, 0.f);                   // amax == 0
+  for (int i = 96; i < 128; ++i) x[i] = (i % 3 - 1) * 0.5f * 127.f;  // exact .5 ties
+  x[200] = 1e-40f;                                                   // f32 subnormal
+  x[201] = -1e-41f;
+  x[202] = 3.4e38f;                                                  // rounds to bf16 inf
+  x[203] = std::nanf("");
+  std::vector<int8_t> q_ref(n);
+  std::vector<float> d_ref(n / 32), s_ref(n / 32);
+  std::vector<float> xq(x);
+  xq[202] = 1.f;  // keep the Q8 input finite
+  xq[203] = 2.f;
+  quantize_act_q8_ref(xq.data(), n, q_ref.data(), d_ref.data(), s_ref.data());
+  std::vector<uint16_t> b_ref(n);
+  round_act_bf16_ref(x.data(), n - 3, b_ref.data());  // n - 3: exercise the scalar tails
+  EXPECT_EQ(b_ref[200], 0);
+  EXPECT_EQ(b_ref[201], 0x8000);
+  EXPECT_EQ(b_ref[202], 0x7f80);
+  EXPECT_EQ(b_ref[203] & 0x7fc0, 0x7fc0);
+  for (int i = 0; i < 32; ++i) {
+    // Codes reproduce the block within half a step.
+    EXPECT_LE(std::fabs(q_ref[i] * d_ref[0] - xq[i]), d_ref[0] * 0.5f * 1.0001f);
+  }
+  for (IsaLevel level : levels()) {
+    SCOPED_TRACE(isa_name(level));
+    std::vector<int8_t> q(n);
+    std::vector<float> d(n / 32), s(n / 32);
+    quantize_act_q8(level, xq.data(), n, q.data(), d.data(), s.data());
+    EXPECT_EQ(q, q_ref);
+    EXPECT_EQ(0, std::memcmp(d.data(), d_ref.data(), d.size() * 4));
+    EXPECT_EQ(0, std::memcmp(s.data(), s_ref.data(), s.size() * 4));
+    std::vector<uint16_t> b(n);
+    round_act_bf16(level, x.data(), n - 3, b.data());
+    EXPECT_EQ(b, b_ref);
+  }
+}
+
+TEST(MatmulTest, RejectsBadArguments) {
+  ThreadPool pool(1);
+  std::vector<uint8_t> w(4096);
+  std::vector<float> x(1024), y(1024);
+  auto run = [&](DType t, int64_t rows, int64_t cols, int64_t n, int64_t xs, int64_t ys) {
+    matmul(WeightMatrix{t, w.data(), rows, cols}, x.data(), n, xs, y.data(), ys, pool);
+  };
+  EXPECT_THROW(run(DType::kQ4_0, 2, 48, 1, 48, 2), Error);     // cols not a block multiple
+  EXPECT_THROW(run(DType::kQ8_1, 2, 32, 1, 32, 2), Error);     // not a weight type
+  EXPECT_THROW(run(DType::kF32, 2, 32, 1, 31, 2), Error);      // x_stride < cols
+  EXPECT_THROW(run(DType::kF32, 4, 32, 1, 32, 3), Error);      // y_stride < rows
+  EXPECT_THROW(run(DType::kF32, -1, 32, 1, 32, 3), Error);     // negative size
+  EXPECT_THROW(run(DType::kF32, int64_t{1} << 62, 64, 1, 64, int64_t{1} << 62), Error);  // overflow
+  EXPECT_THROW(matmul(WeightMatrix{DType::kF32, nullptr, 2, 32}, x.data(), 1, 32, y.data(), 2, pool),
+               Error);
+  // Empty products are fine; cols == 0 gives zeros.
+  EXPECT_NO_THROW(run(DType::kF32, 0, 32, 1, 32, 0));
+  y[0] = 5.f;
+  run(DType::kF32, 2, 0, 1, 0, 2);
+  EXPECT_EQ(y[0], 0.f);
+}
+
+}  // namespace
+}  // namespace triad::kernels
