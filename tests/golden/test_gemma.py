@@ -70,3 +70,27 @@ def test_gemma_paris(gemma):
     text, got = gu.run_greedy(gemma, prompt, 16)
     gu.check_greedy_path(got, ref, PATH_TOL, eog_ids=EOG_IDS)
     assert "Paris" in text, f"no 'Paris' in {text!r}"
+
+
+# Perplexity of the default model on a fixed public-domain text: the first 4 chunks of 256 tokens
+# of Pride and Prejudice (Debian's r-cran-janeaustenr, written to $TRIAD_MODELS_DIR by
+# scripts/fetch_models.sh). Measured 2026-12-02 with this configuration (6 chunks): 20.93; the
+# bound leaves ~10% for kernel rounding changes, while a broken kernel or layer moves perplexity
+# by orders of magnitude (the reference's single-detail mutations give 8.9 .. 9e6 on English).
+PPL_TEXT = "prideprejudice.txt"
+PPL_BOUND = 23.0
+
+
+def test_gemma_perplexity_bound(gemma, models_dir):
+    import re
+    gu.require("perplexity")
+    text = os.path.join(models_dir, PPL_TEXT)
+    if not os.path.exists(text):
+        pytest.skip(f"{text} missing (scripts/fetch_models.sh writes it with Rscript)")
+    out = gu.run_triad(["perplexity", "-m", gemma, "-f", text, "--ctx", "256", "--chunks", "4"],
+                       timeout=600)
+    last = out.stdout.decode("utf-8", "replace").strip().splitlines()[-1]
+    m = re.search(r"perplexity:\s*([0-9.eE+-]+)", last)
+    assert m, f"no 'perplexity: <float>' in {last!r}"
+    ppl = float(m.group(1))
+    assert 1.0 < ppl < PPL_BOUND, f"perplexity {ppl} not below the recorded bound {PPL_BOUND}"
