@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/fetch_models.sh
+scripts/fetch_vocabs.sh
 export TRIAD_TESTDATA=${TRIAD_TESTDATA:-$(cd .. && pwd)/shared/testdata}
 [ -d "$TRIAD_TESTDATA" ] || echo "test: warning: shared test data not found at $TRIAD_TESTDATA; tests that need it will skip"
 

@@ -31,6 +31,18 @@ fs::path testdata_dir() {
   return fs::path(d ? d : "") / "tokenizer";
 }
 
+// The vocabulary file X.gguf: from the test data, else from $TRIAD_EXTRA_VOCAB_DIR (where
+// scripts/fetch_vocabs.sh puts the vocabularies whose vectors alone are in the test data).
+fs::path vocab_path(const std::string& name) {
+  fs::path p = testdata_dir() / (name + ".gguf");
+  if (fs::exists(p)) return p;
+  if (const char* extra = std::getenv("TRIAD_EXTRA_VOCAB_DIR")) {
+    fs::path q = fs::path(extra) / (name + ".gguf");
+    if (fs::exists(q)) return q;
+  }
+  return p;
+}
+
 // Vocabulary names X for which X.gguf.inp and X.gguf.out exist (sorted).
 std::vector<std::string> vocab_names() {
   std::vector<std::string> names;
@@ -120,7 +132,7 @@ const Loaded& load_vocab(const std::string& name) {
   auto it = cache.find(name);
   if (it == cache.end()) {
     Loaded l;
-    const auto file = triad::gguf::GgufFile::open((testdata_dir() / (name + ".gguf")).string());
+    const auto file = triad::gguf::GgufFile::open(vocab_path(name).string());
     l.tok = triad::Tokenizer::from_gguf(*file);  // the tokenizer does not need the file afterwards
     l.cases = read_cases(testdata_dir() / (name + ".gguf.inp"), testdata_dir() / (name + ".gguf.out"));
     it = cache.emplace(name, std::move(l)).first;
@@ -132,8 +144,8 @@ class VocabVectors : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     if (GetParam() == "(no test data)") GTEST_SKIP() << "no tokenizer vectors under " << testdata_dir();
-    const fs::path gguf_path = testdata_dir() / (GetParam() + ".gguf");
-    if (!fs::exists(gguf_path)) GTEST_SKIP() << "missing vocabulary file " << gguf_path << " (only its vectors are in the test data)";
+    const fs::path gguf_path = vocab_path(GetParam());
+    if (!fs::exists(gguf_path)) GTEST_SKIP() << "missing vocabulary file " << gguf_path << " (only its vectors are in the test data; scripts/fetch_vocabs.sh fetches it)";
     const Loaded& l = load_vocab(GetParam());
     tok_ = l.tok.get();
     cases_ = &l.cases;
