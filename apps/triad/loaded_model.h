@@ -12,7 +12,7 @@ namespace triad::app {
 struct LoadedModel {
   std::unique_ptr<Model> model;
   std::unique_ptr<Tokenizer> tokenizer;
-  // Context size to use: the request (if > 0) capped by nothing, else min(trained, 4096).
+  // Context size to use: `requested` when > 0, else min(the model's trained context, 4096).
   int32_t context_for(int requested) const;
 };
 

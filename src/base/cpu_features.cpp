@@ -16,7 +16,6 @@ const CpuFeatures& cpu_features() {
     __builtin_cpu_init();
     c.avx2 = __builtin_cpu_supports("avx2");
     c.fma = __builtin_cpu_supports("fma");
-    c.f16c = true;  // checked via cpuid below
     c.avx512f = __builtin_cpu_supports("avx512f");
     c.avx512bw = __builtin_cpu_supports("avx512bw");
     c.avx512vl = __builtin_cpu_supports("avx512vl");
