@@ -8,6 +8,7 @@ APT_PACKAGES=(
   clang libclang-rt-14-dev            # libFuzzer + sanitizers for the fuzz target
   googletest libgtest-dev libbenchmark-dev
   libpcre2-dev nlohmann-json3-dev libcli11-dev
+  libssl-dev                          # SHA-256 for prefix-cache block hashes
   python3 python3-pip unzip
   r-base-core r-cran-janeaustenr      # public-domain text (Pride and Prejudice) for perplexity
 )

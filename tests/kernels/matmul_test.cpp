@@ -269,5 +269,55 @@ TEST(MatmulTest, RejectsBadArguments) {
   EXPECT_EQ(y[0], 0.f);
 }
 
+
+// The serving engine batches requests: ideally a token's output row does not depend on how
+// many other tokens share the call (nor on the thread count), so that a request's greedy output
+// is the same alone or batched. That holds bitwise for the float weight types on every level and
+// for every type on the scalar and AVX2 levels. The AVX-512 quantized kernels use a different
+// f32 summation order for one token (decode) than for tiles of tokens, so there rows agree only
+// to rounding: checked here within 1e-5 of the row's largest magnitude.
+TEST(MatmulTest, RowsDoNotDependOnTheBatch) {
+  std::mt19937 rng(99);
+  const DType types[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ4_0, DType::kQ4_1,
+                         DType::kQ5_0, DType::kQ5_1, DType::kQ8_0, DType::kQ4_K, DType::kQ5_K,
+                         DType::kQ6_K};
+  ThreadPool pool1(1), pool2(2);
+  for (IsaLevel level : levels()) {
+    for (DType t : types) {
+      const bool bitwise = level != IsaLevel::kAvx512 || t == DType::kF32 || t == DType::kF16 ||
+                           t == DType::kBF16;
+      const int64_t cols = traits(t).block_size == 256 ? 512 : 256, rows = 67;
+      std::vector<uint8_t> wbytes = random_weights(t, rows, cols, rng);
+      WeightMatrix w{t, wbytes.data(), rows, cols};
+      const int64_t n_max = 40;
+      std::vector<float> x(static_cast<size_t>(n_max * cols));
+      std::normal_distribution<float> nd(0.f, 1.f);
+      for (float& v : x) v = nd(rng);
+      std::vector<float> alone(static_cast<size_t>(n_max * rows));
+      for (int64_t i = 0; i < n_max; ++i)
+        matmul_isa(level, w, x.data() + i * cols, 1, cols, alone.data() + i * rows, rows, pool1);
+      for (int64_t n : {2, 3, 4, 7, 8, 16, 17, 33, 40}) {
+        for (ThreadPool* pool : {&pool1, &pool2}) {
+          std::vector<float> y(static_cast<size_t>(n * rows));
+          matmul_isa(level, w, x.data(), n, cols, y.data(), rows, *pool);
+          const std::string where = std::string(dtype_name(t)) + " level " +
+                                    std::to_string(static_cast<int>(level)) + " n=" + std::to_string(n) +
+                                    " threads=" + std::to_string(pool->size());
+          if (bitwise) {
+            ASSERT_EQ(0, std::memcmp(y.data(), alone.data(), y.size() * sizeof(float))) << where;
+            continue;
+          }
+          for (int64_t i = 0; i < n; ++i) {
+            float amax = 0;
+            for (int64_t r = 0; r < rows; ++r) amax = std::max(amax, std::fabs(alone[i * rows + r]));
+            for (int64_t r = 0; r < rows; ++r)
+              ASSERT_NEAR(y[i * rows + r], alone[i * rows + r], 1e-5f * amax) << where << " row " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace triad::kernels
