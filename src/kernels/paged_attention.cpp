@@ -55,8 +55,12 @@ bool kv_type_ok(DType t) {
   return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || t == DType::kQ8_0;
 }
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t round_up(int64_t a, int64_t m) { return (a + m - 1) / m * m; }
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+int64_t round_up(int64_t a, int64_t m) {
+  return (a + m - 1) / m * m;
+}
 
 void check_pool(const char* what, DType t, const uint8_t* base, uint64_t block_bytes,
                 uint64_t row_bytes_, int64_t kv_dim, int32_t bs) {
@@ -64,8 +68,8 @@ void check_pool(const char* what, DType t, const uint8_t* base, uint64_t block_b
   TRIAD_CHECK(t != DType::kQ8_0 || kv_dim % 32 == 0, "paged_attention: q8_0 ", what,
               " needs kv_dim % 32 == 0, kv_dim = ", kv_dim);
   const uint64_t need = row_bytes(t, static_cast<uint64_t>(kv_dim));
-  TRIAD_CHECK(row_bytes_ >= need, "paged_attention: ", what, " row_bytes ", row_bytes_,
-              " below ", need);
+  TRIAD_CHECK(row_bytes_ >= need, "paged_attention: ", what, " row_bytes ", row_bytes_, " below ",
+              need);
   auto bb = checked_mul(row_bytes_, static_cast<uint64_t>(bs));
   TRIAD_CHECK(bb && block_bytes >= *bb, "paged_attention: ", what, " block_bytes ", block_bytes,
               " below block_size * row_bytes");
@@ -74,8 +78,8 @@ void check_pool(const char* what, DType t, const uint8_t* base, uint64_t block_b
 
 void check_block(const PagedKvLayer& kv, const PagedSeq& s, size_t si, int64_t b) {
   const int32_t id = s.block_table[b];
-  TRIAD_CHECK(id >= 0 && (kv.n_blocks <= 0 || id < kv.n_blocks), "paged_attention: sequence ",
-              si, " block table entry ", b, " = ", id, " is visible to a query but not a block",
+  TRIAD_CHECK(id >= 0 && (kv.n_blocks <= 0 || id < kv.n_blocks), "paged_attention: sequence ", si,
+              " block table entry ", b, " = ", id, " is visible to a query but not a block",
               kv.n_blocks > 0 ? " of the pool" : "");
 }
 
@@ -87,12 +91,14 @@ int64_t check_paged_args(const AttentionParams& p, const float* q, int64_t q_str
   bool any_kv = false;
   for (size_t i = 0; i < seqs.size(); ++i) {
     const PagedSeq& s = seqs[i];
-    TRIAD_CHECK(s.n_q >= 0 && s.q_begin >= end && s.q_begin <= (int64_t{1} << 40) &&
-                    s.n_q <= (int64_t{1} << 40),
-                "paged_attention: sequence ", i, " rows [", s.q_begin, ", +", s.n_q,
-                ") are negative, overlap or precede an earlier sequence's rows");
-    TRIAD_CHECK(s.n_kv >= 0, "paged_attention: sequence ", i, " has n_kv ", s.n_kv);
+    TRIAD_CHECK(s.n_q >= 0 && s.q_begin >= 0 && s.q_begin <= (int64_t{1} << 40) &&
+                    s.n_q <= (int64_t{1} << 40) && s.n_kv >= 0,
+                "paged_attention: sequence ", i, " has bad counts: q_begin ", s.q_begin, ", n_q ",
+                s.n_q, ", n_kv ", s.n_kv);
     if (s.n_q == 0) continue;
+    TRIAD_CHECK(s.q_begin >= end, "paged_attention: sequence ", i, " rows [", s.q_begin, ", ",
+                s.q_begin + s.n_q, ") overlap or precede an earlier sequence's rows (which end at ",
+                end, ")");
     end = s.q_begin + s.n_q;
     TRIAD_CHECK(s.n_kv > 0 && s.block_table, "paged_attention: sequence ", i,
                 " has queries but no cached keys / block table");
@@ -143,7 +149,7 @@ struct CallScratch {
   std::vector<int64_t> merge_rows;  // split mode: (sequence << 40 | local row) per query row
 };
 
-constexpr int64_t kSegmentKeys = 512;              // target keys per segment
+constexpr int64_t kSegmentKeys = 512;                   // target keys per segment
 constexpr uint64_t kMaxPartFloats = uint64_t{1} << 26;  // split only below 256 MiB of partials
 
 }  // namespace
@@ -160,7 +166,8 @@ PagedGeom paged_geom(int32_t block_size, int head_dim) {
     g.sub_keys = target;
     g.subs = static_cast<int32_t>(ceil_div(block_size, target));
     g.max_keys = target;
-    g.tiles_per_seg = static_cast<int32_t>(g.subs * std::max<int64_t>(1, kSegmentKeys / block_size));
+    g.tiles_per_seg =
+        static_cast<int32_t>(g.subs * std::max<int64_t>(1, kSegmentKeys / block_size));
   }
   return g;
 }
@@ -170,15 +177,18 @@ const PagedKernels& paged_kernels_for(IsaLevel level) {
               isa_name(level));
   static constexpr PagedKernels scalar{IsaLevel::kScalar, &paged_item_scalar, &paged_merge_scalar};
   switch (level) {
-    case IsaLevel::kAvx2: return paged_kernels_avx2();
-    case IsaLevel::kAvx512: return paged_kernels_avx512();
-    case IsaLevel::kScalar: break;
+    case IsaLevel::kAvx2:
+      return paged_kernels_avx2();
+    case IsaLevel::kAvx512:
+      return paged_kernels_avx512();
+    case IsaLevel::kScalar:
+      break;
   }
   return scalar;
 }
 
-void paged_attention_at(IsaLevel level, const AttentionParams& p, const float* q,
-                        int64_t q_stride, const int32_t* q_pos, const PagedKvLayer& kv,
+void paged_attention_at(IsaLevel level, const AttentionParams& p, const float* q, int64_t q_stride,
+                        const int32_t* q_pos, const PagedKvLayer& kv,
                         std::span<const PagedSeq> seqs, float* out, int64_t out_stride,
                         ThreadPool& pool) {
   const PagedKernels& kern = paged_kernels_for(level);
@@ -231,7 +241,8 @@ void paged_attention_at(IsaLevel level, const AttentionParams& p, const float* q
     part_floats += static_cast<uint64_t>(seqs[i].n_q) * static_cast<uint64_t>(p.n_heads) *
                    static_cast<uint64_t>(cs.n_seg[i]) * ps;
   }
-  const bool split = nth > 1 && base_items < 2 * nth && max_seg > 1 && part_floats <= kMaxPartFloats;
+  const bool split =
+      nth > 1 && base_items < 2 * nth && max_seg > 1 && part_floats <= kMaxPartFloats;
   if (split) {
     if (cs.part.size() < part_floats) cs.part.resize(part_floats);
     std::memset(cs.part.data(), 0, part_floats * sizeof(float));  // every "has" flag 0
@@ -261,7 +272,8 @@ void paged_attention_at(IsaLevel level, const AttentionParams& p, const float* q
         lo = std::min<int64_t>(lo, p.window > 0 ? std::max<int64_t>(0, pos - p.window + 1) : 0);
         hi = std::max<int64_t>(hi, pos + 1);
       }
-      const int64_t sg0 = G.tile_of(lo) / G.tiles_per_seg, sg1 = G.tile_of(hi - 1) / G.tiles_per_seg;
+      const int64_t sg0 = G.tile_of(lo) / G.tiles_per_seg,
+                    sg1 = G.tile_of(hi - 1) / G.tiles_per_seg;
       for (int32_t g = 0; g < nkvh; ++g) {
         PagedItem it;
         it.seq = static_cast<int32_t>(i);
@@ -275,7 +287,8 @@ void paged_attention_at(IsaLevel level, const AttentionParams& p, const float* q
         }
         for (int64_t sg = sg0; sg <= sg1; ++sg) {
           it.seg = static_cast<int32_t>(sg);
-          const int64_t k0 = G.begin(sg * G.tiles_per_seg), k1 = G.end((sg + 1) * G.tiles_per_seg - 1);
+          const int64_t k0 = G.begin(sg * G.tiles_per_seg),
+                        k1 = G.end((sg + 1) * G.tiles_per_seg - 1);
           it.cost = nr * std::max<int64_t>(0, std::min(hi, k1) - std::max(lo, k0));
           cs.items.push_back(it);
         }
@@ -289,7 +302,8 @@ void paged_attention_at(IsaLevel level, const AttentionParams& p, const float* q
   const int64_t hd = p.head_dim, mk4 = round_up(G.max_keys, 4);
   const int64_t n_vec = rows * nrep, nv16 = round_up(n_vec, 16);
   const int64_t score_stride = mk4 + 16;
-  const int64_t per_f = 2 * mk4 * hd + kPagedMaxNq * score_stride + 2 * (2 * nv16 + n_vec * c.acc_stride);
+  const int64_t per_f =
+      2 * mk4 * hd + kPagedMaxNq * score_stride + 2 * (2 * nv16 + n_vec * c.acc_stride);
   const int64_t per_i = 6 * rows;
   auto total_f = checked_mul(static_cast<uint64_t>(nth), static_cast<uint64_t>(per_f));
   TRIAD_CHECK(total_f && *total_f < (uint64_t{1} << 36), "paged_attention: scratch size overflows");
@@ -364,7 +378,9 @@ void kv_store_row(DType type, const float* src, int64_t n, void* dst) {
   check_row_args("kv_store_row", type, src, dst, n);
   uint8_t* d = static_cast<uint8_t*>(dst);
   switch (type) {
-    case DType::kF32: std::memcpy(d, src, static_cast<size_t>(n) * 4); return;
+    case DType::kF32:
+      std::memcpy(d, src, static_cast<size_t>(n) * 4);
+      return;
     case DType::kF16:
       for (int64_t i = 0; i < n; ++i) {
         const uint16_t h = f32_to_fp16(src[i]);
@@ -394,12 +410,16 @@ void kv_store_row(DType type, const float* src, int64_t n, void* dst) {
           // |x * id| <= 127 (+ rounding) for finite rows; the clamp only defines what a
           // non-finite input gives (GGML's cast would be undefined there).
           const float r = std::roundf(x[j] * id);
-          blk.qs[j] = static_cast<int8_t>(r >= -127.f && r <= 127.f ? r : (r > 0.f ? 127.f : r < 0.f ? -127.f : 0.f));
+          blk.qs[j] = static_cast<int8_t>(r >= -127.f && r <= 127.f ? r
+                                                                    : (r > 0.f   ? 127.f
+                                                                       : r < 0.f ? -127.f
+                                                                                 : 0.f));
         }
         std::memcpy(d + b * sizeof(BlockQ8_0), &blk, sizeof(BlockQ8_0));
       }
       return;
-    default: return;
+    default:
+      return;
   }
 }
 

@@ -47,21 +47,21 @@ struct PagedKvLayer {
   const uint8_t* v_base = nullptr;
   uint64_t k_block_bytes = 0;  // bytes per block, >= block_size * k_row_bytes
   uint64_t v_block_bytes = 0;
-  uint64_t k_row_bytes = 0;    // >= row_bytes(k_type, kv_dim)
+  uint64_t k_row_bytes = 0;  // >= row_bytes(k_type, kv_dim)
   uint64_t v_row_bytes = 0;
-  int32_t block_size = 16;     // token rows per block (> 0)
-  int32_t n_blocks = 0;        // blocks in the pool; when > 0 every block id a query can see is
-                               // checked to be < n_blocks (0: ids are trusted)
+  int32_t block_size = 16;  // token rows per block (> 0)
+  int32_t n_blocks = 0;     // blocks in the pool; when > 0 every block id a query can see is
+                            // checked to be < n_blocks (0: ids are trusted)
 };
 
 // One sequence's share of a paged attention call.
 struct PagedSeq {
-  int64_t q_begin = 0;          // first query row (in q, q_pos and out)
-  int64_t n_q = 0;              // query rows of this sequence
+  int64_t q_begin = 0;                   // first query row (in q, q_pos and out)
+  int64_t n_q = 0;                       // query rows of this sequence
   const int32_t* block_table = nullptr;  // ceil(n_kv / block_size) entries; kNoBlock (-1) for
                                          // released blocks, which must all lie outside every
                                          // query's window
-  int32_t n_kv = 0;             // keys at positions [0, n_kv) are in the cache (already written)
+  int32_t n_kv = 0;  // keys at positions [0, n_kv) are in the cache (already written)
 };
 
 // out[t][h*head_dim + d] = attention of query row t (head h, position q_pos[t]) over its

@@ -15,15 +15,15 @@ struct CvtAvx2 {
   static void f16(const uint8_t* src, int hd, float* dst) {
     int d = 0;
     for (; d + 8 <= hd; d += 8)
-      _mm256_storeu_ps(dst + d, _mm256_cvtph_ps(_mm_loadu_si128(
-                                    reinterpret_cast<const __m128i*>(src + 2 * d))));
+      _mm256_storeu_ps(
+          dst + d, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * d))));
     for (; d < hd; ++d) dst[d] = paged_fp16(src + 2 * d);
   }
   static void bf16(const uint8_t* src, int hd, float* dst) {
     int d = 0;
     for (; d + 8 <= hd; d += 8) {
-      const __m256i x = _mm256_cvtepu16_epi32(
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * d)));
+      const __m256i x =
+          _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * d)));
       _mm256_storeu_ps(dst + d, _mm256_castsi256_ps(_mm256_slli_epi32(x, 16)));
     }
     if (d < hd) paged_convert_row_scalar(DType::kBF16, src, d, hd - d, dst + d);
@@ -55,7 +55,8 @@ struct CvtAvx2 {
           return;
         }
         break;
-      default: break;
+      default:
+        break;
     }
     for (int64_t r = 0; r < n_rows; ++r)
       paged_convert_row_scalar(t, src + r * row_bytes, e0, hd, dst + r * hd);

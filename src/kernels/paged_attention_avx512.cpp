@@ -18,8 +18,9 @@ struct CvtAvx512 {
   static void f16(const uint8_t* src, int hd, float* dst) {
     int d = 0;
     for (; d + 16 <= hd; d += 16)
-      _mm512_storeu_ps(dst + d, _mm512_cvtph_ps(_mm256_loadu_si256(
-                                    reinterpret_cast<const __m256i*>(src + 2 * d))));
+      _mm512_storeu_ps(
+          dst + d,
+          _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 2 * d))));
     if (d < hd) {
       const __mmask16 m = lanes(hd - d);
       _mm512_mask_storeu_ps(dst + d, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, src + 2 * d)));
@@ -28,8 +29,8 @@ struct CvtAvx512 {
   static void bf16(const uint8_t* src, int hd, float* dst) {
     int d = 0;
     for (; d + 16 <= hd; d += 16) {
-      const __m512i x = _mm512_cvtepu16_epi32(
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 2 * d)));
+      const __m512i x =
+          _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 2 * d)));
       _mm512_storeu_ps(dst + d, _mm512_castsi512_ps(_mm512_slli_epi32(x, 16)));
     }
     if (d < hd) {
@@ -65,7 +66,8 @@ struct CvtAvx512 {
           return;
         }
         break;
-      default: break;
+      default:
+        break;
     }
     for (int64_t r = 0; r < n_rows; ++r)
       paged_convert_row_scalar(t, src + r * row_bytes, e0, hd, dst + r * hd);

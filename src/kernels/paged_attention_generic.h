@@ -13,6 +13,8 @@
 //     softmax step: scale, softcap, keys outside [a, e) masked, m' = max(m, max_j s_j),
 //         p_j = exp(s_j - m'), l = l e^(m - m') + sum_j p_j;
 //     acc = acc e^(m - m') + sum_{j in [a, e)} p_j v_j   (keys in order, f32 fmas).
+// Once a tile is converted the next tile's rows are prefetched (blocks lie at scattered
+// addresses the hardware prefetchers do not follow), so its DRAM reads overlap this tile's math.
 // A segment's state is folded into the running one in segment order (exact merge formula, the
 // same function the split-mode merge pass uses); the output is acc / l.
 //
@@ -257,6 +259,44 @@ void paged_load_rows(const PagedCtx& c, bool is_v, const PagedSeq& sq, int64_t e
   }
 }
 
+// Prefetches (into L1/L2) the stored rows of kv head g for the keys [j0, j1) of both pools, so
+// the next tile's DRAM reads overlap this tile's arithmetic (blocks sit at scattered addresses,
+// where the hardware prefetchers do not follow).
+inline void paged_prefetch(const PagedCtx& c, const PagedSeq& sq, int g, int64_t j0, int64_t j1) {
+  const PagedKvLayer& kv = c.kv;
+  const int64_t e0 = static_cast<int64_t>(g) * c.head_dim, e1 = e0 + c.head_dim;
+  // Byte range [lo, hi) of elements [a, b) within a row.
+  auto byte_range = [](DType t, int64_t a, int64_t b, uint64_t& lo, uint64_t& hi) {
+    if (t == DType::kQ8_0) {
+      lo = static_cast<uint64_t>(a / 32 * 34);
+      hi = static_cast<uint64_t>((b + 31) / 32 * 34);
+    } else {
+      const uint64_t es = t == DType::kF32 ? 4 : 2;
+      lo = static_cast<uint64_t>(a) * es;
+      hi = static_cast<uint64_t>(b) * es;
+    }
+  };
+  uint64_t klo, khi, vlo, vhi;
+  byte_range(kv.k_type, e0, e1, klo, khi);
+  byte_range(kv.v_type, e0, e1, vlo, vhi);
+  // The lines of row[lo, hi) (rows are not line-aligned in general: one line more than the
+  // span may be touched, hence the extra prefetch of the last byte).
+  const int64_t bs = kv.block_size;
+  for (int64_t j = j0; j < j1; ++j) {
+    const int32_t blk = sq.block_table[j / bs];
+    if (blk < 0 || (kv.n_blocks > 0 && blk >= kv.n_blocks)) continue;
+    const uint64_t r = static_cast<uint64_t>(j % bs);
+    const uint8_t* kr =
+        kv.k_base + static_cast<uint64_t>(blk) * kv.k_block_bytes + r * kv.k_row_bytes;
+    const uint8_t* vr =
+        kv.v_base + static_cast<uint64_t>(blk) * kv.v_block_bytes + r * kv.v_row_bytes;
+    for (uint64_t o = klo; o < khi; o += 64) __builtin_prefetch(kr + o, 0, 3);
+    __builtin_prefetch(kr + khi - 1, 0, 3);
+    for (uint64_t o = vlo; o < vhi; o += 64) __builtin_prefetch(vr + o, 0, 3);
+    __builtin_prefetch(vr + vhi - 1, 0, 3);
+  }
+}
+
 // One kernel pass over NQ query vectors of a group (same key range).
 template <class S, int NQ>
 inline void paged_pass(const PagedCtx& c, const float* const* qs, float* const* accs,
@@ -274,10 +314,10 @@ inline void paged_pass(const PagedCtx& c, const float* const* qs, float* const* 
   paged_pv<S, NQ>(accs, alpha, ps, vt, c.head_dim, hi - lo);
 }
 
-// Tile t of an item: t_row0 = absolute first query row, R rows.
+// Tile t of an item: t_row0 = absolute first query row, R rows; keys [pf0, pf1) are prefetched.
 template <class S, class Cvt>
 void paged_tile(const PagedCtx& c, const PagedSeq& sq, int g, int64_t t_row0, int R,
-                const PagedScratch& w, int64_t t) {
+                const PagedScratch& w, int64_t t, int64_t pf0, int64_t pf1) {
   const int hd = c.head_dim, nrep = c.n_rep;
   const int64_t k0 = c.geom.begin(t);
   const int64_t k1 = c.geom.end(t) < sq.n_kv ? c.geom.end(t) : sq.n_kv;
@@ -292,13 +332,17 @@ void paged_tile(const PagedCtx& c, const PagedSeq& sq, int g, int64_t t_row0, in
       E = e > E ? e : E;
     }
   }
-  if (A >= E) return;  // no row sees this tile: it is not read
+  if (A >= E) {  // no row sees this tile: it is not read
+    paged_prefetch(c, sq, g, pf0, pf1);
+    return;
+  }
   const int64_t A4 = k0 + ((A - k0) & ~int64_t{3}), E4 = k0 + ((E - k0 + 3) & ~int64_t{3});
   const int64_t e0 = static_cast<int64_t>(g) * hd;
   std::memset(w.kt, 0, static_cast<size_t>((A - A4) * hd) * sizeof(float));
   paged_load_rows<Cvt>(c, false, sq, e0, A, E, w.kt + (A - A4) * hd);
   std::memset(w.kt + (E - A4) * hd, 0, static_cast<size_t>((E4 - E) * hd) * sizeof(float));
   paged_load_rows<Cvt>(c, true, sq, e0, A, E, w.vt + (A - A4) * hd);
+  paged_prefetch(c, sq, g, pf0, pf1);
 
   constexpr int kNq = paged_max_nq<S>();
   for (int r = 0; r < R;) {
@@ -329,8 +373,12 @@ void paged_tile(const PagedCtx& c, const PagedSeq& sq, int g, int64_t t_row0, in
         ls[i] = w.seg_l + vi + i;
       }
       switch (nq) {
-        case 1: paged_pass<S, 1>(c, qs, accs, ms, ls, w.scores, w.score_stride, kt, vt, n4, lo, hi); break;
-        case 2: paged_pass<S, 2>(c, qs, accs, ms, ls, w.scores, w.score_stride, kt, vt, n4, lo, hi); break;
+        case 1:
+          paged_pass<S, 1>(c, qs, accs, ms, ls, w.scores, w.score_stride, kt, vt, n4, lo, hi);
+          break;
+        case 2:
+          paged_pass<S, 2>(c, qs, accs, ms, ls, w.scores, w.score_stride, kt, vt, n4, lo, hi);
+          break;
         case 3:
           if constexpr (kNq >= 3)
             paged_pass<S, 3>(c, qs, accs, ms, ls, w.scores, w.score_stride, kt, vt, n4, lo, hi);
@@ -375,7 +423,16 @@ void g_paged_item(const PagedCtx& c, const PagedItem& it, const PagedScratch& w)
     for (int r = 0; r < R; ++r) w.seg_has[r] = 0;
     const int64_t tb = t_first > sg * tps ? t_first : sg * tps;
     const int64_t te = t_last + 1 < (sg + 1) * tps ? t_last + 1 : (sg + 1) * tps;
-    for (int64_t t = tb; t < te; ++t) paged_tile<S, Cvt>(c, sq, g, t_row0, R, w, t);
+    for (int64_t t = tb; t < te; ++t) {
+      // The next tile's keys that some row of the item may see: prefetched once this tile is
+      // converted, so they load while it is computed.
+      int64_t p0 = 0, p1 = 0;
+      if (t + 1 < te) {
+        p0 = c.geom.begin(t + 1) > lo_min ? c.geom.begin(t + 1) : lo_min;
+        p1 = c.geom.end(t + 1) < hi_max ? c.geom.end(t + 1) : hi_max;
+      }
+      paged_tile<S, Cvt>(c, sq, g, t_row0, R, w, t, p0, p1);
+    }
 
     if (it.seg >= 0) {  // split mode: leave the partial states
       const int64_t ps = paged_part_stride(c);

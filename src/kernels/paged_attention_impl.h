@@ -84,8 +84,8 @@ struct PagedCtx {
   PagedKvLayer kv;
   const PagedSeq* seqs = nullptr;
   PagedGeom geom;
-  int64_t acc_stride = 0;        // floats per accumulator (head_dim rounded up to 16)
-  float* part = nullptr;         // split mode: partial states
+  int64_t acc_stride = 0;             // floats per accumulator (head_dim rounded up to 16)
+  float* part = nullptr;              // split mode: partial states
   const int64_t* part_off = nullptr;  // per sequence: index of its first entry in part
   const int32_t* n_seg = nullptr;     // per sequence: segments it spans
 };
@@ -94,7 +94,9 @@ struct PagedCtx {
 inline int64_t paged_part_index(const PagedCtx& c, int32_t s, int64_t row, int head, int64_t seg) {
   return c.part_off[s] + (row * c.n_heads + head) * c.n_seg[s] + seg;
 }
-inline int64_t paged_part_stride(const PagedCtx& c) { return c.acc_stride + kPartHeader; }
+inline int64_t paged_part_stride(const PagedCtx& c) {
+  return c.acc_stride + kPartHeader;
+}
 
 // Per-thread scratch of the kernels (sizes set by the driver for max_rows rows per item).
 struct PagedScratch {
@@ -102,15 +104,15 @@ struct PagedScratch {
   float* vt = nullptr;      // V tile: same
   float* scores = nullptr;  // kPagedMaxNq rows of score_stride floats
   int64_t score_stride = 0;
-  float* seg_m = nullptr;   // segment state, per query vector (row * n_rep + rep)
+  float* seg_m = nullptr;  // segment state, per query vector (row * n_rep + rep)
   float* seg_l = nullptr;
   float* seg_acc = nullptr;  // n_vec x acc_stride
-  float* run_m = nullptr;   // folded state (items with seg == -1)
+  float* run_m = nullptr;    // folded state (items with seg == -1)
   float* run_l = nullptr;
   float* run_acc = nullptr;
-  int64_t* row_lo = nullptr;   // per row: first visible position
-  int64_t* row_hi = nullptr;   // per row: last visible position + 1
-  int64_t* row_a = nullptr;    // per row: visible key range [a, e) in the current tile
+  int64_t* row_lo = nullptr;  // per row: first visible position
+  int64_t* row_hi = nullptr;  // per row: last visible position + 1
+  int64_t* row_a = nullptr;   // per row: visible key range [a, e) in the current tile
   int64_t* row_e = nullptr;
   int64_t* seg_has = nullptr;  // per row: saw a key in the current segment
   int64_t* run_has = nullptr;  // per row: state folded into run_*
@@ -130,8 +132,8 @@ const PagedKernels& paged_kernels_avx2();
 const PagedKernels& paged_kernels_avx512();
 
 // paged_attention() with the kernels of one ISA level (same checks).
-void paged_attention_at(IsaLevel level, const AttentionParams& p, const float* q,
-                        int64_t q_stride, const int32_t* q_pos, const PagedKvLayer& kv,
+void paged_attention_at(IsaLevel level, const AttentionParams& p, const float* q, int64_t q_stride,
+                        const int32_t* q_pos, const PagedKvLayer& kv,
                         std::span<const PagedSeq> seqs, float* out, int64_t out_stride,
                         ThreadPool& pool);
 
@@ -147,7 +149,9 @@ inline float paged_fp16(const uint8_t* p) {
 inline void paged_convert_row_scalar(DType t, const uint8_t* row, int64_t e0, int64_t n,
                                      float* dst) {
   switch (t) {
-    case DType::kF32: std::memcpy(dst, row + e0 * 4, static_cast<size_t>(n) * 4); return;
+    case DType::kF32:
+      std::memcpy(dst, row + e0 * 4, static_cast<size_t>(n) * 4);
+      return;
     case DType::kF16:
       for (int64_t i = 0; i < n; ++i) dst[i] = paged_fp16(row + (e0 + i) * 2);
       return;
@@ -165,7 +169,8 @@ inline void paged_convert_row_scalar(DType t, const uint8_t* row, int64_t e0, in
         dst[i] = paged_fp16(blk) * static_cast<float>(static_cast<int8_t>(blk[2 + e % 32]));
       }
       return;
-    default: return;  // unreachable: dtypes are checked by the callers
+    default:
+      return;  // unreachable: dtypes are checked by the callers
   }
 }
 

@@ -11,6 +11,8 @@
 //    computed whole vs in chunks vs row by row (decode), and released blocks present vs kNoBlock.
 //  - kv_store_row / kv_load_row: f32 exact, f16 / bf16 against tensor/fp16.h, q8_0 against the
 //    GGML reference quantizer re-written here; argument checks.
+#include "kernels/paged_attention.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -25,7 +27,6 @@
 #include "base/error.h"
 #include "base/thread_pool.h"
 #include "kernels/ops_impl.h"
-#include "kernels/paged_attention.h"
 #include "kernels/paged_attention_impl.h"
 #include "tensor/fp16.h"
 
@@ -41,11 +42,16 @@ std::vector<IsaLevel> levels_to_test() {
 
 const char* short_name(DType t) {
   switch (t) {
-    case DType::kF32: return "f32";
-    case DType::kF16: return "f16";
-    case DType::kBF16: return "bf16";
-    case DType::kQ8_0: return "q8";
-    default: return "other";
+    case DType::kF32:
+      return "f32";
+    case DType::kF16:
+      return "f16";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kQ8_0:
+      return "q8";
+    default:
+      return "other";
   }
 }
 
@@ -176,8 +182,8 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
       worst = i;
     }
   }
-  EXPECT_LE(worst_excess, 0.0) << what << ": element " << worst << " got " << got[worst]
-                               << " want " << want[worst];
+  EXPECT_LE(worst_excess, 0.0) << what << ": element " << worst << " got " << got[worst] << " want "
+                               << want[worst];
 }
 
 bool same_bits(const float* a, const float* b, size_t n) {
@@ -232,42 +238,96 @@ std::vector<Case> make_cases() {
     for (DType vt : types) {
       const std::string tn = std::string(short_name(kt)) + "_" + short_name(vt);
       v.push_back({.name = "gqa_" + tn, .kt = kt, .vt = vt, .seqs = kMix});
-      v.push_back({.name = "mqa_hd128_bs32_win_cap_" + tn, .n_heads = 8, .n_kv_heads = 1,
-                   .head_dim = 128, .kt = kt, .vt = vt, .bs = 32, .window = 45, .softcap = 20.f,
+      v.push_back({.name = "mqa_hd128_bs32_win_cap_" + tn,
+                   .n_heads = 8,
+                   .n_kv_heads = 1,
+                   .head_dim = 128,
+                   .kt = kt,
+                   .vt = vt,
+                   .bs = 32,
+                   .window = 45,
+                   .softcap = 20.f,
                    .seqs = kMix});
     }
   }
   auto add = [&](Case c) { v.push_back(std::move(c)); };
   add({.name = "mha_hd64_bs1", .n_heads = 4, .n_kv_heads = 4, .bs = 1, .seqs = kMix});
-  add({.name = "mha_hd64_bs1_win", .n_heads = 4, .n_kv_heads = 4, .kt = DType::kF32,
-       .vt = DType::kF32, .bs = 1, .window = 30, .seqs = kMix});
-  add({.name = "gqa_bs32_win_f32", .kt = DType::kF32, .vt = DType::kF32, .bs = 32, .window = 40,
+  add({.name = "mha_hd64_bs1_win",
+       .n_heads = 4,
+       .n_kv_heads = 4,
+       .kt = DType::kF32,
+       .vt = DType::kF32,
+       .bs = 1,
+       .window = 30,
        .seqs = kMix});
-  add({.name = "gqa_bs16_cap_q8", .kt = DType::kQ8_0, .vt = DType::kQ8_0, .softcap = 5.f,
+  add({.name = "gqa_bs32_win_f32",
+       .kt = DType::kF32,
+       .vt = DType::kF32,
+       .bs = 32,
+       .window = 40,
        .seqs = kMix});
-  add({.name = "gqa_bs48", .bs = 48, .window = 70, .seqs = kMix});          // 48-key tiles
+  add({.name = "gqa_bs16_cap_q8",
+       .kt = DType::kQ8_0,
+       .vt = DType::kQ8_0,
+       .softcap = 5.f,
+       .seqs = kMix});
+  add({.name = "gqa_bs48", .bs = 48, .window = 70, .seqs = kMix});             // 48-key tiles
   add({.name = "gqa_bs100_subtiles", .bs = 100, .window = 90, .seqs = kMix});  // 64 + 36
   add({.name = "gqa_bs128_subtiles", .kt = DType::kBF16, .bs = 128, .seqs = kMix});
-  add({.name = "mqa_hd128_bs16", .n_heads = 8, .n_kv_heads = 1, .head_dim = 128,
+  add({.name = "mqa_hd128_bs16", .n_heads = 8, .n_kv_heads = 1, .head_dim = 128, .seqs = kMix});
+  add({.name = "hd8_f32_bs16",
+       .n_heads = 8,
+       .n_kv_heads = 4,
+       .head_dim = 8,
+       .kt = DType::kF32,
+       .vt = DType::kF32,
        .seqs = kMix});
-  add({.name = "hd8_f32_bs16", .n_heads = 8, .n_kv_heads = 4, .head_dim = 8, .kt = DType::kF32,
-       .vt = DType::kF32, .seqs = kMix});
-  add({.name = "hd8_f16_bs1_win", .n_heads = 8, .n_kv_heads = 4, .head_dim = 8, .bs = 1,
-       .window = 20, .seqs = kMix});
-  add({.name = "hd8_q8_unaligned_heads", .n_heads = 8, .n_kv_heads = 4, .head_dim = 8,
-       .kt = DType::kQ8_0, .vt = DType::kQ8_0, .seqs = kMix});  // 4 heads per Q8_0 block
-  add({.name = "hd12_f16_f32", .n_heads = 6, .n_kv_heads = 2, .head_dim = 12,
-       .vt = DType::kF32, .bs = 16, .window = 33, .seqs = kMix});
-  add({.name = "hd256_gemma_like", .n_heads = 4, .n_kv_heads = 1, .head_dim = 256,
-       .window = 100, .softcap = 50.f, .seqs = kMix});
+  add({.name = "hd8_f16_bs1_win",
+       .n_heads = 8,
+       .n_kv_heads = 4,
+       .head_dim = 8,
+       .bs = 1,
+       .window = 20,
+       .seqs = kMix});
+  add({.name = "hd8_q8_unaligned_heads",
+       .n_heads = 8,
+       .n_kv_heads = 4,
+       .head_dim = 8,
+       .kt = DType::kQ8_0,
+       .vt = DType::kQ8_0,
+       .seqs = kMix});  // 4 heads per Q8_0 block
+  add({.name = "hd12_f16_f32",
+       .n_heads = 6,
+       .n_kv_heads = 2,
+       .head_dim = 12,
+       .vt = DType::kF32,
+       .bs = 16,
+       .window = 33,
+       .seqs = kMix});
+  add({.name = "hd256_gemma_like",
+       .n_heads = 4,
+       .n_kv_heads = 1,
+       .head_dim = 256,
+       .window = 100,
+       .softcap = 50.f,
+       .seqs = kMix});
   add({.name = "hd64_mqa_threads1", .n_heads = 4, .n_kv_heads = 1, .threads = 1, .seqs = kMix});
   // Long contexts: several 512-key segments; a lone decode is split over the threads.
-  add({.name = "long_mqa_decode_split", .n_heads = 4, .n_kv_heads = 1, .kt = DType::kQ8_0,
+  add({.name = "long_mqa_decode_split",
+       .n_heads = 4,
+       .n_kv_heads = 1,
+       .kt = DType::kQ8_0,
        .seqs = {{1500, 1}}});
   add({.name = "long_gqa_decodes", .seqs = {{1300, 1}, {2100, 2}}});
   add({.name = "long_prefill_segments", .n_heads = 4, .n_kv_heads = 2, .seqs = {{700, 700}}});
-  add({.name = "long_window_chunk", .n_heads = 8, .n_kv_heads = 2, .head_dim = 128,
-       .kt = DType::kBF16, .vt = DType::kQ8_0, .window = 300, .seqs = {{1100, 40}, {900, 1}}});
+  add({.name = "long_window_chunk",
+       .n_heads = 8,
+       .n_kv_heads = 2,
+       .head_dim = 128,
+       .kt = DType::kBF16,
+       .vt = DType::kQ8_0,
+       .window = 300,
+       .seqs = {{1100, 40}, {900, 1}}});
   return v;
 }
 
@@ -364,14 +424,24 @@ TEST(PagedAttentionInvariance, ChunkedPrefillAndDecode) {
   const std::vector<int32_t> chunks = {1, 5, 64, 100, 3, 250, 1000};
   check_chunking({.name = "chunk_mqa_f16", .n_heads = 4, .n_kv_heads = 1, .seqs = {{1100, 1100}}},
                  chunks);
-  check_chunking({.name = "chunk_gqa_q8_win", .kt = DType::kQ8_0, .vt = DType::kBF16,
-                  .window = 200, .softcap = 30.f, .seqs = {{700, 700}}},
+  check_chunking({.name = "chunk_gqa_q8_win",
+                  .kt = DType::kQ8_0,
+                  .vt = DType::kBF16,
+                  .window = 200,
+                  .softcap = 30.f,
+                  .seqs = {{700, 700}}},
                  chunks);
   // A window shorter than a tile: each row's keys are a partial tile whose start differs from
   // that of the rows it shares an item with.
   check_chunking({.name = "chunk_gqa_small_window", .window = 13, .seqs = {{300, 300}}}, chunks);
-  check_chunking({.name = "chunk_bs1_f32", .n_heads = 2, .n_kv_heads = 2, .head_dim = 8,
-                  .kt = DType::kF32, .vt = DType::kF32, .bs = 1, .window = 70,
+  check_chunking({.name = "chunk_bs1_f32",
+                  .n_heads = 2,
+                  .n_kv_heads = 2,
+                  .head_dim = 8,
+                  .kt = DType::kF32,
+                  .vt = DType::kF32,
+                  .bs = 1,
+                  .window = 70,
                   .seqs = {{600, 600}}},
                  chunks);
 }
@@ -389,7 +459,8 @@ std::vector<uint8_t> q8_reference(const std::vector<float>& x) {
     const uint16_t h = f32_to_fp16(d);
     std::memcpy(&out[b * 34], &h, 2);
     for (int j = 0; j < 32; ++j)
-      out[b * 34 + 2 + j] = static_cast<uint8_t>(static_cast<int8_t>(std::roundf(x[b * 32 + j] * id)));
+      out[b * 34 + 2 + j] =
+          static_cast<uint8_t>(static_cast<int8_t>(std::roundf(x[b * 32 + j] * id)));
   }
   return out;
 }
@@ -397,7 +468,7 @@ std::vector<uint8_t> q8_reference(const std::vector<float>& x) {
 std::vector<float> store_test_row(uint32_t seed) {
   std::mt19937 rng(seed);
   std::vector<float> x = random_vec(rng, 256, -3.f, 3.f);
-  for (int j = 32; j < 64; ++j) x[j] = 0.f;              // an all-zero block (d = 0)
+  for (int j = 32; j < 64; ++j) x[j] = 0.f;  // an all-zero block (d = 0)
   // A block with amax 127: d = 1 and id = 1 exactly, so x * id = 2.5 is a true tie, which
   // roundf rounds away from zero (3, not the 2 of round-to-nearest-even).
   for (int j = 64; j < 96; ++j) x[j] = 0.25f * static_cast<float>(j - 80);
@@ -405,15 +476,15 @@ std::vector<float> store_test_row(uint32_t seed) {
   x[65] = 2.5f;
   x[66] = -2.5f;
   x[67] = 0.5f;
-  x[100] = 1e-6f;       // f16 subnormal
-  x[101] = 70000.f;     // f16 overflow -> inf
+  x[100] = 1e-6f;    // f16 subnormal
+  x[101] = 70000.f;  // f16 overflow -> inf
   x[102] = -0.f;
   x[103] = bits_to_f32(0x3f808000u);  // bf16 tie -> even (down)
   x[104] = bits_to_f32(0x3f818000u);  // bf16 tie -> even (up)
   x[105] = bits_to_f32(0x3f801000u);  // f16 tie (1 + 2^-11) -> even (1)
   x[106] = 65504.f;
-  x[107] = 1e-30f;      // bf16 keeps it, f16 flushes to 0
-  for (int j = 128; j < 160; ++j) x[j] *= 1e-3f;         // a small-scale block
+  x[107] = 1e-30f;                                // bf16 keeps it, f16 flushes to 0
+  for (int j = 128; j < 160; ++j) x[j] *= 1e-3f;  // a small-scale block
   return x;
 }
 
@@ -450,7 +521,8 @@ TEST(KvRowStore, RoundTrips) {
   for (int64_t i = 0; i < n; ++i) {
     uint16_t d;
     std::memcpy(&d, &want[i / 32 * 34], 2);
-    const float wf = fp16_to_f32(d) * static_cast<float>(static_cast<int8_t>(want[i / 32 * 34 + 2 + i % 32]));
+    const float wf =
+        fp16_to_f32(d) * static_cast<float>(static_cast<int8_t>(want[i / 32 * 34 + 2 + i % 32]));
     ASSERT_EQ(f32_to_bits(back[i]), f32_to_bits(wf)) << "q8_0 element " << i;
   }
   for (int j = 32; j < 64; ++j) EXPECT_EQ(back[j], 0.f);  // d = 0 block
@@ -475,8 +547,14 @@ TEST(KvRowStore, BadArgumentsThrow) {
 }
 
 TEST(PagedAttentionArguments, BadInputThrows) {
-  Case c{.name = "args", .n_heads = 4, .n_kv_heads = 2, .head_dim = 8, .kt = DType::kF32,
-         .bs = 4, .window = 8, .seqs = {{20, 2}, {10, 1}}};
+  Case c{.name = "args",
+         .n_heads = 4,
+         .n_kv_heads = 2,
+         .head_dim = 8,
+         .kt = DType::kF32,
+         .bs = 4,
+         .window = 8,
+         .seqs = {{20, 2}, {10, 1}}};
   Fixture f(c, 3);
   ThreadPool pool(1);
   std::vector<float> out(f.n_rows * f.os);
