@@ -8,6 +8,7 @@
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "kernels/paged_attention.h"
 #include "kernels/quant.h"
 
 namespace triad {
@@ -52,8 +53,8 @@ void Model::embed(std::span<const int32_t> tokens, float* x, ThreadPool& pool) c
   });
 }
 
-void Model::attention_block(int32_t il, int64_t n, int32_t pos0, KvCache& kv, ForwardScratch& s,
-                            ThreadPool& pool) const {
+void Model::qkv_rope(int32_t il, int64_t n, const int32_t* positions, ForwardScratch& s,
+                     float* k_out, float* v_out, int64_t kv_stride, ThreadPool& pool) const {
   const ModelConfig& c = config_;
   const LayerWeights& L = weights_.layers[il];
   const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim();
@@ -63,9 +64,8 @@ void Model::attention_block(int32_t il, int64_t n, int32_t pos0, KvCache& kv, Fo
       kernels::rmsnorm(s.x.data() + t * E, L.attn_norm, c.norm_eps, s.xn.data() + t * E, E);
   });
   kernels::matmul(L.wq, s.xn.data(), n, E, s.q.data(), Q, pool);
-  // K and V go straight into the cache slots of positions pos0..pos0+n-1.
-  kernels::matmul(L.wk, s.xn.data(), n, E, kv.k(il, pos0), KV, pool);
-  kernels::matmul(L.wv, s.xn.data(), n, E, kv.v(il, pos0), KV, pool);
+  kernels::matmul(L.wk, s.xn.data(), n, E, k_out, kv_stride, pool);
+  kernels::matmul(L.wv, s.xn.data(), n, E, v_out, kv_stride, pool);
 
   const bool local = c.layer_is_local(il);
   kernels::RopeParams rope;
@@ -76,8 +76,8 @@ void Model::attention_block(int32_t il, int64_t n, int32_t pos0, KvCache& kv, Fo
   pool.parallel_for(n, [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
       float* q = s.q.data() + t * Q;
-      float* k = kv.k(il, pos0 + static_cast<int32_t>(t));
-      float* v = kv.v(il, pos0 + static_cast<int32_t>(t));
+      float* k = k_out + t * kv_stride;
+      float* v = v_out + t * kv_stride;
       if (L.bq) kernels::add_inplace(q, L.bq, Q);
       if (L.bk) kernels::add_inplace(k, L.bk, KV);
       if (L.bv) kernels::add_inplace(v, L.bv, KV);
@@ -87,26 +87,16 @@ void Model::attention_block(int32_t il, int64_t n, int32_t pos0, KvCache& kv, Fo
         for (int32_t h = 0; h < c.n_kv_heads; ++h)
           kernels::rmsnorm(k + h * c.head_dim, L.k_norm, c.norm_eps, k + h * c.head_dim, c.head_dim);
       }
-      const int32_t pos = pos0 + static_cast<int32_t>(t);
-      kernels::rope(q, c.n_heads, c.head_dim, pos, rope);
-      kernels::rope(k, c.n_kv_heads, c.head_dim, pos, rope);
+      kernels::rope(q, c.n_heads, c.head_dim, positions[t], rope);
+      kernels::rope(k, c.n_kv_heads, c.head_dim, positions[t], rope);
     }
   });
+}
 
-  kernels::AttentionParams ap;
-  ap.n_heads = c.n_heads;
-  ap.n_kv_heads = c.n_kv_heads;
-  ap.head_dim = c.head_dim;
-  ap.scale = c.attn_scale;
-  ap.window = local ? c.sliding_window : 0;
-  const int64_t n_kv = pos0 + n;
-  // With a window, keys older than the first query's window are never visible: skip them.
-  int64_t kv_begin = 0;
-  if (ap.window > 0 && pos0 - ap.window + 1 > 0) kv_begin = pos0 - ap.window + 1;
-  kernels::attention(ap, s.q.data(), n, Q, s.q_pos.data(), kv.k(il, static_cast<int32_t>(kv_begin)),
-                     kv.v(il, static_cast<int32_t>(kv_begin)), n_kv - kv_begin, KV,
-                     kv.positions() + kv_begin, s.attn.data(), Q, pool);
-
+void Model::output_residual(int32_t il, int64_t n, ForwardScratch& s, ThreadPool& pool) const {
+  const ModelConfig& c = config_;
+  const LayerWeights& L = weights_.layers[il];
+  const int64_t E = c.n_embd, Q = c.q_dim();
   kernels::matmul(L.wo, s.attn.data(), n, Q, s.proj.data(), E, pool);
   pool.parallel_for(n, [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
@@ -115,6 +105,56 @@ void Model::attention_block(int32_t il, int64_t n, int32_t pos0, KvCache& kv, Fo
       kernels::add_inplace(s.x.data() + t * E, o, E);
     }
   });
+}
+
+kernels::AttentionParams Model::attention_params(int32_t il) const {
+  const ModelConfig& c = config_;
+  kernels::AttentionParams ap;
+  ap.n_heads = c.n_heads;
+  ap.n_kv_heads = c.n_kv_heads;
+  ap.head_dim = c.head_dim;
+  ap.scale = c.attn_scale;
+  ap.window = c.layer_is_local(il) ? c.sliding_window : 0;
+  return ap;
+}
+
+void Model::attention_block(int32_t il, int64_t n, int32_t pos0, KvCache& kv, ForwardScratch& s,
+                            ThreadPool& pool) const {
+  const int64_t Q = config_.q_dim(), KV = config_.kv_dim();
+  // K and V go straight into the cache slots of positions pos0..pos0+n-1.
+  qkv_rope(il, n, s.q_pos.data(), s, kv.k(il, pos0), kv.v(il, pos0), KV, pool);
+  const kernels::AttentionParams ap = attention_params(il);
+  const int64_t n_kv = pos0 + n;
+  // With a window, keys older than the first query's window are never visible: skip them.
+  int64_t kv_begin = 0;
+  if (ap.window > 0 && pos0 - ap.window + 1 > 0) kv_begin = pos0 - ap.window + 1;
+  kernels::attention(ap, s.q.data(), n, Q, s.q_pos.data(), kv.k(il, static_cast<int32_t>(kv_begin)),
+                     kv.v(il, static_cast<int32_t>(kv_begin)), n_kv - kv_begin, KV,
+                     kv.positions() + kv_begin, s.attn.data(), Q, pool);
+  output_residual(il, n, s, pool);
+}
+
+void Model::paged_attention_block(int32_t il, const ForwardBatch& b, KvStorage& kv,
+                                  ForwardScratch& s, ThreadPool& pool) const {
+  const int64_t n = static_cast<int64_t>(b.tokens.size());
+  const int64_t Q = config_.q_dim(), KV = config_.kv_dim();
+  qkv_rope(il, n, b.positions.data(), s, s.k.data(), s.v.data(), KV, pool);
+  // Store the new K/V rows into their slots in the cache's dtype.
+  const int32_t g = kv.group_of_layer(il);
+  const int32_t* blk = s.slot_block.data() + static_cast<size_t>(g) * n;
+  const int32_t* row = s.slot_row.data() + static_cast<size_t>(g) * n;
+  const DType kt = kv.config().k_type, vt = kv.config().v_type;
+  pool.parallel_for(n, [&](int64_t lo, int64_t hi) {
+    for (int64_t t = lo; t < hi; ++t) {
+      kernels::kv_store_row(kt, s.k.data() + t * KV, KV, kv.k_row(il, blk[t], row[t]));
+      kernels::kv_store_row(vt, s.v.data() + t * KV, KV, kv.v_row(il, blk[t], row[t]));
+    }
+  });
+  const size_t n_seqs = b.seqs.size();
+  std::span<const kernels::PagedSeq> seqs(s.paged_seqs.data() + g * n_seqs, n_seqs);
+  kernels::paged_attention(attention_params(il), s.q.data(), Q, b.positions.data(), kv.layer(il),
+                           seqs, s.attn.data(), Q, pool);
+  output_residual(il, n, s, pool);
 }
 
 void Model::ffn_block(int32_t il, int64_t n, ForwardScratch& s, ThreadPool& pool) const {
@@ -172,6 +212,73 @@ void Model::forward(std::span<const int32_t> tokens, KvCache& kv, ForwardScratch
   pool.parallel_for(rows, [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t)
       kernels::rmsnorm(s.x.data() + (first + t) * E, weights_.output_norm, c.norm_eps,
+                       s.xn.data() + t * E, E);
+  });
+  kernels::matmul(weights_.output, s.xn.data(), rows, E, logits, c.n_vocab, pool);
+}
+
+void Model::forward_batch(const ForwardBatch& b, KvStorage& kv, ForwardScratch& s,
+                          float* logits, ThreadPool& pool) const {
+  const ModelConfig& c = config_;
+  const int64_t n = static_cast<int64_t>(b.tokens.size());
+  if (n == 0) return;
+  TRIAD_CHECK(b.positions.size() == b.tokens.size(), "forward_batch: ", b.positions.size(),
+              " positions for ", n, " tokens");
+  for (int32_t id : b.tokens)
+    TRIAD_CHECK(id >= 0 && id < c.n_vocab, "token id ", id, " is outside the vocabulary (", c.n_vocab, ")");
+  const size_t n_groups = kv.groups().size();
+  const int32_t bs = kv.config().block_size;
+  s.reserve(c, n);
+  s.paged_seqs.assign(n_groups * b.seqs.size(), kernels::PagedSeq{});
+  s.slot_block.assign(n_groups * static_cast<size_t>(n), 0);
+  s.slot_row.assign(n_groups * static_cast<size_t>(n), 0);
+  int64_t next_row = 0;
+  for (size_t i = 0; i < b.seqs.size(); ++i) {
+    const BatchSeq& q = b.seqs[i];
+    TRIAD_CHECK(q.row_begin == next_row && q.n_rows > 0 && q.row_begin + q.n_rows <= n && q.pos0 >= 0,
+                "forward_batch: sequence ", i, " rows are not contiguous and in order");
+    TRIAD_CHECK(q.block_tables.size() == n_groups, "forward_batch: sequence ", i, " has ",
+                q.block_tables.size(), " block tables for ", n_groups, " KV groups");
+    next_row = q.row_begin + q.n_rows;
+    const int64_t n_kv = q.pos0 + q.n_rows;
+    for (size_t g = 0; g < n_groups; ++g) {
+      const auto& table = q.block_tables[g];
+      TRIAD_CHECK(static_cast<int64_t>(table.size()) * bs >= n_kv, "forward_batch: sequence ", i,
+                  " block table covers ", table.size() * bs, " of ", n_kv, " positions");
+      kernels::PagedSeq& ps = s.paged_seqs[g * b.seqs.size() + i];
+      ps.q_begin = q.row_begin;
+      ps.n_q = q.n_rows;
+      ps.block_table = table.data();
+      ps.n_kv = static_cast<int32_t>(n_kv);
+      for (int64_t r = 0; r < q.n_rows; ++r) {
+        const int64_t t = q.row_begin + r;
+        const int32_t pos = b.positions[t];
+        TRIAD_CHECK(pos == q.pos0 + r, "forward_batch: row ", t, " has position ", pos,
+                    ", expected ", q.pos0 + r);
+        const int32_t block = table[pos / bs];
+        TRIAD_CHECK(block >= 0 && block < kv.config().blocks_per_group[g], "forward_batch: bad block ",
+                    block, " for position ", pos);
+        s.slot_block[g * n + t] = block;
+        s.slot_row[g * n + t] = pos % bs;
+      }
+    }
+  }
+  TRIAD_CHECK(next_row == n, "forward_batch: sequences cover ", next_row, " of ", n, " rows");
+  for (int64_t r : b.logit_rows)
+    TRIAD_CHECK(r >= 0 && r < n, "forward_batch: logits row ", r, " is outside the batch");
+
+  embed(b.tokens, s.x.data(), pool);
+  for (int32_t il = 0; il < c.n_layers; ++il) {
+    paged_attention_block(il, b, kv, s, pool);
+    ffn_block(il, n, s, pool);
+  }
+
+  const int64_t E = c.n_embd;
+  const int64_t rows = static_cast<int64_t>(b.logit_rows.size());
+  if (rows == 0) return;
+  pool.parallel_for(rows, [&](int64_t lo, int64_t hi) {
+    for (int64_t t = lo; t < hi; ++t)
+      kernels::rmsnorm(s.x.data() + b.logit_rows[t] * E, weights_.output_norm, c.norm_eps,
                        s.xn.data() + t * E, E);
   });
   kernels::matmul(weights_.output, s.xn.data(), rows, E, logits, c.n_vocab, pool);

@@ -13,7 +13,10 @@
 
 #include "base/aligned_buffer.h"
 #include "base/thread_pool.h"
+#include "kernels/attention.h"
+#include "model/forward_batch.h"
 #include "model/kv_cache.h"
+#include "model/kv_storage.h"
 #include "model/model_config.h"
 #include "model/weights.h"
 
@@ -30,6 +33,8 @@ struct ForwardScratch {
   int64_t capacity = 0;  // tokens
   AlignedBuffer<float> x, xn, q, k, v, attn, proj, gate, up;
   std::vector<int32_t> q_pos;
+  std::vector<kernels::PagedSeq> paged_seqs;  // per KV group, per sequence (forward_batch)
+  std::vector<int32_t> slot_block, slot_row;  // per KV group, per row: where its K/V goes
   void reserve(const ModelConfig& c, int64_t n_tokens);
 };
 
@@ -50,6 +55,13 @@ class Model {
   void forward(std::span<const int32_t> tokens, KvCache& kv, ForwardScratch& scratch,
                LogitsMode mode, float* logits, ThreadPool& pool) const;
 
+  // One engine step: runs every row of `batch` (each sequence at its own positions, attending
+  // through its block tables in `kv`), writes the new K/V rows into their slots, and writes
+  // logits [batch.logit_rows.size() x n_vocab]. Each weight matrix is read once for all rows.
+  // PRECONDITIONS (checked): ids < n_vocab, rows grouped by sequence, tables cover the rows.
+  void forward_batch(const ForwardBatch& batch, KvStorage& kv, ForwardScratch& scratch,
+                     float* logits, ThreadPool& pool) const;
+
   KvCache make_kv_cache(int32_t n_ctx) const {
     return KvCache(config_.n_layers, n_ctx, config_.kv_dim());
   }
@@ -59,6 +71,13 @@ class Model {
   void embed(std::span<const int32_t> tokens, float* x, ThreadPool& pool) const;
   void attention_block(int32_t il, int64_t n, int32_t pos0, KvCache& kv, ForwardScratch& s,
                        ThreadPool& pool) const;
+  void paged_attention_block(int32_t il, const ForwardBatch& b, KvStorage& kv, ForwardScratch& s,
+                             ThreadPool& pool) const;
+  // Shared by both attention paths: q/k/v projections into scratch, bias, QK norm and RoPE.
+  void qkv_rope(int32_t il, int64_t n, const int32_t* positions, ForwardScratch& s,
+                float* k_out, float* v_out, int64_t kv_stride, ThreadPool& pool) const;
+  kernels::AttentionParams attention_params(int32_t il) const;
+  void output_residual(int32_t il, int64_t n, ForwardScratch& s, ThreadPool& pool) const;
   void ffn_block(int32_t il, int64_t n, ForwardScratch& s, ThreadPool& pool) const;
 
   std::unique_ptr<gguf::GgufFile> file_;
