@@ -1,0 +1,367 @@
+// The engine loop: drain submissions and cancellations, schedule one step, run one batched
+// forward pass, sample, deliver. Runs on its own thread; callers only touch the inbox.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "engine/engine_api.h"
+#include "engine/model_runner.h"
+#include "model/model.h"
+
+namespace triad::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+kv::KvManagerConfig kv_manager_config(const EngineConfig& c, const KvMemoryPlan& plan) {
+  kv::KvManagerConfig k;
+  k.block_size = c.block_size;
+  for (size_t g = 0; g < plan.blocks_per_group.size(); ++g)
+    k.groups.push_back(kv::KvGroupSpec{plan.group_window[g], plan.blocks_per_group[g]});
+  k.enable_prefix_caching = c.enable_prefix_caching;
+  // Everything that changes a block's contents besides its tokens.
+  k.cache_namespace = "model=" + c.model_id + ";k=" + std::string(dtype_name(c.k_type)) +
+                      ";v=" + std::string(dtype_name(c.v_type)) + ";bs=" + std::to_string(c.block_size);
+  return k;
+}
+
+}  // namespace
+
+struct Engine::Impl {
+  // Set at construction, then read-only.
+  const Model& model;
+  EngineConfig config;
+  KvMemoryPlan plan;
+
+  // Owned by the engine thread.
+  KvStorage storage;
+  sched::Scheduler scheduler;
+  ThreadPool pool;
+  ModelRunner runner;
+
+  struct Live {
+    std::shared_ptr<OutputSink> sink;
+    std::unique_ptr<Sampler> sampler;
+    int32_t logprobs = -1;
+    Clock::time_point submitted;
+    bool scheduled = false;
+    bool delivered = false;
+    RequestTimings timings;
+  };
+  std::unordered_map<RequestId, Live> live;
+  std::vector<TokenLogprob> top_scratch;
+
+  // Shared with callers, under mu.
+  struct Pending {
+    RequestId id;
+    sched::SchedRequestSpec spec;
+    Live live;
+  };
+  mutable std::mutex mu;
+  std::condition_variable cv;        // wakes the loop (inbox, cancel, stop)
+  std::condition_variable idle_cv;   // signals drain() waiters
+  std::deque<Pending> inbox;
+  std::vector<RequestId> cancels;
+  bool stopping = false;
+  bool draining = false;
+  int64_t n_unfinished = 0;          // submitted and not yet finished
+  EngineStats snapshot;
+  Clock::time_point last_progress = Clock::now();
+  std::atomic<RequestId> next_id{1};
+  int64_t generated_total = 0, prompt_total = 0, steps = 0, finished_total = 0;
+
+  std::thread thread;
+
+  Impl(const Model& m, EngineConfig c)
+      : model(m), config(std::move(c)), plan(plan_kv_memory(m.config(), config)),
+        storage(m.config(), KvStorageConfig{config.block_size, config.k_type, config.v_type, plan.blocks_per_group}),
+        scheduler(sched::SchedulerConfig{config.max_batched_tokens, config.max_seqs, config.max_model_len},
+                  kv_manager_config(config, plan)),
+        pool(config.threads), runner(m, storage, pool) {}
+
+  void finish(RequestId id, FinishReason reason, const std::string& error) {
+    auto it = live.find(id);
+    if (it == live.end()) return;
+    Live& l = it->second;
+    l.timings.e2e_s = since(l.submitted);
+    if (!l.delivered) l.timings.ttft_s = l.timings.e2e_s;
+    if (!l.scheduled) l.timings.queue_s = l.timings.e2e_s;
+    std::shared_ptr<OutputSink> sink = std::move(l.sink);
+    const RequestTimings t = l.timings;
+    live.erase(it);
+    ++finished_total;
+    sink->on_finish(id, reason, t, error);
+    std::lock_guard<std::mutex> lk(mu);
+    --n_unfinished;
+    if (n_unfinished == 0) idle_cv.notify_all();
+  }
+
+  void take_inbox() {
+    std::deque<Pending> in;
+    std::vector<RequestId> cx;
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      in.swap(inbox);
+      cx.swap(cancels);
+    }
+    for (Pending& p : in) {
+      const RequestId id = p.id;
+      try {
+        scheduler.add(std::move(p.spec));
+        live.emplace(id, std::move(p.live));
+      } catch (const std::exception& e) {
+        live.emplace(id, std::move(p.live));
+        finish(id, FinishReason::kError, e.what());
+      }
+    }
+    for (RequestId id : cx) {
+      if (!live.count(id)) continue;
+      scheduler.cancel(id);
+      finish(id, FinishReason::kCancelled, "");
+    }
+  }
+
+  void publish_stats() {
+    const sched::SchedulerStats s = scheduler.stats();
+    EngineStats e;
+    e.running = s.running;
+    e.waiting = s.waiting;
+    e.kv_blocks_total = s.kv.blocks_total;
+    e.kv_blocks_used = s.kv.blocks_used;
+    e.kv_blocks_free = s.kv.blocks_free;
+    e.kv_blocks_cached = s.kv.blocks_cached;
+    e.kv_bytes_total = plan.total_bytes;
+    // Used bytes: blocks in use of each group times that group's block size.
+    uint64_t used = 0;
+    const int32_t n_groups = scheduler.kv().n_groups();
+    for (int32_t g = 0; g < n_groups; ++g)
+      used += static_cast<uint64_t>(plan.blocks_per_group[g] - scheduler.kv().num_free_blocks(g)) *
+              plan.block_bytes[g];
+    e.kv_bytes_used = used;
+    for (auto& [id, l] : live)
+      if (const sched::SchedRequest* r = scheduler.request(id))
+        if (r->status == sched::RequestStatus::kRunning) e.kv_tokens_held += r->n_computed;
+    e.prefix_queries = s.kv.prefix_queries;
+    e.prefix_hits = s.kv.prefix_hits;
+    e.prompt_tokens = prompt_total;
+    e.generated_tokens = generated_total;
+    e.steps = steps;
+    e.preemptions = s.preemptions;
+    e.requests_finished = finished_total;
+    std::lock_guard<std::mutex> lk(mu);
+    snapshot = e;
+    last_progress = Clock::now();
+  }
+
+  // One iteration with work to do.
+  void step() {
+    sched::SchedulerOutput out = scheduler.schedule();
+    for (RequestId id : out.failed)
+      finish(id, FinishReason::kError,
+             "the request needs more KV cache than the whole pool holds (raise --kv-cache-memory)");
+    for (const sched::ScheduledSeq& s : out.seqs) {
+      auto it = live.find(s.id);
+      if (it != live.end() && !it->second.scheduled) {
+        it->second.scheduled = true;
+        it->second.timings.queue_s = since(it->second.submitted);
+      }
+    }
+    if (out.seqs.empty()) return;
+    try {
+      runner.execute(out, scheduler);
+    } catch (const std::exception& e) {
+      // A forward-pass failure fails the requests of this step, not the engine.
+      log_warn("engine: step failed: ", e.what());
+      for (const sched::ScheduledSeq& s : out.seqs) {
+        scheduler.cancel(s.id);
+        finish(s.id, FinishReason::kError, e.what());
+      }
+      return;
+    }
+    ++steps;
+    std::vector<int32_t> sampled(out.seqs.size(), -1);
+    std::vector<TokenOutput> outputs(out.seqs.size());
+    size_t row = 0;
+    for (size_t i = 0; i < out.seqs.size(); ++i) {
+      const sched::ScheduledSeq& s = out.seqs[i];
+      const sched::SchedRequest* r = scheduler.request(s.id);
+      if (r && s.n_computed < r->n_prompt) prompt_total += std::min(s.n_new, r->n_prompt - s.n_computed);
+      if (!s.needs_logits) continue;
+      const float* logits = runner.logits(row++);
+      Live& l = live.at(s.id);
+      try {
+        const int32_t tok = l.sampler->sample(logits);
+        sampled[i] = tok;
+        outputs[i].id = tok;
+        if (l.logprobs >= 0) {
+          const TokenLogprob lp = l.sampler->logprobs(l.logprobs, top_scratch);
+          outputs[i].logprob = lp.logprob;
+          outputs[i].top = top_scratch;
+        }
+      } catch (const std::exception& e) {
+        // E.g. every logit is -inf under the request's logit bias: that request fails alone.
+        scheduler.cancel(s.id);
+        finish(s.id, FinishReason::kError, e.what());
+      }
+    }
+    // Cancelled-by-failure requests are gone from the scheduler; update() skips unknown ids.
+    const std::vector<sched::StepEvent> events = scheduler.update(out, sampled);
+    std::unordered_map<RequestId, size_t> index;
+    for (size_t i = 0; i < out.seqs.size(); ++i) index.emplace(out.seqs[i].id, i);
+    for (const sched::StepEvent& ev : events) {
+      auto it = live.find(ev.id);
+      if (it == live.end()) continue;
+      Live& l = it->second;
+      if (ev.token >= 0) {
+        l.sampler->accept(ev.token);
+        ++generated_total;
+        if (ev.finish != FinishReason::kStop) {
+          if (!l.delivered) {
+            l.delivered = true;
+            l.timings.ttft_s = since(l.submitted);
+          }
+          ++l.timings.completion_tokens;
+          l.sink->on_token(ev.id, outputs[index.at(ev.id)]);
+        }
+      }
+      if (ev.finish != FinishReason::kNone) {
+        if (const sched::SchedRequest* r = scheduler.request(ev.id)) {
+          l.timings.preemptions = r->n_preemptions;
+        }
+        finish(ev.id, ev.finish, "");
+      }
+    }
+  }
+
+  void fill_request_info() {
+    // Cached-prefix and preemption counts are known once a request has been admitted.
+    for (auto& [id, l] : live) {
+      if (const sched::SchedRequest* r = scheduler.request(id)) {
+        l.timings.cached_tokens = r->n_cached_prompt;
+        l.timings.preemptions = r->n_preemptions;
+      }
+    }
+  }
+
+  void loop() {
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lk(mu);
+        if (!stopping && inbox.empty() && cancels.empty() && !scheduler.has_work()) {
+          // Idle: wake up now and then so /health sees a live loop.
+          cv.wait_for(lk, std::chrono::milliseconds(500));
+          last_progress = Clock::now();
+        }
+        if (stopping) break;
+      }
+      take_inbox();
+      if (scheduler.has_work()) {
+        step();
+        fill_request_info();
+      }
+      publish_stats();
+    }
+    // Shutdown: everything still live finishes as cancelled.
+    take_inbox();
+    std::vector<RequestId> ids;
+    for (auto& [id, l] : live) ids.push_back(id);
+    std::sort(ids.begin(), ids.end());
+    for (RequestId id : ids) {
+      scheduler.cancel(id);
+      finish(id, FinishReason::kCancelled, "");
+    }
+    publish_stats();
+  }
+};
+
+Engine::Engine(const Model& model, EngineConfig config) {
+  if (config.max_model_len == 0) config.max_model_len = std::min(model.config().n_ctx_train > 0 ? model.config().n_ctx_train : 4096, 8192);
+  config.validate();
+  impl_ = std::make_unique<Impl>(model, std::move(config));
+  log_info(impl_->plan.describe());
+  impl_->thread = std::thread([this] { impl_->loop(); });
+}
+
+Engine::~Engine() {
+  {
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    impl_->stopping = true;
+  }
+  impl_->cv.notify_all();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+RequestId Engine::submit(GenerationRequest req, std::shared_ptr<OutputSink> sink) {
+  const ModelConfig& c = impl_->model.config();
+  const int32_t max_len = impl_->config.max_model_len;
+  TRIAD_CHECK(sink != nullptr, "submit: no output sink");
+  TRIAD_CHECK(!req.prompt.empty(), "the prompt is empty");
+  TRIAD_CHECK(static_cast<int64_t>(req.prompt.size()) < max_len, "the prompt has ", req.prompt.size(),
+              " tokens; the context holds ", max_len, " (prompt and completion together)");
+  for (int32_t id : req.prompt)
+    TRIAD_CHECK(id >= 0 && id < c.n_vocab, "prompt token id ", id, " is outside the vocabulary (", c.n_vocab, ")");
+  TRIAD_CHECK(req.max_tokens >= 1, "max_tokens must be at least 1, got ", req.max_tokens);
+  TRIAD_CHECK(req.logprobs >= -1 && req.logprobs <= 20, "top_logprobs must be in 0..20, got ", req.logprobs);
+  Impl::Live l;
+  l.sampler = std::make_unique<Sampler>(req.sampling, c.n_vocab);  // validates the parameters
+  for (int32_t id : req.prompt) l.sampler->accept(id);
+  l.sink = std::move(sink);
+  l.logprobs = req.logprobs;
+  l.submitted = Clock::now();
+  l.timings.prompt_tokens = static_cast<int32_t>(req.prompt.size());
+
+  sched::SchedRequestSpec spec;
+  spec.prompt = std::move(req.prompt);
+  spec.max_tokens = req.max_tokens;
+  spec.stop_ids = std::move(req.stop_ids);
+  if (!req.ignore_eos)
+    spec.stop_ids.insert(spec.stop_ids.end(), impl_->config.eog_ids.begin(), impl_->config.eog_ids.end());
+  spec.priority = req.priority;
+  spec.cache_salt = std::move(req.cache_salt);
+
+  const RequestId id = impl_->next_id.fetch_add(1);
+  spec.id = id;
+  {
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    TRIAD_CHECK(!impl_->stopping && !impl_->draining, "the engine is shutting down");
+    impl_->inbox.push_back(Impl::Pending{id, std::move(spec), std::move(l)});
+    ++impl_->n_unfinished;
+  }
+  impl_->cv.notify_all();
+  return id;
+}
+
+void Engine::cancel(RequestId id) {
+  {
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    impl_->cancels.push_back(id);
+  }
+  impl_->cv.notify_all();
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  EngineStats s = impl_->snapshot;
+  s.last_progress_s = since(impl_->last_progress);
+  return s;
+}
+
+const EngineConfig& Engine::config() const { return impl_->config; }
+const KvMemoryPlan& Engine::kv_plan() const { return impl_->plan; }
+int32_t Engine::max_model_len() const { return impl_->config.max_model_len; }
+
+void Engine::drain() {
+  std::unique_lock<std::mutex> lk(impl_->mu);
+  impl_->draining = true;
+  impl_->idle_cv.wait(lk, [&] { return impl_->n_unfinished == 0; });
+}
+
+}  // namespace triad::engine

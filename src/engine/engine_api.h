@@ -1,0 +1,115 @@
+// The engine API: the only interface the HTTP server (and `triad run` / `triad bench`) uses.
+//
+// submit() queues a request of prompt token ids and returns at once; one engine thread runs
+// the loop (schedule, one batched forward pass, sample, deliver) and calls the request's sink
+// with each new token and finally with its finish reason and timings. cancel() frees the
+// request's blocks at the next step. The engine never sees JSON or text; the server never sees
+// blocks.
+//
+// Thread-safety: every public method may be called from any thread. Sinks are called on the
+// engine thread, one request's calls in order; a sink must return quickly and never call back
+// into the engine synchronously except cancel() (which only queues).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/engine_config.h"
+#include "sampling/sampler.h"
+#include "sched/scheduler.h"
+
+namespace triad {
+class Model;
+}
+
+namespace triad::engine {
+
+using RequestId = sched::RequestId;
+using FinishReason = sched::FinishReason;
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;        // token ids (non-empty, < max_model_len)
+  SamplingParams sampling;
+  int32_t max_tokens = 16;            // generated tokens at most (>= 1); clipped to the context
+  std::vector<int32_t> stop_ids;      // extra stop token ids
+  bool ignore_eos = false;            // do not stop at the model's end-of-generation tokens
+  int32_t logprobs = -1;              // -1: none; 0..20: the sampled token's logprob plus this
+                                      // many top alternatives per token
+  int32_t priority = 0;               // lower runs first
+  std::string cache_salt;             // requests with different salts never share cache blocks
+};
+
+struct TokenOutput {
+  int32_t id = -1;
+  float logprob = 0.f;                    // when requested
+  std::vector<TokenLogprob> top;          // when logprobs > 0
+};
+
+struct RequestTimings {
+  double queue_s = 0;          // submit -> first scheduled
+  double ttft_s = 0;           // submit -> first token delivered
+  double e2e_s = 0;            // submit -> finish
+  int32_t prompt_tokens = 0;
+  int32_t cached_tokens = 0;   // prompt tokens served by the prefix cache (first admission)
+  int32_t completion_tokens = 0;
+  int32_t preemptions = 0;
+};
+
+class OutputSink {
+ public:
+  virtual ~OutputSink() = default;
+  // A new generated token (a stop token is never delivered).
+  virtual void on_token(RequestId id, const TokenOutput& token) = 0;
+  // Called exactly once per submitted request, last. `error` is set for kError.
+  virtual void on_finish(RequestId id, FinishReason reason, const RequestTimings& timings,
+                         const std::string& error) = 0;
+};
+
+struct EngineStats {
+  int32_t running = 0;
+  int32_t waiting = 0;
+  int64_t kv_blocks_total = 0;
+  int64_t kv_blocks_used = 0;
+  int64_t kv_blocks_free = 0;
+  int64_t kv_blocks_cached = 0;
+  uint64_t kv_bytes_used = 0;         // bytes of the blocks in use
+  uint64_t kv_bytes_total = 0;
+  int64_t kv_tokens_held = 0;         // positions cached by running requests (sum of lengths)
+  int64_t prefix_queries = 0;         // prompt tokens looked up in the prefix cache
+  int64_t prefix_hits = 0;            // of which served from it
+  int64_t prompt_tokens = 0;          // prompt tokens computed (prefill, incl. recomputation)
+  int64_t generated_tokens = 0;       // tokens sampled
+  int64_t steps = 0;                  // engine loop iterations that ran a forward pass
+  int64_t preemptions = 0;
+  int64_t requests_finished = 0;
+  double last_progress_s = 0;         // seconds since the loop last completed an iteration
+};
+
+class Engine {
+ public:
+  // The model must outlive the engine. Plans the KV memory, allocates it and starts the loop.
+  Engine(const Model& model, EngineConfig config);
+  ~Engine();  // stops the loop; unfinished requests finish with kCancelled
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Validates and queues a request; throws triad::Error (nothing queued) on a bad request.
+  RequestId submit(GenerationRequest request, std::shared_ptr<OutputSink> sink);
+  // Cancels a queued or running request (no-op if unknown or already finished).
+  void cancel(RequestId id);
+  EngineStats stats() const;
+  const EngineConfig& config() const;
+  const KvMemoryPlan& kv_plan() const;
+  int32_t max_model_len() const;
+  // Stops accepting requests and returns once every submitted request has finished.
+  void drain();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace triad::engine

@@ -1,0 +1,40 @@
+#include "engine/model_runner.h"
+
+#include "base/error.h"
+
+namespace triad::engine {
+
+void ModelRunner::execute(const sched::SchedulerOutput& out, const sched::Scheduler& scheduler) {
+  tokens_.clear();
+  positions_.clear();
+  seqs_.clear();
+  logit_rows_.clear();
+  const int32_t n_groups = scheduler.kv().n_groups();
+  for (const sched::ScheduledSeq& s : out.seqs) {
+    const sched::SchedRequest* r = scheduler.request(s.id);
+    TRIAD_CHECK(r != nullptr, "runner: scheduled request ", s.id, " is unknown");
+    TRIAD_CHECK(s.n_computed >= 0 && s.n_new > 0 &&
+                    static_cast<size_t>(s.n_computed + s.n_new) <= r->tokens.size(),
+                "runner: bad step for request ", s.id);
+    BatchSeq b;
+    b.row_begin = static_cast<int64_t>(tokens_.size());
+    b.n_rows = s.n_new;
+    b.pos0 = s.n_computed;
+    for (int32_t g = 0; g < n_groups; ++g) b.block_tables.push_back(scheduler.kv().block_table(s.id, g));
+    for (int32_t i = 0; i < s.n_new; ++i) {
+      tokens_.push_back(r->tokens[s.n_computed + i]);
+      positions_.push_back(s.n_computed + i);
+    }
+    if (s.needs_logits) logit_rows_.push_back(b.row_begin + b.n_rows - 1);
+    seqs_.push_back(std::move(b));
+  }
+  logits_.resize(logit_rows_.size() * static_cast<size_t>(model_.config().n_vocab));
+  ForwardBatch fb;
+  fb.tokens = tokens_;
+  fb.positions = positions_;
+  fb.seqs = seqs_;
+  fb.logit_rows = logit_rows_;
+  model_.forward_batch(fb, storage_, scratch_, logits_.data(), pool_);
+}
+
+}  // namespace triad::engine
