@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -15,6 +16,9 @@
 #include "base/timer.h"
 #include "commands.h"
 #include "kernels/membw.h"
+#include "collect_sink.h"
+#include "engine/engine_api.h"
+#include "engine_options.h"
 #include "loaded_model.h"
 
 namespace triad::app {
@@ -22,6 +26,7 @@ namespace {
 
 struct BenchOptions {
   CommonOptions common;
+  EngineOptions engine;
   int n_prompt = 512;
   int n_gen = 128;
   int reps = 3;
@@ -53,32 +58,42 @@ int run(const BenchOptions& o) {
   LoadedModel lm = load_model(o.common.model);
   const Model& m = *lm.model;
   const ModelConfig& c = m.config();
-  ThreadPool pool(threads);
-  const int32_t n_ctx = std::max(o.n_prompt, o.n_gen) + 1;
-  KvCache kv = m.make_kv_cache(n_ctx);
-  ForwardScratch scratch;
-  std::vector<float> logits(static_cast<size_t>(c.n_vocab));
+  // Every run goes through the engine, as requests: pp is the time to the first token of an
+  // n_prompt-token request (prefilled in chunks of --batch tokens), tg the decode rate of a
+  // 1-token request generating n_gen tokens. Each pp repetition uses a new random prompt, so
+  // the prefix cache never helps.
+  engine::EngineConfig ec = o.engine.make(lm, threads, std::max(o.n_prompt, o.n_gen) + 2);
+  ec.max_batched_tokens = o.batch;
+  ec.eog_ids.clear();
+  engine::Engine eng(m, ec);
   std::mt19937 rng(1234);
   std::uniform_int_distribution<int32_t> dist(0, c.n_vocab - 1);
-  std::vector<int32_t> prompt(o.n_prompt);
-  for (int32_t& t : prompt) t = dist(rng);
 
-  auto run_pp = [&] {
-    kv.clear();
-    for (int32_t i = 0; i < o.n_prompt; i += o.batch) {
-      const int32_t len = std::min(o.batch, o.n_prompt - i);
-      m.forward(std::span<const int32_t>(prompt.data() + i, len), kv, scratch, LogitsMode::kLast,
-                logits.data(), pool);
-    }
+  auto run_request = [&](int32_t n_prompt, int32_t n_gen) {
+    engine::GenerationRequest r;
+    r.prompt.resize(std::max(n_prompt, 1));
+    for (int32_t& t : r.prompt) t = dist(rng);
+    r.max_tokens = std::max(n_gen, 1);
+    r.ignore_eos = true;
+    r.sampling.temperature = 0;
+    auto sink = std::make_shared<CollectSink>();
+    eng.submit(std::move(r), sink);
+    sink->wait();
+    TRIAD_CHECK(sink->reason() != engine::FinishReason::kError, "bench request failed: ", sink->error());
+    return sink;
   };
-  auto run_tg = [&] {
-    kv.clear();
-    int32_t tok[1] = {prompt.empty() ? 1 : prompt[0]};
-    for (int32_t i = 0; i < o.n_gen; ++i) {
-      m.forward(tok, kv, scratch, LogitsMode::kLast, logits.data(), pool);
-      tok[0] = dist(rng);
-    }
+  auto pp_rate = [&] {
+    auto s = run_request(o.n_prompt, 1);
+    return o.n_prompt / s->timings().ttft_s;
   };
+  auto tg_rate = [&] {
+    auto s = run_request(1, o.n_gen);
+    const auto& t = s->times();
+    TRIAD_CHECK(t.size() >= 2, "tg: too few tokens");
+    const double secs = std::chrono::duration<double>(t.back() - t.front()).count();
+    return (t.size() - 1) / secs;
+  };
+  ThreadPool pool(threads);  // for the bandwidth measurement only (engine idle by then)
 
   std::printf("model: %s\n", c.summary().c_str());
   std::printf("weights: %.1f MiB streamed per token; threads: %d; CPU kernels: %s\n",
@@ -86,24 +101,16 @@ int run(const BenchOptions& o) {
   std::printf("| test | tokens/s | ms/token |\n|---|---|---|\n");
   Stat pp, tg;
   if (o.n_prompt > 0) {
-    run_pp();  // warm-up
+    pp_rate();  // warm-up
     std::vector<double> rates;
-    for (int r = 0; r < o.reps; ++r) {
-      Timer t;
-      run_pp();
-      rates.push_back(o.n_prompt / t.seconds());
-    }
+    for (int r = 0; r < o.reps; ++r) rates.push_back(pp_rate());
     pp = stats(rates);
     std::printf("| pp%d | %.2f ± %.2f | %.3f |\n", o.n_prompt, pp.mean, pp.sd, 1000.0 / pp.mean);
   }
   if (o.n_gen > 0) {
-    run_tg();  // warm-up
+    tg_rate();  // warm-up
     std::vector<double> rates;
-    for (int r = 0; r < o.reps; ++r) {
-      Timer t;
-      run_tg();
-      rates.push_back(o.n_gen / t.seconds());
-    }
+    for (int r = 0; r < o.reps; ++r) rates.push_back(tg_rate());
     tg = stats(rates);
     std::printf("| tg%d | %.2f ± %.2f | %.3f |\n", o.n_gen, tg.mean, tg.sd, 1000.0 / tg.mean);
   }
@@ -122,13 +129,19 @@ int run(const BenchOptions& o) {
 Command add_bench(CLI::App& app) {
   auto* o = new BenchOptions();
   CLI::App* cmd = app.add_subcommand("bench", "measure prompt processing and generation speed");
-  o->common.add_to(*cmd, /*with_ctx=*/false);
+  o->common.add_to(*cmd, /*with_ctx=*/false, /*model_required=*/false);
   cmd->add_option("-p,--n-prompt", o->n_prompt, "prompt tokens (pp test)")->check(CLI::Range(0, 1 << 20));
   cmd->add_option("-n,--n-gen", o->n_gen, "generated tokens (tg test)")->check(CLI::Range(0, 1 << 20));
   cmd->add_option("-r,--reps", o->reps, "repetitions")->check(CLI::Range(1, 1000));
   cmd->add_option("-b,--batch", o->batch, "tokens per forward call in pp")->check(CLI::Range(1, 1 << 16));
   cmd->add_flag("--no-roofline", o->no_roofline, "skip the memory bandwidth measurement");
-  return [o] { return run(*o); };
+  o->engine.add_to(*cmd);
+  Command serve = add_bench_serve(*cmd);
+  return [o, cmd, serve] {
+    if (cmd->got_subcommand("serve")) return serve();
+    TRIAD_CHECK(!o->common.model.empty(), "bench: --model is required");
+    return run(*o);
+  };
 }
 
 }  // namespace triad::app

@@ -1,5 +1,7 @@
 // `triad run`: generate text from a prompt, streaming it to stdout.
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
 #include <fstream>
 #include <vector>
 
@@ -8,6 +10,8 @@
 #include "base/thread_pool.h"
 #include "base/timer.h"
 #include "commands.h"
+#include "engine/engine_api.h"
+#include "engine_options.h"
 #include "gguf/gguf_file.h"
 #include "loaded_model.h"
 #include "sampling/sampler.h"
@@ -18,6 +22,7 @@ namespace {
 
 struct RunOptions {
   CommonOptions common;
+  EngineOptions engine;
   std::string prompt;
   std::string system;
   int n_predict = 128;
@@ -48,54 +53,70 @@ int run(const RunOptions& o, bool seed_given) {
   }
   std::vector<int32_t> prompt = tok.encode(text, /*add_special=*/true, /*parse_special=*/o.chat);
   TRIAD_CHECK(!prompt.empty(), "the prompt is empty after tokenization");
-  const int32_t n_ctx = lm.context_for(o.common.ctx);
-  TRIAD_CHECK(static_cast<int64_t>(prompt.size()) < n_ctx, "the prompt (", prompt.size(),
-              " tokens) does not fit the ", n_ctx, "-token context");
 
   SamplingParams sp = o.sampling;
   if (seed_given) sp.seed = o.seed;
   sp.validate();
-  Sampler sampler(sp, c.n_vocab);
-  for (int32_t id : prompt) sampler.accept(id);
 
-  ThreadPool pool(threads);
-  KvCache kv = model.make_kv_cache(n_ctx);
-  ForwardScratch scratch;
-  std::vector<float> logits(c.n_vocab);
-  IncrementalDecoder decoder(tok);
-
-  Timer t_prompt;
-  model.forward(prompt, kv, scratch, LogitsMode::kLast, logits.data(), pool);
-  const double prompt_s = t_prompt.seconds();
-
-  std::vector<int32_t> generated;
-  Timer t_gen;
-  for (int i = 0; i < o.n_predict && kv.size() < n_ctx; ++i) {
-    int32_t id = sampler.sample(logits.data());
-    if (!o.ignore_eos && tok.is_end_of_generation(id)) break;
-    sampler.accept(id);
-    generated.push_back(id);
-    std::string piece = decoder.push(id);
-    std::fwrite(piece.data(), 1, piece.size(), stdout);
-    std::fflush(stdout);
-    if (i + 1 == o.n_predict || kv.size() >= n_ctx) break;
-    int32_t one[1] = {id};
-    model.forward(one, kv, scratch, LogitsMode::kLast, logits.data(), pool);
+  engine::Engine eng(model, o.engine.make(lm, threads, o.common.ctx));
+  // The sink runs on the engine thread: it streams text and signals the end.
+  struct StdoutSink : engine::OutputSink {
+    explicit StdoutSink(const Tokenizer& t) : decoder(t) {}
+    IncrementalDecoder decoder;
+    std::vector<int32_t> generated;
+    engine::RequestTimings timings;
+    engine::FinishReason reason = engine::FinishReason::kNone;
+    std::string error;
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    void on_token(engine::RequestId, const engine::TokenOutput& t) override {
+      generated.push_back(t.id);
+      std::string piece = decoder.push(t.id);
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+    }
+    void on_finish(engine::RequestId, engine::FinishReason r, const engine::RequestTimings& t,
+                   const std::string& e) override {
+      std::string rest = decoder.flush();
+      std::fwrite(rest.data(), 1, rest.size(), stdout);
+      std::fputc('\n', stdout);
+      std::fflush(stdout);
+      std::lock_guard<std::mutex> lk(mu);
+      timings = t;
+      reason = r;
+      error = e;
+      done = true;
+      cv.notify_all();
+    }
+  };
+  auto sink = std::make_shared<StdoutSink>(tok);
+  if (o.n_predict > 0) {
+    engine::GenerationRequest req;
+    req.prompt = prompt;
+    req.sampling = sp;
+    req.max_tokens = o.n_predict;
+    req.ignore_eos = o.ignore_eos;
+    eng.submit(std::move(req), sink);
+    std::unique_lock<std::mutex> lk(sink->mu);
+    sink->cv.wait(lk, [&] { return sink->done; });
   }
-  std::string rest = decoder.flush();
-  std::fwrite(rest.data(), 1, rest.size(), stdout);
-  std::fputc('\n', stdout);
-  std::fflush(stdout);
-  const double gen_s = t_gen.seconds();
+  TRIAD_CHECK(sink->reason != engine::FinishReason::kError, sink->error);
+  const std::vector<int32_t>& generated = sink->generated;
+  const double prompt_s = sink->timings.ttft_s;
+  const double gen_s = sink->timings.e2e_s - sink->timings.ttft_s;
+  const size_t n_after_first = generated.empty() ? 0 : generated.size() - 1;
 
   if (!o.ids_out.empty()) {
     std::ofstream f(o.ids_out);
     TRIAD_CHECK(f.good(), "cannot write ", o.ids_out);
     for (int32_t id : generated) f << id << "\n";
   }
-  std::fprintf(stderr, "\nprompt: %zu tokens in %.3f s (%.2f tokens/s); generation: %zu tokens in %.3f s (%.2f tokens/s)\n",
+  std::fprintf(stderr,
+               "\nprompt: %zu tokens, first token after %.3f s (%.2f tokens/s); generation: %zu "
+               "tokens, %.2f tokens/s after the first; finish: %s\n",
                prompt.size(), prompt_s, prompt.size() / std::max(prompt_s, 1e-9), generated.size(),
-               gen_s, generated.size() / std::max(gen_s, 1e-9));
+               n_after_first / std::max(gen_s, 1e-9), sched::finish_reason_name(sink->reason));
   return 0;
 }
 
@@ -110,6 +131,7 @@ Command add_run(CLI::App& app) {
   o->sampling.min_p = 0.05f;
   CLI::App* cmd = app.add_subcommand("run", "generate text from a prompt, streamed to stdout");
   o->common.add_to(*cmd);
+  o->engine.add_to(*cmd);
   cmd->add_option("-p,--prompt", o->prompt, "prompt text")->required();
   cmd->add_option("--system", o->system, "system message (with --chat)");
   cmd->add_option("-n,--n-predict", o->n_predict, "tokens to generate")->check(CLI::Range(0, 1 << 24));

@@ -14,6 +14,7 @@ using Command = std::function<int()>;
 Command add_run(CLI::App& app);
 Command add_perplexity(CLI::App& app);
 Command add_bench(CLI::App& app);
+Command add_bench_serve(CLI::App& bench);  // `triad bench serve`
 Command add_gguf(CLI::App& app);
 Command add_tokenize(CLI::App& app);
 Command add_eval_logits(CLI::App& app);
@@ -23,7 +24,7 @@ struct CommonOptions {
   std::string model;
   int threads = 0;  // 0: physical cores
   int ctx = 0;      // 0: min(model's trained context, 4096)
-  void add_to(CLI::App& cmd, bool with_ctx = true);
+  void add_to(CLI::App& cmd, bool with_ctx = true, bool model_required = true);
   int resolved_threads() const;
 };
 

@@ -10,8 +10,9 @@
 
 namespace triad::app {
 
-void CommonOptions::add_to(CLI::App& cmd, bool with_ctx) {
-  cmd.add_option("-m,--model", model, "GGUF model file")->required()->check(CLI::ExistingFile);
+void CommonOptions::add_to(CLI::App& cmd, bool with_ctx, bool model_required) {
+  CLI::Option* m = cmd.add_option("-m,--model", model, "GGUF model file")->check(CLI::ExistingFile);
+  if (model_required) m->required();
   cmd.add_option("-t,--threads", threads, "worker threads (default: physical cores)")
       ->check(CLI::Range(0, 1024));
   if (with_ctx)

@@ -1,0 +1,81 @@
+#include "engine_options.h"
+
+#include <cctype>
+#include <cmath>
+
+#include "base/error.h"
+#include "gguf/gguf_file.h"
+#include "model/kv_storage.h"
+
+namespace triad::app {
+
+void EngineOptions::add_to(CLI::App& cmd) {
+  cmd.add_option("--kv-cache-memory", kv_memory,
+                 "KV cache budget, e.g. 2GiB (default: a quarter of available RAM, capped at what "
+                 "--max-seqs full-length requests can use)");
+  cmd.add_option("--kv-block-size", block_size, "tokens per KV cache block")->check(CLI::Range(1, 1024));
+  cmd.add_option("--cache-type-k", cache_type_k, "K cache type: f16, bf16, f32 or q8_0")
+      ->check(CLI::IsMember({"f16", "bf16", "f32", "q8_0"}));
+  cmd.add_option("--cache-type-v", cache_type_v, "V cache type: f16, bf16, f32 or q8_0")
+      ->check(CLI::IsMember({"f16", "bf16", "f32", "q8_0"}));
+  cmd.add_option("--max-batched-tokens", max_batched_tokens,
+                 "tokens computed per engine step over all requests (prefill chunk budget)")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd.add_option("--max-seqs", max_seqs, "requests running at once")->check(CLI::Range(1, 4096));
+  cmd.add_flag("--no-prefix-caching", no_prefix_caching, "turn automatic prefix caching off");
+}
+
+uint64_t parse_byte_size(const std::string& text) {
+  size_t i = 0;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+  TRIAD_CHECK(i > 0, "bad size '", text, "' (expected e.g. 512MiB or 2GiB)");
+  double v = 0;
+  try {
+    v = std::stod(text.substr(0, i));
+  } catch (const std::exception&) {
+    fail("bad size '", text, "'");
+  }
+  std::string unit = text.substr(i);
+  while (!unit.empty() && unit.front() == ' ') unit.erase(unit.begin());
+  for (char& ch : unit) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  double mul = 0;
+  if (unit.empty() || unit == "b") mul = 1;
+  else if (unit == "k" || unit == "kib") mul = 1024.0;
+  else if (unit == "m" || unit == "mib") mul = 1024.0 * 1024;
+  else if (unit == "g" || unit == "gib") mul = 1024.0 * 1024 * 1024;
+  else if (unit == "t" || unit == "tib") mul = 1024.0 * 1024 * 1024 * 1024;
+  else if (unit == "kb") mul = 1e3;
+  else if (unit == "mb") mul = 1e6;
+  else if (unit == "gb") mul = 1e9;
+  else if (unit == "tb") mul = 1e12;
+  else fail("bad size unit '", text.substr(i), "' in '", text, "'");
+  const double bytes = v * mul;
+  TRIAD_CHECK(std::isfinite(bytes) && bytes >= 1 && bytes < 1e18, "size '", text, "' is out of range");
+  return static_cast<uint64_t>(bytes);
+}
+
+std::vector<int32_t> end_of_generation_ids(const Tokenizer& tok) {
+  std::vector<int32_t> ids;
+  for (int32_t id = 0; id < tok.n_vocab(); ++id)
+    if (tok.is_end_of_generation(id)) ids.push_back(id);
+  return ids;
+}
+
+engine::EngineConfig EngineOptions::make(const LoadedModel& lm, int threads, int ctx) const {
+  engine::EngineConfig c;
+  c.threads = threads;
+  c.block_size = block_size;
+  c.k_type = parse_kv_dtype(cache_type_k);
+  c.v_type = parse_kv_dtype(cache_type_v);
+  c.kv_memory_bytes = kv_memory.empty() ? 0 : parse_byte_size(kv_memory);
+  c.max_batched_tokens = max_batched_tokens;
+  c.max_seqs = max_seqs;
+  c.max_model_len = lm.context_for(ctx);
+  c.enable_prefix_caching = !no_prefix_caching;
+  c.model_id = lm.model->file().path();
+  c.eog_ids = end_of_generation_ids(*lm.tokenizer);
+  c.validate();
+  return c;
+}
+
+}  // namespace triad::app
