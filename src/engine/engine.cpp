@@ -77,6 +77,7 @@ struct Engine::Impl {
   Clock::time_point last_progress = Clock::now();
   std::atomic<RequestId> next_id{1};
   int64_t generated_total = 0, prompt_total = 0, steps = 0, finished_total = 0;
+  int64_t internal_errors = 0;
 
   std::thread thread;
 
@@ -98,7 +99,11 @@ struct Engine::Impl {
     const RequestTimings t = l.timings;
     live.erase(it);
     ++finished_total;
-    sink->on_finish(id, reason, t, error);
+    try {
+      sink->on_finish(id, reason, t, error);
+    } catch (const std::exception& e) {
+      log_warn("engine: the output sink of request ", id, " threw from on_finish: ", e.what());
+    }
     std::lock_guard<std::mutex> lk(mu);
     --n_unfinished;
     if (n_unfinished == 0) idle_cv.notify_all();
@@ -156,6 +161,7 @@ struct Engine::Impl {
     e.steps = steps;
     e.preemptions = s.preemptions;
     e.requests_finished = finished_total;
+    e.internal_errors = internal_errors;
     std::lock_guard<std::mutex> lk(mu);
     snapshot = e;
     last_progress = Clock::now();
@@ -229,7 +235,15 @@ struct Engine::Impl {
             l.timings.ttft_s = since(l.submitted);
           }
           ++l.timings.completion_tokens;
-          l.sink->on_token(ev.id, outputs[index.at(ev.id)]);
+          try {
+            l.sink->on_token(ev.id, outputs[index.at(ev.id)]);
+          } catch (const std::exception& e) {
+            // A sink that cannot take tokens (e.g. its client is gone) cancels its request.
+            log_warn("engine: the output sink of request ", ev.id, " threw: ", e.what());
+            if (ev.finish == FinishReason::kNone) scheduler.cancel(ev.id);
+            finish(ev.id, FinishReason::kCancelled, "");
+            continue;
+          }
         }
       }
       if (ev.finish != FinishReason::kNone) {
@@ -251,6 +265,16 @@ struct Engine::Impl {
     }
   }
 
+  void fail_all(const std::string& error) {
+    std::vector<RequestId> ids;
+    for (auto& [id, l] : live) ids.push_back(id);
+    std::sort(ids.begin(), ids.end());
+    for (RequestId id : ids) {
+      scheduler.cancel(id);
+      finish(id, FinishReason::kError, error);
+    }
+  }
+
   void loop() {
     for (;;) {
       {
@@ -262,10 +286,19 @@ struct Engine::Impl {
         }
         if (stopping) break;
       }
-      take_inbox();
-      if (scheduler.has_work()) {
-        step();
-        fill_request_info();
+      try {
+        take_inbox();
+        if (scheduler.has_work()) {
+          step();
+          fill_request_info();
+        }
+        if (config.check_invariants) scheduler.check_invariants();
+      } catch (const std::exception& e) {
+        // A bug, not a bad request (those fail alone inside step()): fail everything in
+        // flight, with its blocks released, and keep serving.
+        ++internal_errors;
+        log_warn("engine: internal error, failing ", live.size(), " request(s): ", e.what());
+        fail_all(std::string("internal engine error: ") + e.what());
       }
       publish_stats();
     }

@@ -85,6 +85,8 @@ struct EngineStats {
   int64_t steps = 0;                  // engine loop iterations that ran a forward pass
   int64_t preemptions = 0;
   int64_t requests_finished = 0;
+  int64_t internal_errors = 0;        // loop iterations that failed unexpectedly (their
+                                      // requests finished with kError); 0 in a healthy engine
   double last_progress_s = 0;         // seconds since the loop last completed an iteration
 };
 

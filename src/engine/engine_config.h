@@ -24,6 +24,9 @@ struct EngineConfig {
   std::string model_id;               // names the model in the prefix-cache namespace
   std::vector<int32_t> eog_ids;       // the model's end-of-generation token ids (stop tokens
                                       // of every request that does not set ignore_eos)
+  bool check_invariants = false;      // debug: verify scheduler and KV bookkeeping every step
+                                      // (O(requests + blocks) per step; a violation counts as
+                                      // an internal error)
 
   // Throws triad::Error naming the bad field.
   void validate() const;

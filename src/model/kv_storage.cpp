@@ -88,6 +88,7 @@ KvStorage::KvStorage(const ModelConfig& c, KvStorageConfig config)
     L.k_block_bytes = bs * krow;
     L.v_block_bytes = bs * vrow;
     L.block_size = config_.block_size;
+    L.n_blocks = config_.blocks_per_group[layer_group_[il]];  // the kernel range-checks ids
   }
 }
 

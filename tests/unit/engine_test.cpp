@@ -1,0 +1,652 @@
+// The serving engine on real models: greedy outputs do not depend on how requests are batched,
+// chunked, prefix-cached or preempted; a shared 1,000-token prefix is served from the cache;
+// cancel and finish return the pool to its starting state; a randomized stress run (random
+// arrivals, lengths, cancels, a tiny pool) loses no request.
+//
+// Models: stories260K (../shared/testdata, F32 weights) and the synthetic gemma3 of
+// tests/reference/make_synthetic.py (F32, 5 local layers with a sliding window of 10 and 2
+// global ones), written by the `synthetic_models` ctest fixture into TRIAD_SYNTHETIC_DIR.
+// Both are F32 models, whose kernels are bitwise independent of the batch (matmul rows, paged
+// attention per query row), so "identical" means identical token ids.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/error.h"
+#include "engine/engine_api.h"
+#include "gguf/gguf_file.h"
+#include "model/kv_storage.h"
+#include "model/model.h"
+
+namespace triad::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Records one request's output; the test thread waits for its finish.
+class TestSink : public OutputSink {
+ public:
+  void on_token(RequestId id, const TokenOutput& t) override {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (finished_) ++calls_after_finish_;
+    tokens_.push_back(t.id);
+    if (cancel_after_ > 0 && static_cast<int>(tokens_.size()) == cancel_after_ && engine_) engine_->cancel(id);
+  }
+  void on_finish(RequestId, FinishReason r, const RequestTimings& t, const std::string& e) override {
+    std::lock_guard<std::mutex> lk(mu_);
+    ++n_finish_;
+    finished_ = true;
+    reason_ = r;
+    timings_ = t;
+    error_ = e;
+    cv_.notify_all();
+  }
+  bool wait_for(std::chrono::seconds limit) {
+    std::unique_lock<std::mutex> lk(mu_);
+    return cv_.wait_for(lk, limit, [&] { return finished_; });
+  }
+  // Cancels its own request from the sink (on the engine thread) after n tokens.
+  void cancel_after(Engine* e, int n) {
+    engine_ = e;
+    cancel_after_ = n;
+  }
+  std::vector<int32_t> tokens() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return tokens_;
+  }
+  FinishReason reason() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return reason_;
+  }
+  RequestTimings timings() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return timings_;
+  }
+  std::string error() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return error_;
+  }
+  int n_finish() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return n_finish_;
+  }
+  int calls_after_finish() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return calls_after_finish_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool finished_ = false;
+  int n_finish_ = 0, calls_after_finish_ = 0;
+  std::vector<int32_t> tokens_;
+  FinishReason reason_ = FinishReason::kNone;
+  RequestTimings timings_;
+  std::string error_;
+  Engine* engine_ = nullptr;
+  int cancel_after_ = 0;
+};
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::string(v) : fallback;
+}
+
+std::string stories_path() {
+  return env_or("TRIAD_TESTDATA", std::string(TRIAD_SOURCE_DIR) + "/../shared/testdata") +
+         "/models/stories260K.gguf";
+}
+std::string synthetic_path(const std::string& name) {
+  return env_or("TRIAD_SYNTHETIC_DIR", "") + "/" + name;
+}
+
+// Loaded models are shared by every test of the process.
+const Model* model_or_skip_reason(const std::string& path, std::string& why) {
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<Model>> cache;
+  std::lock_guard<std::mutex> lk(mu);
+  auto it = cache.find(path);
+  if (it != cache.end()) return it->second.get();
+  if (!std::filesystem::exists(path)) {
+    why = "model file " + path + " is missing";
+    return nullptr;
+  }
+  auto m = Model::load(path);
+  return (cache[path] = std::move(m)).get();
+}
+
+#define LOAD_OR_SKIP(var, path)                      \
+  std::string why_##var;                             \
+  const Model* var = model_or_skip_reason(path, why_##var); \
+  if (var == nullptr) {                              \
+    GTEST_SKIP() << why_##var;                       \
+  }
+
+EngineConfig base_config(const Model& m) {
+  EngineConfig c;
+  c.threads = 2;
+  c.block_size = 16;
+  c.max_model_len = 512;
+  c.max_batched_tokens = 512;
+  c.max_seqs = 16;
+  c.kv_memory_bytes = 64ull << 20;
+  c.model_id = m.file().path();
+  c.check_invariants = true;
+  return c;
+}
+
+// Bytes of one block over every layer group: the smallest KV budget there is.
+uint64_t bytes_per_block_all_groups(const Model& m, const EngineConfig& c) {
+  uint64_t b = 0;
+  for (const KvLayerGroup& g : kv_layer_groups(m.config()))
+    b += KvStorage::token_bytes(m.config(), g, c.k_type, c.v_type) * static_cast<uint64_t>(c.block_size);
+  return b;
+}
+
+// 16 prompts in 4 families; each family shares a prefix of 20 to 50 tokens, then each prompt
+// has its own suffix, for lengths from 21 to about 130 tokens.
+std::vector<std::vector<int32_t>> sixteen_prompts(int32_t n_vocab) {
+  std::mt19937 rng(2026);
+  std::uniform_int_distribution<int32_t> tok(3, n_vocab - 1);
+  std::vector<std::vector<int32_t>> out;
+  for (int f = 0; f < 4; ++f) {
+    std::vector<int32_t> prefix(20 + 10 * f);
+    for (int32_t& t : prefix) t = tok(rng);
+    for (int i = 0; i < 4; ++i) {
+      std::vector<int32_t> p = prefix;
+      const int suffix = 1 + (f * 4 + i) * 5;
+      for (int k = 0; k < suffix; ++k) p.push_back(tok(rng));
+      out.push_back(std::move(p));
+    }
+  }
+  return out;
+}
+
+struct Outcome {
+  std::vector<int32_t> tokens;
+  FinishReason reason = FinishReason::kNone;
+  RequestTimings timings;
+};
+
+GenerationRequest greedy(std::vector<int32_t> prompt, int32_t max_tokens) {
+  GenerationRequest r;
+  r.prompt = std::move(prompt);
+  r.max_tokens = max_tokens;
+  r.sampling.temperature = 0;
+  r.ignore_eos = true;
+  return r;
+}
+
+// Submits every prompt at once (or one after another when `sequential`) and waits for all.
+std::vector<Outcome> run_prompts(Engine& eng, const std::vector<std::vector<int32_t>>& prompts,
+                                 int32_t max_tokens, bool sequential) {
+  std::vector<std::shared_ptr<TestSink>> sinks;
+  std::vector<Outcome> out(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto s = std::make_shared<TestSink>();
+    eng.submit(greedy(prompts[i], max_tokens), s);
+    sinks.push_back(s);
+    if (sequential) {
+      EXPECT_TRUE(s->wait_for(std::chrono::seconds(120)));
+    }
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_TRUE(sinks[i]->wait_for(std::chrono::seconds(300))) << "request " << i << " never finished";
+    out[i].tokens = sinks[i]->tokens();
+    out[i].reason = sinks[i]->reason();
+    out[i].timings = sinks[i]->timings();
+    EXPECT_EQ(sinks[i]->n_finish(), 1);
+    EXPECT_EQ(sinks[i]->error(), "") << "request " << i;
+  }
+  return out;
+}
+
+// Waits until the engine has published a snapshot with no request in flight.
+EngineStats settled_stats(const Engine& eng) {
+  const auto until = Clock::now() + std::chrono::seconds(30);
+  EngineStats s = eng.stats();
+  while ((s.running != 0 || s.waiting != 0 || s.kv_blocks_used != 0) && Clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    s = eng.stats();
+  }
+  return s;
+}
+
+void expect_pool_at_rest(const Engine& eng) {
+  const EngineStats s = settled_stats(eng);
+  EXPECT_EQ(s.running, 0);
+  EXPECT_EQ(s.waiting, 0);
+  EXPECT_EQ(s.kv_blocks_used, 0);
+  EXPECT_EQ(s.kv_blocks_free, s.kv_blocks_total);
+  EXPECT_EQ(s.kv_tokens_held, 0);
+  EXPECT_EQ(s.internal_errors, 0);
+}
+
+void expect_same_outputs(const std::vector<Outcome>& want, const std::vector<Outcome>& got,
+                         const std::string& what) {
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(want[i].tokens, got[i].tokens) << what << ": prompt " << i;
+    EXPECT_EQ(want[i].reason, got[i].reason) << what << ": prompt " << i;
+  }
+}
+
+// The equivalence suite for one model: alone (one request at a time, no prefix cache) is the
+// reference; batched, prefix-cached (twice, the second round all hits), tiny token budget and
+// tiny KV budget must all produce the same tokens.
+void check_equivalence(const Model& m) {
+  const auto prompts = sixteen_prompts(m.config().n_vocab);
+  const int32_t kMaxTokens = 24;
+
+  EngineConfig alone_cfg = base_config(m);
+  alone_cfg.max_seqs = 1;
+  alone_cfg.enable_prefix_caching = false;
+  std::vector<Outcome> alone;
+  int64_t alone_steps = 0;
+  {
+    Engine eng(m, alone_cfg);
+    alone = run_prompts(eng, prompts, kMaxTokens, /*sequential=*/true);
+    alone_steps = settled_stats(eng).steps;
+    expect_pool_at_rest(eng);
+  }
+  for (const Outcome& o : alone) {
+    ASSERT_EQ(o.tokens.size(), static_cast<size_t>(kMaxTokens));
+    EXPECT_EQ(o.reason, FinishReason::kLength);
+  }
+  // The prompts do not all continue the same way (a sanity check of the test itself).
+  EXPECT_NE(alone[0].tokens, alone[15].tokens);
+
+  {  // All 16 batched together, no prefix cache.
+    EngineConfig c = base_config(m);
+    c.enable_prefix_caching = false;
+    Engine eng(m, c);
+    expect_same_outputs(alone, run_prompts(eng, prompts, kMaxTokens, false), "batched");
+    const EngineStats s = settled_stats(eng);
+    EXPECT_LT(s.steps * 4, alone_steps) << "batching should need far fewer steps";
+    EXPECT_EQ(s.prefix_hits, 0);
+    expect_pool_at_rest(eng);
+  }
+  {  // Prefix caching on: the families share prefixes, and the second round hits every prompt.
+    EngineConfig c = base_config(m);
+    Engine eng(m, c);
+    expect_same_outputs(alone, run_prompts(eng, prompts, kMaxTokens, false), "prefix cache, round 1");
+    const int64_t hits1 = settled_stats(eng).prefix_hits;
+    const auto round2 = run_prompts(eng, prompts, kMaxTokens, false);
+    expect_same_outputs(alone, round2, "prefix cache, round 2");
+    for (size_t i = 0; i < prompts.size(); ++i)
+      EXPECT_EQ(round2[i].timings.cached_tokens, static_cast<int32_t>((prompts[i].size() - 1) / 16 * 16))
+          << "prompt " << i;
+    const EngineStats s = settled_stats(eng);
+    EXPECT_GT(s.prefix_hits, hits1);
+    EXPECT_GT(s.kv_blocks_cached, 0);
+    expect_pool_at_rest(eng);
+  }
+  {  // A token budget of 7: every prompt is prefilled in chunks, mixed with running decodes.
+    EngineConfig c = base_config(m);
+    c.max_batched_tokens = 7;
+    Engine eng(m, c);
+    expect_same_outputs(alone, run_prompts(eng, prompts, kMaxTokens, false), "chunked prefill");
+    expect_pool_at_rest(eng);
+  }
+  {  // A KV pool of 14 blocks per group: requests are preempted and recomputed, repeatedly.
+    EngineConfig c = base_config(m);
+    c.kv_memory_bytes = 14 * bytes_per_block_all_groups(m, c);
+    Engine eng(m, c);
+    for (int32_t n : eng.kv_plan().blocks_per_group) EXPECT_EQ(n, 14);
+    expect_same_outputs(alone, run_prompts(eng, prompts, kMaxTokens, false), "tiny KV pool");
+    const EngineStats s = settled_stats(eng);
+    EXPECT_GE(s.preemptions, 4) << "the tiny pool should force repeated preemption";
+    expect_pool_at_rest(eng);
+  }
+  {  // Tiny pool, tiny budget and prefix caching together, with a 4-token block.
+    EngineConfig c = base_config(m);
+    c.block_size = 4;
+    c.max_batched_tokens = 13;
+    c.kv_memory_bytes = 48 * bytes_per_block_all_groups(m, c);
+    Engine eng(m, c);
+    expect_same_outputs(alone, run_prompts(eng, prompts, kMaxTokens, false), "everything at once");
+    const EngineStats s = settled_stats(eng);
+    EXPECT_GT(s.preemptions, 0);
+    EXPECT_GT(s.prefix_hits, 0);
+    expect_pool_at_rest(eng);
+  }
+}
+
+TEST(EngineTest, EquivalenceStories260K) {
+  LOAD_OR_SKIP(m, stories_path());
+  check_equivalence(*m);
+}
+
+TEST(EngineTest, EquivalenceSyntheticGemma3WithShortWindow) {
+  LOAD_OR_SKIP(m, synthetic_path("gemma3.gguf"));
+  ASSERT_EQ(m->config().sliding_window, 10);  // shorter than every prompt (21+ tokens)
+  check_equivalence(*m);
+}
+
+// A second request sharing a 1,000-token prefix is served from the cache and says so.
+void check_long_shared_prefix(const Model& m) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int32_t> tok(3, m.config().n_vocab - 1);
+  std::vector<int32_t> prefix(1000);
+  for (int32_t& t : prefix) t = tok(rng);
+  std::vector<int32_t> a = prefix, b = prefix;
+  for (int i = 0; i < 9; ++i) a.push_back(tok(rng));
+  for (int i = 0; i < 11; ++i) b.push_back(tok(rng));
+
+  EngineConfig c = base_config(m);
+  c.max_model_len = 1100;
+  c.kv_memory_bytes = 256ull << 20;
+  std::vector<Outcome> cold;
+  {
+    EngineConfig off = c;
+    off.enable_prefix_caching = false;
+    Engine eng(m, off);
+    cold = run_prompts(eng, {b}, 16, true);
+    EXPECT_EQ(cold[0].timings.cached_tokens, 0);
+  }
+  Engine eng(m, c);
+  const auto first = run_prompts(eng, {a}, 16, true);
+  EXPECT_EQ(first[0].timings.cached_tokens, 0);
+  const auto second = run_prompts(eng, {b}, 16, true);
+  EXPECT_GE(second[0].timings.cached_tokens, 992);
+  EXPECT_EQ(second[0].tokens, cold[0].tokens);
+  EXPECT_EQ(second[0].timings.prompt_tokens, 1011);
+  expect_pool_at_rest(eng);
+}
+
+TEST(EngineTest, SharedThousandTokenPrefixStories260K) {
+  LOAD_OR_SKIP(m, stories_path());
+  check_long_shared_prefix(*m);
+}
+
+TEST(EngineTest, SharedThousandTokenPrefixSyntheticGemma3) {
+  LOAD_OR_SKIP(m, synthetic_path("gemma3.gguf"));
+  check_long_shared_prefix(*m);
+}
+
+TEST(EngineTest, CacheSaltIsolatesPrefixes) {
+  LOAD_OR_SKIP(m, stories_path());
+  Engine eng(*m, base_config(*m));
+  std::vector<int32_t> p(100, 42);
+  for (int i = 0; i < 100; ++i) p[i] = 3 + (i * 37) % 500;
+  auto run = [&](const std::string& salt) {
+    GenerationRequest r = greedy(p, 4);
+    r.cache_salt = salt;
+    auto s = std::make_shared<TestSink>();
+    eng.submit(std::move(r), s);
+    EXPECT_TRUE(s->wait_for(std::chrono::seconds(60)));
+    return s->timings().cached_tokens;
+  };
+  EXPECT_EQ(run("alice"), 0);
+  EXPECT_EQ(run("bob"), 0);
+  EXPECT_EQ(run("alice"), 96);
+  EXPECT_EQ(run(""), 0);
+  expect_pool_at_rest(eng);
+}
+
+TEST(EngineTest, SlidingWindowMemoryStaysBounded) {
+  LOAD_OR_SKIP(m, synthetic_path("gemma3.gguf"));
+  // Only the window group's pool is tight: a long request must still run through it.
+  EngineConfig c = base_config(*m);
+  c.max_model_len = 2048;
+  c.max_batched_tokens = 64;
+  c.max_seqs = 1;
+  c.enable_prefix_caching = false;
+  Engine eng(*m, c);
+  // Window 10 with 64-token steps: at most ceil((10 + 64 - 1) / 16) + 1 = 6 blocks at a time.
+  ASSERT_EQ(eng.kv_plan().group_window.size(), 2u);
+  EXPECT_EQ(eng.kv_plan().group_window[1], 10);
+  EXPECT_LE(eng.kv_plan().blocks_per_group[1], 6);
+  const auto out = run_prompts(eng, {std::vector<int32_t>(1500, 7)}, 300, true);
+  EXPECT_EQ(out[0].tokens.size(), 300u);
+  EXPECT_EQ(out[0].reason, FinishReason::kLength);
+  expect_pool_at_rest(eng);
+}
+
+TEST(EngineTest, FinishReasonsAndStopTokens) {
+  LOAD_OR_SKIP(m, stories_path());
+  Engine eng(*m, base_config(*m));
+  std::vector<int32_t> prompt = {1, 403, 407, 261, 378};
+  const auto free_run = run_prompts(eng, {prompt}, 12, true)[0];
+  ASSERT_EQ(free_run.tokens.size(), 12u);
+  // Stopping at the 5th generated token: it is not delivered.
+  GenerationRequest r = greedy(prompt, 12);
+  r.stop_ids = {free_run.tokens[4]};
+  auto s = std::make_shared<TestSink>();
+  eng.submit(std::move(r), s);
+  ASSERT_TRUE(s->wait_for(std::chrono::seconds(60)));
+  EXPECT_EQ(s->reason(), FinishReason::kStop);
+  const auto got = s->tokens();
+  // The stop token may occur earlier in the run; the output ends right before its first use.
+  size_t first = 0;
+  while (free_run.tokens[first] != free_run.tokens[4]) ++first;
+  EXPECT_EQ(got, std::vector<int32_t>(free_run.tokens.begin(), free_run.tokens.begin() + first));
+  EXPECT_EQ(s->timings().completion_tokens, static_cast<int32_t>(first));
+
+  // The context bounds the output: finish_reason length at max_model_len.
+  EngineConfig c = base_config(*m);
+  c.max_model_len = 20;
+  Engine small(*m, c);
+  const auto capped = run_prompts(small, {std::vector<int32_t>(15, 9)}, 100, true)[0];
+  EXPECT_EQ(capped.tokens.size(), 5u);
+  EXPECT_EQ(capped.reason, FinishReason::kLength);
+  expect_pool_at_rest(eng);
+  expect_pool_at_rest(small);
+}
+
+TEST(EngineTest, RejectsBadRequestsAtSubmit) {
+  LOAD_OR_SKIP(m, stories_path());
+  Engine eng(*m, base_config(*m));
+  auto sink = std::make_shared<TestSink>();
+  EXPECT_THROW(eng.submit(greedy({}, 4), sink), Error);
+  EXPECT_THROW(eng.submit(greedy(std::vector<int32_t>(512, 5), 4), sink), Error);  // = context
+  EXPECT_THROW(eng.submit(greedy({1, 99999}, 4), sink), Error);
+  EXPECT_THROW(eng.submit(greedy({1, -1}, 4), sink), Error);
+  EXPECT_THROW(eng.submit(greedy({1, 2}, 0), sink), Error);
+  GenerationRequest bad = greedy({1, 2}, 4);
+  bad.sampling.top_p = 0;  // must lie in (0, 1]
+  EXPECT_THROW(eng.submit(std::move(bad), sink), Error);
+  EXPECT_THROW(eng.submit(greedy({1, 2}, 4), nullptr), Error);
+  EXPECT_EQ(sink->n_finish(), 0);
+  expect_pool_at_rest(eng);
+}
+
+TEST(EngineTest, RequestLargerThanThePoolFailsAlone) {
+  LOAD_OR_SKIP(m, stories_path());
+  EngineConfig c = base_config(*m);
+  c.kv_memory_bytes = 4 * bytes_per_block_all_groups(*m, c);  // 64 tokens in all
+  Engine eng(*m, c);
+  auto big = std::make_shared<TestSink>(), small = std::make_shared<TestSink>();
+  eng.submit(greedy(std::vector<int32_t>(100, 5), 4), big);
+  eng.submit(greedy(std::vector<int32_t>(10, 5), 4), small);
+  ASSERT_TRUE(big->wait_for(std::chrono::seconds(60)));
+  ASSERT_TRUE(small->wait_for(std::chrono::seconds(60)));
+  EXPECT_EQ(big->reason(), FinishReason::kError);
+  EXPECT_NE(big->error().find("KV"), std::string::npos) << big->error();
+  EXPECT_EQ(small->reason(), FinishReason::kLength);
+  EXPECT_EQ(small->tokens().size(), 4u);
+  expect_pool_at_rest(eng);
+}
+
+TEST(EngineTest, CancelFreesBlocksAtTheNextStep) {
+  LOAD_OR_SKIP(m, stories_path());
+  EngineConfig c = base_config(*m);
+  c.max_model_len = 2048;
+  Engine eng(*m, c);
+  // One cancelled from its own sink after 5 tokens, one cancelled from outside while running,
+  // one cancelled before it could be scheduled, and one left alone.
+  auto a = std::make_shared<TestSink>(), b = std::make_shared<TestSink>(),
+       d = std::make_shared<TestSink>(), e = std::make_shared<TestSink>();
+  a->cancel_after(&eng, 5);
+  eng.submit(greedy(std::vector<int32_t>(40, 11), 1000), a);
+  const RequestId idb = eng.submit(greedy(std::vector<int32_t>(40, 12), 2000), b);
+  const RequestId idd = eng.submit(greedy(std::vector<int32_t>(40, 13), 1000), d);
+  eng.cancel(idd);
+  eng.submit(greedy(std::vector<int32_t>(40, 14), 20), e);
+  while (b->tokens().size() < 10) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  eng.cancel(idb);
+  for (auto* s : {&a, &b, &d, &e}) ASSERT_TRUE((*s)->wait_for(std::chrono::seconds(60)));
+  EXPECT_EQ(a->reason(), FinishReason::kCancelled);
+  EXPECT_EQ(a->tokens().size(), 5u);
+  EXPECT_EQ(b->reason(), FinishReason::kCancelled);
+  EXPECT_LT(b->tokens().size(), 2000u);
+  EXPECT_EQ(d->reason(), FinishReason::kCancelled);
+  EXPECT_EQ(e->reason(), FinishReason::kLength);
+  EXPECT_EQ(e->tokens().size(), 20u);
+  for (auto* s : {&a, &b, &d, &e}) {
+    EXPECT_EQ((*s)->n_finish(), 1);
+    EXPECT_EQ((*s)->calls_after_finish(), 0);
+  }
+  eng.cancel(idb);      // already finished: a no-op
+  eng.cancel(123456);   // unknown: a no-op
+  expect_pool_at_rest(eng);
+}
+
+TEST(EngineTest, DrainFinishesEverythingAndRefusesNewWork) {
+  LOAD_OR_SKIP(m, stories_path());
+  Engine eng(*m, base_config(*m));
+  std::vector<std::shared_ptr<TestSink>> sinks;
+  for (int i = 0; i < 8; ++i) {
+    sinks.push_back(std::make_shared<TestSink>());
+    eng.submit(greedy(std::vector<int32_t>(10 + i, 20 + i), 30), sinks.back());
+  }
+  eng.drain();
+  for (auto& s : sinks) {
+    EXPECT_EQ(s->n_finish(), 1);
+    EXPECT_EQ(s->reason(), FinishReason::kLength);
+  }
+  EXPECT_THROW(eng.submit(greedy({1, 2}, 4), std::make_shared<TestSink>()), Error);
+}
+
+TEST(EngineTest, DestructionCancelsWhatIsInFlight) {
+  LOAD_OR_SKIP(m, stories_path());
+  std::vector<std::shared_ptr<TestSink>> sinks;
+  {
+    EngineConfig c = base_config(*m);
+    c.max_model_len = 2048;
+    Engine eng(*m, c);
+    for (int i = 0; i < 4; ++i) {
+      sinks.push_back(std::make_shared<TestSink>());
+      eng.submit(greedy(std::vector<int32_t>(10, 20 + i), 2000), sinks.back());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  for (auto& s : sinks) {
+    EXPECT_EQ(s->n_finish(), 1);
+    EXPECT_EQ(s->reason(), FinishReason::kCancelled);
+  }
+}
+
+TEST(EngineTest, TimingsAndStats) {
+  LOAD_OR_SKIP(m, stories_path());
+  Engine eng(*m, base_config(*m));
+  const auto out = run_prompts(eng, {std::vector<int32_t>(33, 8)}, 10, true)[0];
+  EXPECT_EQ(out.timings.prompt_tokens, 33);
+  EXPECT_EQ(out.timings.completion_tokens, 10);
+  EXPECT_GE(out.timings.queue_s, 0);
+  EXPECT_GE(out.timings.ttft_s, out.timings.queue_s);
+  EXPECT_GE(out.timings.e2e_s, out.timings.ttft_s);
+  const EngineStats s = settled_stats(eng);
+  EXPECT_EQ(s.prompt_tokens, 33);
+  EXPECT_EQ(s.generated_tokens, 10);
+  EXPECT_EQ(s.requests_finished, 1);
+  EXPECT_EQ(s.prefix_queries, 33);
+  EXPECT_EQ(s.kv_blocks_cached, 2);  // the 32 prompt tokens of two full blocks, plus outputs
+  EXPECT_LT(s.last_progress_s, 5.0);
+}
+
+// Random arrivals from several threads, random lengths and output limits, stop tokens, cancels
+// from outside and from sinks, a few requests that can never fit, and a pool small enough to
+// preempt constantly. Every request finishes exactly once; nothing is left in the pool.
+TEST(EngineTest, RandomizedStress) {
+  LOAD_OR_SKIP(m, stories_path());
+  EngineConfig c = base_config(*m);
+  c.block_size = 8;
+  c.max_batched_tokens = 48;
+  c.max_seqs = 6;
+  c.max_model_len = 512;
+  c.kv_memory_bytes = 40 * bytes_per_block_all_groups(*m, c);  // 320 tokens
+  Engine eng(*m, c);
+
+  constexpr int kThreads = 3, kPerThread = 40;
+  std::vector<std::vector<std::shared_ptr<TestSink>>> sinks(kThreads);
+  std::vector<std::vector<int32_t>> max_tokens(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(100 + t);
+      auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+      for (int i = 0; i < kPerThread; ++i) {
+        const int kind = uni(0, 19);
+        int len = uni(1, 120);
+        if (kind == 0) len = uni(330, 400);  // can never fit in the pool: fails alone
+        std::vector<int32_t> prompt(len);
+        const int family = uni(0, 3);  // shared prefixes so the cache is exercised
+        for (int k = 0; k < len; ++k) prompt[k] = k < 24 ? 3 + family * 50 + k : uni(3, 511);
+        GenerationRequest r = greedy(std::move(prompt), uni(1, 40));
+        if (uni(0, 3) == 0) {
+          r.sampling.temperature = 0.8f;
+          r.sampling.seed = static_cast<uint64_t>(uni(1, 1000));
+        }
+        if (uni(0, 4) == 0) r.stop_ids = {uni(3, 511)};
+        if (uni(0, 5) == 0) r.priority = uni(-2, 2);
+        auto s = std::make_shared<TestSink>();
+        if (kind == 1) s->cancel_after(&eng, uni(1, 5));
+        max_tokens[t].push_back(r.max_tokens);
+        const RequestId id = eng.submit(std::move(r), s);
+        sinks[t].push_back(s);
+        if (kind == 2) eng.cancel(id);
+        if (kind == 3) {
+          std::this_thread::sleep_for(std::chrono::microseconds(uni(0, 3000)));
+          eng.cancel(id);
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(uni(0, 2000)));
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  int n_error = 0, n_cancelled = 0, n_done = 0;
+  for (int t = 0; t < kThreads; ++t) {
+    for (size_t i = 0; i < sinks[t].size(); ++i) {
+      auto& s = sinks[t][i];
+      ASSERT_TRUE(s->wait_for(std::chrono::seconds(120))) << "lost request " << t << "/" << i;
+      EXPECT_EQ(s->n_finish(), 1);
+      EXPECT_EQ(s->calls_after_finish(), 0);
+      EXPECT_LE(s->tokens().size(), static_cast<size_t>(max_tokens[t][i]));
+      switch (s->reason()) {
+        case FinishReason::kError: ++n_error; break;
+        case FinishReason::kCancelled: ++n_cancelled; break;
+        case FinishReason::kLength:
+        case FinishReason::kStop: ++n_done; break;
+        default: {
+          ADD_FAILURE() << "bad finish reason";
+        }
+      }
+      if (s->reason() == FinishReason::kLength) {
+        EXPECT_EQ(s->tokens().size(), static_cast<size_t>(max_tokens[t][i]));
+      }
+    }
+  }
+  EXPECT_GT(n_done, kThreads * kPerThread / 2);
+  EXPECT_GT(n_error, 0);
+  EXPECT_GT(n_cancelled, 0);
+  const EngineStats s = settled_stats(eng);
+  EXPECT_GT(s.preemptions, 0);
+  EXPECT_GT(s.prefix_hits, 0);
+  EXPECT_EQ(s.requests_finished, kThreads * kPerThread);
+  expect_pool_at_rest(eng);
+}
+
+}  // namespace
+}  // namespace triad::engine
