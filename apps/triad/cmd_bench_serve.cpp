@@ -3,6 +3,7 @@
 // Poisson rate, with at most --concurrency in flight; reports throughput, time to first token
 // and time per output token percentiles, and the KV memory in use.
 #include <algorithm>
+#include <memory>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -209,7 +210,7 @@ int run(const ServeBenchOptions& o) {
 }  // namespace
 
 Command add_bench_serve(CLI::App& bench) {
-  auto* o = new ServeBenchOptions();
+  auto o = std::make_shared<ServeBenchOptions>();  // owned by the returned command
   CLI::App* cmd = bench.add_subcommand("serve", "serving benchmark: many concurrent requests through the engine");
   o->common.add_to(*cmd);
   o->engine.add_to(*cmd);

@@ -4,6 +4,7 @@
 // chunk is scored, so every scored token has at least ctx/2 tokens of context. The text is
 // tokenized with BOS in front, as llama.cpp does, so chunk boundaries match its tool.
 #include <cmath>
+#include <memory>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -91,7 +92,7 @@ int run(const PplOptions& o) {
 }  // namespace
 
 Command add_perplexity(CLI::App& app) {
-  auto* o = new PplOptions();
+  auto o = std::make_shared<PplOptions>();  // owned by the returned command
   CLI::App* cmd = app.add_subcommand("perplexity", "perplexity of the model over a text file");
   o->common.add_to(*cmd);
   cmd->add_option("-f,--file", o->file, "text file")->required()->check(CLI::ExistingFile);

@@ -1,5 +1,6 @@
 // `triad run`: generate text from a prompt, streaming it to stdout.
 #include <condition_variable>
+#include <memory>
 #include <cstdio>
 #include <mutex>
 #include <fstream>
@@ -123,7 +124,7 @@ int run(const RunOptions& o, bool seed_given) {
 }  // namespace
 
 Command add_run(CLI::App& app) {
-  auto* o = new RunOptions();  // lives for the process
+  auto o = std::make_shared<RunOptions>();  // owned by the returned command
   // Defaults as llama.cpp's CLI uses them.
   o->sampling.temperature = 0.8f;
   o->sampling.top_k = 40;

@@ -1,6 +1,7 @@
 // Developer tools: `triad tokenize`, `triad eval-logits` (used by the golden tests), and
 // `triad gguf inspect`.
 #include <cstdio>
+#include <memory>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -41,7 +42,7 @@ Command add_tokenize(CLI::App& app) {
     std::string model, prompt;
     bool no_bos = false, no_special = false;
   };
-  auto* o = new Opt();
+  auto o = std::make_shared<Opt>();  // owned by the returned command
   CLI::App* cmd = app.add_subcommand("tokenize", "print the token ids of a text");
   cmd->add_option("-m,--model", o->model, "GGUF model or vocabulary file")->required()->check(CLI::ExistingFile);
   cmd->add_option("-p,--prompt", o->prompt, "text")->required();
@@ -63,7 +64,7 @@ Command add_eval_logits(CLI::App& app) {
     std::string tokens, out;
     int chunk = 0;
   };
-  auto* o = new Opt();
+  auto o = std::make_shared<Opt>();  // owned by the returned command
   CLI::App* cmd = app.add_subcommand("eval-logits",
                                      "run token ids through the model and write all logits (f32) to a file");
   o->common.add_to(*cmd);
@@ -103,7 +104,7 @@ Command add_gguf(CLI::App& app) {
     std::string file;
     bool full = false;
   };
-  auto* o = new Opt();
+  auto o = std::make_shared<Opt>();  // owned by the returned command
   CLI::App* cmd = app.add_subcommand("gguf", "GGUF file tools");
   cmd->require_subcommand(1);
   CLI::App* inspect = cmd->add_subcommand("inspect", "print a GGUF file's metadata and tensor table");

@@ -18,7 +18,7 @@ void EngineOptions::add_to(CLI::App& cmd) {
       ->check(CLI::IsMember({"f16", "bf16", "f32", "q8_0"}));
   cmd.add_option("--cache-type-v", cache_type_v, "V cache type: f16, bf16, f32 or q8_0")
       ->check(CLI::IsMember({"f16", "bf16", "f32", "q8_0"}));
-  cmd.add_option("--max-batched-tokens", max_batched_tokens,
+  cmd.add_option("-b,--max-batched-tokens", max_batched_tokens,
                  "tokens computed per engine step over all requests (prefill chunk budget)")
       ->check(CLI::Range(1, 1 << 20));
   cmd.add_option("--max-seqs", max_seqs, "requests running at once")->check(CLI::Range(1, 4096));

@@ -173,7 +173,18 @@ struct Engine::Impl {
     for (RequestId id : out.failed)
       finish(id, FinishReason::kError,
              "the request needs more KV cache than the whole pool holds (raise --kv-cache-memory)");
+    // Cached-prefix and preemption counts change only in schedule(): record them now, before
+    // a request can finish in this very step.
+    auto note = [&](RequestId id) {
+      auto it = live.find(id);
+      const sched::SchedRequest* r = scheduler.request(id);
+      if (it == live.end() || r == nullptr) return;
+      it->second.timings.cached_tokens = r->n_cached_prompt;
+      it->second.timings.preemptions = r->n_preemptions;
+    };
+    for (RequestId id : out.preempted) note(id);
     for (const sched::ScheduledSeq& s : out.seqs) {
+      note(s.id);
       auto it = live.find(s.id);
       if (it != live.end() && !it->second.scheduled) {
         it->second.scheduled = true;
@@ -246,22 +257,7 @@ struct Engine::Impl {
           }
         }
       }
-      if (ev.finish != FinishReason::kNone) {
-        if (const sched::SchedRequest* r = scheduler.request(ev.id)) {
-          l.timings.preemptions = r->n_preemptions;
-        }
-        finish(ev.id, ev.finish, "");
-      }
-    }
-  }
-
-  void fill_request_info() {
-    // Cached-prefix and preemption counts are known once a request has been admitted.
-    for (auto& [id, l] : live) {
-      if (const sched::SchedRequest* r = scheduler.request(id)) {
-        l.timings.cached_tokens = r->n_cached_prompt;
-        l.timings.preemptions = r->n_preemptions;
-      }
+      if (ev.finish != FinishReason::kNone) finish(ev.id, ev.finish, "");
     }
   }
 
@@ -290,7 +286,6 @@ struct Engine::Impl {
         take_inbox();
         if (scheduler.has_work()) {
           step();
-          fill_request_info();
         }
         if (config.check_invariants) scheduler.check_invariants();
       } catch (const std::exception& e) {
