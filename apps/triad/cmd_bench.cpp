@@ -32,6 +32,7 @@ struct BenchOptions {
   int n_gen = 128;
   int reps = 3;
   bool no_roofline = false;
+  bool batch_given = false;  // -b/--max-batched-tokens on the command line
 };
 
 struct Stat {
@@ -59,11 +60,13 @@ int run(const BenchOptions& o) {
   const Model& m = *lm.model;
   const ModelConfig& c = m.config();
   // Every run goes through the engine, as requests: pp is the time to the first token of an
-  // n_prompt-token request (prefilled in chunks of -b/--max-batched-tokens tokens), tg the decode rate of a
+  // n_prompt-token request (one forward pass, or chunks of -b tokens when given), tg the decode rate of a
   // 1-token request generating n_gen tokens. Each pp repetition uses a new random prompt, so
   // the prefix cache never helps.
   engine::EngineConfig ec = o.engine.make(lm, threads, std::max(o.n_prompt, o.n_gen) + 2);
   ec.eog_ids.clear();
+  // Like llama-bench's pp: the whole prompt in one forward pass unless -b says otherwise.
+  if (!o.batch_given) ec.max_batched_tokens = std::max(o.n_prompt, 1);
   engine::Engine eng(m, ec);
   std::mt19937 rng(1234);
   std::uniform_int_distribution<int32_t> dist(0, c.n_vocab - 1);
@@ -138,6 +141,7 @@ Command add_bench(CLI::App& app) {
   return [o, cmd, serve] {
     if (cmd->got_subcommand("serve")) return serve();
     TRIAD_CHECK(!o->common.model.empty(), "bench: --model is required");
+    o->batch_given = cmd->count("--max-batched-tokens") > 0;
     return run(*o);
   };
 }

@@ -15,7 +15,7 @@ struct EngineOptions {
   int block_size = 16;
   std::string cache_type_k = "f16";
   std::string cache_type_v = "f16";
-  int max_batched_tokens = 512;
+  int max_batched_tokens = 256;
   int max_seqs = 16;
   bool no_prefix_caching = false;
 

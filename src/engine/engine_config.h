@@ -17,7 +17,8 @@ struct EngineConfig {
   DType k_type = DType::kF16;         // KV cache dtypes (f16, bf16, f32, q8_0)
   DType v_type = DType::kF16;
   uint64_t kv_memory_bytes = 0;       // KV budget; 0 = default (see plan_kv_memory)
-  int32_t max_batched_tokens = 512;   // tokens computed per step over all requests
+  int32_t max_batched_tokens = 256;   // tokens computed per step over all requests (CPU default
+                                      // by measurement: BENCHMARKS.md)
   int32_t max_seqs = 16;              // requests running at once
   int32_t max_model_len = 0;          // positions per request; 0 = min(trained context, 8192)
   bool enable_prefix_caching = true;
