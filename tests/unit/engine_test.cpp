@@ -334,6 +334,45 @@ TEST(EngineTest, EquivalenceSyntheticGemma3WithShortWindow) {
   check_equivalence(*m);
 }
 
+// Every KV cache dtype (K and V chosen separately) is batch-invariant too: alone == batched
+// with chunked prefill, prefix caching and a tight pool.
+void check_kv_dtypes(const Model& m) {
+  auto prompts = sixteen_prompts(m.config().n_vocab);
+  prompts.resize(8);
+  const std::pair<DType, DType> kinds[] = {
+      {DType::kF32, DType::kF32}, {DType::kBF16, DType::kBF16}, {DType::kQ8_0, DType::kQ8_0},
+      {DType::kQ8_0, DType::kF16}, {DType::kF16, DType::kBF16}};
+  for (const auto& [k, v] : kinds) {
+    SCOPED_TRACE(std::string("K ") + std::string(dtype_name(k)) + ", V " + std::string(dtype_name(v)));
+    EngineConfig c = base_config(m);
+    c.k_type = k;
+    c.v_type = v;
+    EngineConfig alone_cfg = c;
+    alone_cfg.max_seqs = 1;
+    alone_cfg.enable_prefix_caching = false;
+    std::vector<Outcome> alone;
+    {
+      Engine eng(m, alone_cfg);
+      alone = run_prompts(eng, prompts, 16, true);
+    }
+    c.max_batched_tokens = 11;
+    c.kv_memory_bytes = 14 * bytes_per_block_all_groups(m, c);
+    Engine eng(m, c);
+    expect_same_outputs(alone, run_prompts(eng, prompts, 16, false), "batched");
+    expect_pool_at_rest(eng);
+  }
+}
+
+TEST(EngineTest, KvDtypesStories260K) {
+  LOAD_OR_SKIP(m, stories_path());
+  check_kv_dtypes(*m);
+}
+
+TEST(EngineTest, KvDtypesSyntheticGemma3) {
+  LOAD_OR_SKIP(m, synthetic_path("gemma3.gguf"));
+  check_kv_dtypes(*m);
+}
+
 // A second request sharing a 1,000-token prefix is served from the cache and says so.
 void check_long_shared_prefix(const Model& m) {
   std::mt19937 rng(7);
