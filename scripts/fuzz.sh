@@ -1,23 +1,28 @@
 #!/usr/bin/env bash
-# Fuzzes the GGUF reader: builds tests/fuzz/gguf_fuzz with clang, libFuzzer, ASan and UBSan in
-# build-fuzz/ (TRIAD_BUILD_FUZZ=ON, tests off, Release) and runs it for SECONDS (default 60).
+# Fuzzes the parsers of untrusted bytes: builds the libFuzzer targets tests/fuzz/gguf_fuzz (GGUF
+# reader) and tests/fuzz/template_fuzz (chat-template engine) with clang, ASan and UBSan in
+# build-fuzz/ (TRIAD_BUILD_FUZZ=ON, tests off, Release) and runs each for SECONDS (default 60).
 #
-# usage: scripts/fuzz.sh [SECONDS]     env: CC/CXX (default clang/clang++, else clang-14),
-#                                           TRIAD_FUZZ_BUILD (default <repo>/build-fuzz)
-# The fuzzer works on a copy of tests/fuzz/corpus/gguf in the build folder (the checked-in
+# usage: scripts/fuzz.sh [SECONDS] [TARGET...]   targets: gguf template (default: both)
+#        env: CC/CXX (default clang/clang++, else clang-14), TRIAD_FUZZ_BUILD (default
+#             <repo>/build-fuzz), TRIAD_TESTDATA (extra template seeds from its templates/)
+# Each fuzzer works on a copy of tests/fuzz/corpus/TARGET in the build folder (the checked-in
 # corpus is never written to; the copy keeps growing across runs). Crash inputs land in
-# <build>/fuzz-gguf/artifacts/; minimize one with
-#   <build>/tests/fuzz/gguf_fuzz -minimize_crash=1 -runs=10000 ARTIFACT
-# and add it to tests/fuzz/corpus/gguf/ as a regression (gguf_fuzz_replay runs it in ctest).
+# <build>/fuzz-TARGET/artifacts/; minimize one with
+#   <build>/tests/fuzz/TARGET_fuzz -minimize_crash=1 -runs=10000 ARTIFACT
+# and add it to tests/fuzz/corpus/TARGET/ as a regression (TARGET_fuzz_replay runs it in ctest).
 # Exit status: 0 when the run finished without a finding, non-zero on a crash, leak, timeout
 # (-timeout=10 s per input) or memory blow-up (-rss_limit_mb=2048), or a build failure.
 set -euo pipefail
 
 RUN_SECONDS="${1:-60}"
 if ! [[ "$RUN_SECONDS" =~ ^[0-9]+$ ]]; then
-  echo "usage: $0 [SECONDS]" >&2
+  echo "usage: $0 [SECONDS] [gguf|template ...]" >&2
   exit 2
 fi
+shift || true
+TARGETS=("$@")
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(gguf template)
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${TRIAD_FUZZ_BUILD:-$ROOT/build-fuzz}"
 
@@ -39,22 +44,34 @@ cmake -S "$ROOT" -B "$BUILD" -G Ninja \
   cat "$BUILD/configure.log" >&2
   exit 1
 }
-cmake --build "$BUILD" --target gguf_fuzz -j "$(nproc)"
+for t in "${TARGETS[@]}"; do
+  case "$t" in gguf|template) ;; *) echo "unknown fuzz target '$t'" >&2; exit 2 ;; esac
+  cmake --build "$BUILD" --target "${t}_fuzz" -j "$(nproc)"
+done
 
-WORK="$BUILD/fuzz-gguf"
-mkdir -p "$WORK/corpus" "$WORK/artifacts"
-cp -n "$ROOT"/tests/fuzz/corpus/gguf/* "$WORK/corpus/"  # refresh seeds, keep what was found
-
-set +e
-"$BUILD/tests/fuzz/gguf_fuzz" \
-  -max_total_time="$RUN_SECONDS" -rss_limit_mb=2048 -timeout=10 -max_len=8192 \
-  -dict="$ROOT/tests/fuzz/gguf.dict" -artifact_prefix="$WORK/artifacts/" \
-  -print_final_stats=1 "$WORK/corpus"
-status=$?
-set -e
-if [[ $status -ne 0 ]]; then
-  echo "gguf_fuzz failed (exit $status); inputs in $WORK/artifacts/:" >&2
-  ls -l "$WORK/artifacts/" >&2
-  exit "$status"
-fi
-echo "gguf_fuzz: no findings in ${RUN_SECONDS}s; corpus copy: $WORK/corpus ($(ls "$WORK/corpus" | wc -l) inputs)"
+run_target() {
+  local t=$1 extra=()
+  local work="$BUILD/fuzz-$t"
+  mkdir -p "$work/corpus" "$work/artifacts"
+  cp -n "$ROOT"/tests/fuzz/corpus/"$t"/* "$work/corpus/"  # refresh seeds, keep what was found
+  if [ "$t" = gguf ]; then
+    extra=(-dict="$ROOT/tests/fuzz/gguf.dict" -max_len=8192)
+  else
+    extra=(-max_len=16384)
+    local shared="${TRIAD_TESTDATA:-$ROOT/../shared/testdata}/templates"
+    [ -d "$shared" ] && cp -n "$shared"/*.jinja "$work/corpus/" 2>/dev/null || true
+  fi
+  set +e
+  "$BUILD/tests/fuzz/${t}_fuzz" \
+    -max_total_time="$RUN_SECONDS" -rss_limit_mb=2048 -timeout=10 "${extra[@]}" \
+    -artifact_prefix="$work/artifacts/" -print_final_stats=1 "$work/corpus"
+  local status=$?
+  set -e
+  if [[ $status -ne 0 ]]; then
+    echo "${t}_fuzz failed (exit $status); inputs in $work/artifacts/:" >&2
+    ls -l "$work/artifacts/" >&2
+    exit "$status"
+  fi
+  echo "${t}_fuzz: no findings in ${RUN_SECONDS}s; corpus copy: $work/corpus ($(ls "$work/corpus" | wc -l) inputs)"
+}
+for t in "${TARGETS[@]}"; do run_target "$t"; done

@@ -18,6 +18,7 @@ Command add_bench_serve(CLI::App& bench);  // `triad bench serve`
 Command add_gguf(CLI::App& app);
 Command add_tokenize(CLI::App& app);
 Command add_eval_logits(CLI::App& app);
+Command add_template(CLI::App& app);  // `triad template render`
 
 // Options every model-running command shares.
 struct CommonOptions {

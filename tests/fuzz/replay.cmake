@@ -6,3 +6,16 @@ add_executable(gguf_fuzz_replay
 target_compile_options(gguf_fuzz_replay PRIVATE ${TRIAD_WARNINGS})
 target_link_libraries(gguf_fuzz_replay PRIVATE triad_gguf)
 add_test(NAME gguf_fuzz_replay COMMAND gguf_fuzz_replay ${CMAKE_CURRENT_LIST_DIR}/corpus/gguf)
+
+# The template engine's corpus, plus the real chat templates of the shared test data when they
+# are there (read in place, never copied into the repository).
+add_executable(template_fuzz_replay
+  ${CMAKE_CURRENT_LIST_DIR}/replay_main.cpp ${CMAKE_CURRENT_LIST_DIR}/template_fuzz.cpp)
+target_compile_options(template_fuzz_replay PRIVATE ${TRIAD_WARNINGS})
+target_link_libraries(template_fuzz_replay PRIVATE triad_template)
+set(TRIAD_TEMPLATE_REPLAY_INPUTS ${CMAKE_CURRENT_LIST_DIR}/corpus/template)
+if(IS_DIRECTORY "${TRIAD_TESTDATA}/templates")
+  list(APPEND TRIAD_TEMPLATE_REPLAY_INPUTS "${TRIAD_TESTDATA}/templates")
+endif()
+add_test(NAME template_fuzz_replay COMMAND template_fuzz_replay ${TRIAD_TEMPLATE_REPLAY_INPUTS})
+set_tests_properties(template_fuzz_replay PROPERTIES LABELS cpp)

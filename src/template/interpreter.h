@@ -1,0 +1,54 @@
+// Internal: the tree-walking interpreter and the built-in filters, tests, methods and globals.
+#pragma once
+
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "template/ast.h"
+#include "template/template.h"
+
+namespace triad::tmpl {
+
+class Interpreter {
+ public:
+  Interpreter(const Limits& limits, const nlohmann::ordered_json& context);
+
+  std::string render(const Node& root);
+
+  // Used by builtins.
+  Value call(const Value& fn, CallArgs& args, int line);
+  Value apply_filter(const std::string& name, const Value& v, CallArgs& args, int line);
+  bool apply_test(const std::string& name, const Value& v, CallArgs& args, int line);
+  Value get_attr(const Value& obj, const std::string& name, int line);
+  Value get_item(const Value& obj, const Value& key, int line);
+  void step(uint64_t n = 1);
+  void check_size(size_t bytes) const;
+  const Limits& limits() const { return limits_; }
+  // Iterating a value as Python's for does: list items, dict keys, string characters.
+  List iterate(const Value& v, int line);
+
+ private:
+  using Frame = std::unordered_map<std::string, Value>;
+  enum class Flow { kNormal, kBreak, kContinue };
+
+  Value eval(const Node& n);
+  Flow exec(const Node& n, std::string& out);
+  Flow exec_body(const Node& n, std::string& out);
+  Value lookup(const std::string& name) const;
+  void assign(const std::string& name, Value v);
+  Value binary(const std::string& op, const Node& l, const Node& r, int line);
+  Value make_macro(const Node& n);
+  void collect_args(const Node& n, size_t first, CallArgs& args);
+
+  const Limits& limits_;
+  std::vector<Frame> frames_;   // [0] globals, [1] template scope, then loop / macro frames
+  std::vector<size_t> scope_base_;  // per macro call: index of its first frame
+  uint64_t steps_ = 0;
+  int call_depth_ = 0;
+};
+
+// Python-style string helpers shared with the builtins.
+std::string py_strip(const std::string& s, const Value& chars, bool left, bool right);
+
+}  // namespace triad::tmpl
