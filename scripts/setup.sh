@@ -9,6 +9,7 @@ APT_PACKAGES=(
   googletest libgtest-dev libbenchmark-dev
   libpcre2-dev nlohmann-json3-dev libcli11-dev
   libssl-dev                          # SHA-256 for prefix-cache block hashes
+  libboost-dev                        # Boost.Beast / Asio (header-only) for the HTTP server
   python3 python3-pip unzip
   r-base-core r-cran-janeaustenr      # public-domain text (Pride and Prejudice) for perplexity
 )

@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# One command from a fresh machine to a running model: installs dependencies, builds, fetches
-# the default model and runs it. Until the HTTP server lands this is `triad run` with a sample
-# chat prompt; pass your own arguments to replace the prompt, e.g. scripts/start.sh -p "Hi" -n 64.
+# One command from a fresh machine to a running server: installs dependencies, builds, fetches
+# the default model (Gemma 3 270M, Q4_K_M) and starts the OpenAI-compatible server on it at
+# http://127.0.0.1:8080/v1 (model name "gemma-3-270m"). Arguments go to `triad serve`, e.g.
+#   scripts/start.sh --port 9000 --api-key secret
+#   scripts/start.sh -m other.gguf --alias other        (serves that model instead)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh
 scripts/fetch_models.sh
 MODEL=${TRIAD_MODEL:-models/gemma-3-270m-q4_k_m.gguf}
-if [ $# -eq 0 ]; then
-  set -- --chat -p "What is the capital of France? Answer in one sentence." -n 64
+has_model=0
+for a in "$@"; do
+  case "$a" in -m|--model|--model=*) has_model=1 ;; esac
+done
+if [ "$has_model" = 0 ]; then
+  set -- -m "$MODEL" --alias gemma-3-270m "$@"
 fi
-exec build/apps/triad/triad run -m "$MODEL" "$@"
+exec build/apps/triad/triad serve "$@"

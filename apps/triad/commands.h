@@ -19,6 +19,7 @@ Command add_gguf(CLI::App& app);
 Command add_tokenize(CLI::App& app);
 Command add_eval_logits(CLI::App& app);
 Command add_template(CLI::App& app);  // `triad template render`
+Command add_serve(CLI::App& app);     // `triad serve`
 
 // Options every model-running command shares.
 struct CommonOptions {

@@ -1,0 +1,238 @@
+// `triad serve`: the OpenAI-compatible HTTP server. Loads and warms every model given with -m
+// (or the default model), splits one KV budget between them, and serves until SIGINT/SIGTERM,
+// then drains: stops accepting, lets in-flight requests finish within --shutdown-timeout (then
+// cancels them) and exits 0.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "collect_sink.h"
+#include "commands.h"
+#include "engine/engine_api.h"
+#include "engine_options.h"
+#include "gguf/gguf_file.h"
+#include "loaded_model.h"
+#include "model/kv_storage.h"
+#include "server/http_server.h"
+#include "server/service.h"
+#include "template/template.h"
+#include "tokenizer/chat_format.h"
+
+namespace triad::app {
+namespace {
+
+struct ServeOptions {
+  CommonOptions common;  // its --model is unused: serve takes repeatable -m below
+  EngineOptions engine;
+  std::vector<std::string> models;
+  std::vector<std::string> aliases;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string api_key, api_key_file;
+  std::string chat_template_file;
+  int io_threads = 1;
+  int max_queue = 256;
+  int max_n = 16;
+  double shutdown_timeout = 30;
+  std::string max_body = "8MiB";
+};
+
+std::string default_model_path() {
+  const char* dir = std::getenv("TRIAD_MODELS_DIR");
+  return std::string(dir && *dir ? dir : "models") + "/gemma-3-270m-q4_k_m.gguf";
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  TRIAD_CHECK(f.good(), "cannot read ", path);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  size_t b = 0;
+  while (b < s.size() && s[b] == ' ') ++b;
+  return s.substr(b);
+}
+
+struct Served {
+  LoadedModel lm;
+  std::unique_ptr<engine::Engine> engine;
+  server::ServedModel sm;
+};
+
+int run(const ServeOptions& o) {
+  const int threads = o.common.resolved_threads();
+  print_startup(threads);
+  std::vector<std::string> paths = o.models;
+  if (paths.empty()) {
+    const std::string def = default_model_path();
+    TRIAD_CHECK(std::filesystem::exists(def), "no -m given and the default model ", def,
+                " is missing: run scripts/fetch_models.sh (scripts/start.sh does it for you)");
+    paths.push_back(def);
+  }
+  TRIAD_CHECK(o.aliases.size() <= paths.size(), "more --alias than -m");
+  std::string api_key = o.api_key;
+  if (!o.api_key_file.empty()) api_key = trim(read_file(o.api_key_file));
+  TRIAD_CHECK(o.api_key_file.empty() || !api_key.empty(), "--api-key-file ", o.api_key_file, " is empty");
+
+  // Load every model first, so the KV budget can be split by what each needs per token.
+  std::vector<std::unique_ptr<Served>> served;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    auto s = std::make_unique<Served>();
+    s->lm = load_model(paths[i]);
+    std::string name = i < o.aliases.size() ? o.aliases[i] : std::filesystem::path(paths[i]).stem().string();
+    for (const auto& other : served) TRIAD_CHECK(other->sm.name != name, "two models are named '", name, "': use --alias");
+    s->sm.name = name;
+    s->sm.path = paths[i];
+    served.push_back(std::move(s));
+  }
+  const uint64_t total_budget = o.engine.kv_memory.empty() ? 0 : parse_byte_size(o.engine.kv_memory);
+  uint64_t budget_all = total_budget;
+  if (budget_all == 0) {
+    const uint64_t avail = engine::available_memory_bytes();
+    budget_all = avail ? avail / 4 : (1ull << 30);
+  }
+  // Each model's share is proportional to its KV bytes per token: every model gets the same
+  // token capacity. With a single model and no --kv-cache-memory the engine's own default
+  // (capped at what --max-seqs full-length requests can use) applies.
+  std::vector<uint64_t> per_token(served.size());
+  uint64_t sum_per_token = 0;
+  for (size_t i = 0; i < served.size(); ++i) {
+    const engine::EngineConfig c = o.engine.make(served[i]->lm, threads, o.common.ctx);
+    uint64_t b = 0;
+    for (const KvLayerGroup& g : kv_layer_groups(served[i]->lm.model->config()))
+      b += KvStorage::token_bytes(served[i]->lm.model->config(), g, c.k_type, c.v_type);
+    per_token[i] = std::max<uint64_t>(b, 1);
+    sum_per_token += per_token[i];
+  }
+  const std::string tmpl_override = o.chat_template_file.empty() ? std::string() : read_file(o.chat_template_file);
+  std::vector<server::ServedModel*> models;
+  for (size_t i = 0; i < served.size(); ++i) {
+    Served& s = *served[i];
+    engine::EngineConfig ec = o.engine.make(s.lm, threads, o.common.ctx);
+    if (served.size() > 1 || total_budget > 0)
+      ec.kv_memory_bytes = static_cast<uint64_t>(static_cast<long double>(budget_all) * per_token[i] / sum_per_token);
+    s.engine = std::make_unique<engine::Engine>(*s.lm.model, ec);
+    s.sm.model = s.lm.model.get();
+    s.sm.tokenizer = s.lm.tokenizer.get();
+    s.sm.engine = s.engine.get();
+    s.sm.created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    const Tokenizer& tok = *s.lm.tokenizer;
+    if (tok.bos_id() >= 0) s.sm.bos_text = tok.token_text(tok.bos_id());
+    if (tok.eos_id() >= 0) s.sm.eos_text = tok.token_text(tok.eos_id());
+    std::string source = tmpl_override;
+    if (source.empty()) {
+      const gguf::Value* v = s.lm.model->file().find("tokenizer.chat_template");
+      if (v && v->type == gguf::ValueType::kString) source = v->str;
+    }
+    if (!source.empty()) {
+      s.sm.chat_template = std::make_shared<const tmpl::Template>(source);
+      log_info(s.sm.name, ": chat template ", tmpl_override.empty() ? "from the GGUF file" : "from " + o.chat_template_file);
+    } else {
+      const ChatFormat f = detect_chat_format(tok, "", s.lm.model->config().arch_name);
+      s.sm.builtin_chat_format = static_cast<int>(f);
+      log_info(s.sm.name, ": no chat template in the file; using the built-in '", chat_format_name(f), "' chat format");
+    }
+    log_info(s.sm.name, ": ", s.engine->kv_plan().describe(), "; context ", s.engine->max_model_len(), " tokens");
+    models.push_back(&s.sm);
+  }
+  // Warm-up: one short request per model pages the weights in and sizes the scratch buffers,
+  // so the first client pays no cold start.
+  for (auto& s : served) {
+    engine::GenerationRequest r;
+    r.prompt = {std::max(0, s->lm.tokenizer->bos_id())};
+    r.max_tokens = 2;
+    r.sampling.temperature = 0;
+    r.ignore_eos = true;
+    auto sink = std::make_shared<CollectSink>();
+    s->engine->submit(std::move(r), sink);
+    sink->wait();
+  }
+
+  server::ServiceOptions so;
+  so.api_key = api_key;
+  so.max_queue = o.max_queue;
+  so.max_n = o.max_n;
+  server::Service service(models, so);
+  server::HttpServerOptions ho;
+  ho.host = o.host;
+  ho.port = static_cast<uint16_t>(o.port);
+  ho.io_threads = o.io_threads;
+  ho.max_body_bytes = parse_byte_size(o.max_body);
+  server::HttpServer http(ho, [&service](server::HttpRequest req, std::shared_ptr<server::ResponseWriter> w) {
+    service.handle(std::move(req), std::move(w));
+  });
+
+  std::thread drainer;
+  std::atomic<bool> draining{false};
+  http.on_signal([&](int sig) {
+    if (draining.exchange(true)) return;
+    log_info("signal ", sig, ": draining (no new connections; ", service.in_flight(),
+             " requests in flight; up to ", o.shutdown_timeout, " s)");
+    http.stop_accepting();
+    drainer = std::thread([&] {
+      const auto deadline = std::chrono::steady_clock::now() +
+                            std::chrono::milliseconds(static_cast<int64_t>(o.shutdown_timeout * 1000));
+      while (service.in_flight() > 0 && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      if (service.in_flight() > 0) {
+        log_warn("shutdown timeout: cancelling ", service.in_flight(), " requests");
+        for (auto& s : served) s->engine.reset();  // cancels whatever is left
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let the last bytes go out
+      http.stop();
+    });
+  });
+  std::printf("triad: serving %zu model(s) on http://%s:%u/v1 :", served.size(), o.host.c_str(), http.port());
+  for (auto& s : served) std::printf(" %s", s->sm.name.c_str());
+  std::printf("\n");
+  std::fflush(stdout);
+  http.run();
+  if (drainer.joinable()) drainer.join();
+  log_info("stopped");
+  return 0;
+}
+
+}  // namespace
+
+Command add_serve(CLI::App& app) {
+  auto o = std::make_shared<ServeOptions>();  // owned by the returned command
+  CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions, ...)");
+  cmd->add_option("-m,--model", o->models, "GGUF model to serve (repeatable; default: Gemma 3 270M from models/)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--alias", o->aliases, "name clients use for the -m at the same position (repeatable; default: file stem)");
+  cmd->add_option("--host", o->host, "address to listen on");
+  cmd->add_option("--port", o->port, "port (0: any free port)")->check(CLI::Range(0, 65535));
+  cmd->add_option("--api-key", o->api_key, "require 'Authorization: Bearer KEY' (health and metrics stay public)");
+  cmd->add_option("--api-key-file", o->api_key_file, "read the API key from a file")->check(CLI::ExistingFile);
+  cmd->add_option("--chat-template-file", o->chat_template_file, "Jinja chat template overriding the models' own")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--io-threads", o->io_threads, "HTTP I/O threads")->check(CLI::Range(1, 64));
+  cmd->add_option("--max-queue", o->max_queue, "waiting requests per model before answering 503")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--max-n", o->max_n, "largest n (choices per request)")->check(CLI::Range(1, 128));
+  cmd->add_option("--max-body", o->max_body, "largest request body (413 beyond)");
+  cmd->add_option("--shutdown-timeout", o->shutdown_timeout, "seconds in-flight requests get to finish on SIGTERM")
+      ->check(CLI::Range(0.0, 3600.0));
+  cmd->add_option("-t,--threads", o->common.threads, "worker threads per model (default: physical cores)")
+      ->check(CLI::Range(0, 1024));
+  cmd->add_option("-c,--ctx", o->common.ctx, "context length per request (default: min(trained, 4096))")
+      ->check(CLI::Range(0, 1 << 24));
+  o->engine.add_to(*cmd);
+  return [o] { return run(*o); };
+}
+
+}  // namespace triad::app

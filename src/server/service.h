@@ -1,0 +1,77 @@
+// The OpenAI-compatible service: routes HTTP requests to the served models' engines.
+//
+// Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET
+// /v1/models/{id}, GET /health, GET /ready, GET /metrics, POST /tokenize, POST /detokenize.
+// Requests are validated into engine requests (every bad field is a 4xx in OpenAI's error
+// shape naming it); the engine's tokens come back through a sink that detokenizes them
+// incrementally, applies stop strings, and answers as one JSON object or as server-sent events.
+// A client that disconnects cancels its requests.
+// Thread-safety: handle() runs on I/O threads; sinks run on the engines' threads.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/engine_api.h"
+#include "server/http_server.h"
+#include "server/metrics.h"
+
+namespace triad {
+class Model;
+class Tokenizer;
+namespace tmpl {
+class Template;
+}
+}  // namespace triad
+
+namespace triad::server {
+
+struct ServedModel {
+  std::string name;                       // the `model` string clients send
+  std::string path;
+  const Model* model = nullptr;
+  const Tokenizer* tokenizer = nullptr;
+  engine::Engine* engine = nullptr;
+  std::shared_ptr<const tmpl::Template> chat_template;  // null: the built-in chat format
+  int builtin_chat_format = 0;            // triad::ChatFormat when chat_template is null
+  std::string bos_text, eos_text;         // for templates
+  int64_t created = 0;                    // unix seconds (load time)
+  std::unique_ptr<ModelMetrics> metrics = std::make_unique<ModelMetrics>();
+};
+
+struct ServiceOptions {
+  std::string api_key;                    // empty: no authentication
+  int max_n = 16;                         // largest `n`
+  int max_queue = 256;                    // waiting requests per model before 503
+  double health_stall_s = 30;             // /health fails when an engine made no progress for this long
+};
+
+class Service {
+ public:
+  Service(std::vector<ServedModel*> models, ServiceOptions options);
+  void handle(HttpRequest req, std::shared_ptr<ResponseWriter> w);
+  // Number of requests in flight (accepted and not finished).
+  int64_t in_flight() const { return in_flight_.load(); }
+
+  // Implementation details used by the request objects in service.cpp.
+  struct Job;
+  std::atomic<int64_t> in_flight_{0};
+
+ private:
+  ServedModel* find_model(const std::string& name) const;
+  void chat_completions(const HttpRequest& req, std::shared_ptr<ResponseWriter> w);
+  void completions(const HttpRequest& req, std::shared_ptr<ResponseWriter> w);
+  void list_models(std::shared_ptr<ResponseWriter> w) const;
+  void get_model(const std::string& id, std::shared_ptr<ResponseWriter> w) const;
+  void metrics(std::shared_ptr<ResponseWriter> w) const;
+  void health(std::shared_ptr<ResponseWriter> w) const;
+  void tokenize(const HttpRequest& req, std::shared_ptr<ResponseWriter> w);
+  void detokenize(const HttpRequest& req, std::shared_ptr<ResponseWriter> w);
+
+  std::vector<ServedModel*> models_;
+  ServiceOptions options_;
+};
+
+}  // namespace triad::server
