@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Fuzzes the parsers of untrusted bytes: builds the libFuzzer targets tests/fuzz/gguf_fuzz (GGUF
-# reader) and tests/fuzz/template_fuzz (chat-template engine) with clang, ASan and UBSan in
+# reader), tests/fuzz/template_fuzz (chat-template engine) and tests/fuzz/request_fuzz (the
+# server's request parsing) with clang, ASan and UBSan in
 # build-fuzz/ (TRIAD_BUILD_FUZZ=ON, tests off, Release) and runs each for SECONDS (default 60).
 #
-# usage: scripts/fuzz.sh [SECONDS] [TARGET...]   targets: gguf template (default: both)
+# usage: scripts/fuzz.sh [SECONDS] [TARGET...]   targets: gguf template request (default: all)
 #        env: CC/CXX (default clang/clang++, else clang-14), TRIAD_FUZZ_BUILD (default
 #             <repo>/build-fuzz), TRIAD_TESTDATA (extra template seeds from its templates/)
 # Each fuzzer works on a copy of tests/fuzz/corpus/TARGET in the build folder (the checked-in
@@ -22,7 +23,7 @@ if ! [[ "$RUN_SECONDS" =~ ^[0-9]+$ ]]; then
 fi
 shift || true
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(gguf template)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(gguf template request)
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${TRIAD_FUZZ_BUILD:-$ROOT/build-fuzz}"
 
@@ -45,7 +46,7 @@ cmake -S "$ROOT" -B "$BUILD" -G Ninja \
   exit 1
 }
 for t in "${TARGETS[@]}"; do
-  case "$t" in gguf|template) ;; *) echo "unknown fuzz target '$t'" >&2; exit 2 ;; esac
+  case "$t" in gguf|template|request) ;; *) echo "unknown fuzz target '$t'" >&2; exit 2 ;; esac
   cmake --build "$BUILD" --target "${t}_fuzz" -j "$(nproc)"
 done
 
@@ -56,6 +57,8 @@ run_target() {
   cp -n "$ROOT"/tests/fuzz/corpus/"$t"/* "$work/corpus/"  # refresh seeds, keep what was found
   if [ "$t" = gguf ]; then
     extra=(-dict="$ROOT/tests/fuzz/gguf.dict" -max_len=8192)
+  elif [ "$t" = request ]; then
+    extra=(-max_len=8192)
   else
     extra=(-max_len=16384)
     local shared="${TRIAD_TESTDATA:-$ROOT/../shared/testdata}/templates"

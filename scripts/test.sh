@@ -18,6 +18,6 @@ echo "== sanitizer build (ASan + UBSan) of the C++ tests"
 BUILD_DIR=build-asan scripts/build.sh -DTRIAD_SANITIZE=ON -DTRIAD_TESTDATA="$TRIAD_TESTDATA"
 (cd build-asan && ctest --output-on-failure -j"$(nproc)" -L cpp)
 
-echo "== fuzzing the GGUF parser and the template engine (${TRIAD_FUZZ_SECONDS:-60} s each)"
-scripts/fuzz.sh "${TRIAD_FUZZ_SECONDS:-60}"
+echo "== fuzzing the GGUF parser, the template engine and the request parser (${TRIAD_FUZZ_SECONDS:-40} s each)"
+scripts/fuzz.sh "${TRIAD_FUZZ_SECONDS:-40}"
 echo "test: all passed"

@@ -19,3 +19,11 @@ if(IS_DIRECTORY "${TRIAD_TESTDATA}/templates")
 endif()
 add_test(NAME template_fuzz_replay COMMAND template_fuzz_replay ${TRIAD_TEMPLATE_REPLAY_INPUTS})
 set_tests_properties(template_fuzz_replay PROPERTIES LABELS cpp)
+
+# The server's request parsing.
+add_executable(request_fuzz_replay
+  ${CMAKE_CURRENT_LIST_DIR}/replay_main.cpp ${CMAKE_CURRENT_LIST_DIR}/request_fuzz.cpp)
+target_compile_options(request_fuzz_replay PRIVATE ${TRIAD_WARNINGS})
+target_link_libraries(request_fuzz_replay PRIVATE triad_server)
+add_test(NAME request_fuzz_replay COMMAND request_fuzz_replay ${CMAKE_CURRENT_LIST_DIR}/corpus/request)
+set_tests_properties(request_fuzz_replay PROPERTIES LABELS cpp)

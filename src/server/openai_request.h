@@ -1,0 +1,66 @@
+// Parsing and validation of OpenAI request bodies, independent of any model (so that it can be
+// fuzzed on its own): JSON with a nesting bound, typed optional fields with ranges, message
+// content (a string or text parts), and the generation options shared by /v1/chat/completions
+// and /v1/completions. Every problem throws ApiError with the HTTP status, OpenAI error type,
+// the offending parameter and a code.
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sampling/sampling_params.h"
+#include "server/http_server.h"
+
+namespace triad::server {
+
+using json = nlohmann::ordered_json;
+
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;  // empty: null
+  std::string code;   // empty: null
+  HeaderList headers;
+};
+
+// Throws ApiError{status, message, invalid_request_error, param, code}.
+[[noreturn]] void bad(const std::string& param, const std::string& message, const std::string& code = "invalid_value",
+                      int status = 400);
+// {"error": {"message", "type", "param", "code"}}
+std::string error_body(const ApiError& e);
+
+// Parses a request body: a JSON object nested at most 64 levels deep.
+json parse_json_body(const std::string& text);
+void check_depth(const json& j, int limit);
+
+// Field access: absent or null -> nullopt; the wrong type or an out-of-range value -> 400.
+const json* field(const json& b, const char* key);
+std::optional<double> opt_number(const json& b, const char* key, double lo, double hi);
+std::optional<int64_t> opt_int(const json& b, const char* key, int64_t lo, int64_t hi);
+std::optional<bool> opt_bool(const json& b, const char* key);
+// A message's content: a string, null, or an array of {"type": "text", "text": ...} parts.
+std::string text_of_content(const json& content, const char* param);
+
+struct GenOptions {
+  SamplingParams sampling;
+  std::optional<int64_t> max_tokens;   // max_completion_tokens, else max_tokens
+  std::vector<std::string> stop;       // at most 4, each 1..1024 bytes
+  std::vector<int32_t> stop_ids;
+  bool ignore_eos = false;
+  int n = 1;
+  bool stream = false;
+  bool include_usage = false;
+  int logprobs = -1;                   // -1: none; else the number of top alternatives
+  bool echo = false;                   // completions only
+};
+
+// The generation options of a request for a model with `n_vocab` tokens.
+GenOptions parse_gen_options(const json& body, int32_t n_vocab, int max_n, bool chat);
+
+}  // namespace triad::server
