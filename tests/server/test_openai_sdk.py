@@ -507,3 +507,48 @@ def test_utf8_deltas_are_whole_characters(gemma_server):
             d = ch.delta.content or ""
             assert "\ufffd" not in d
             d.encode("utf-8")  # valid
+
+
+def test_256_concurrent_streams_with_a_bounded_number_of_threads(server):
+    import http.client
+
+    n, gen = 256, 24
+    barrier = threading.Barrier(n)
+    results = [None] * n
+    peak_threads = [0]
+    stop = threading.Event()
+
+    def threads_of_server():
+        with open(f"/proc/{server.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("Threads:"):
+                    return int(line.split()[1])
+        return 0
+
+    def sampler():
+        while not stop.is_set():
+            peak_threads[0] = max(peak_threads[0], threads_of_server())
+            time.sleep(0.01)
+
+    def one(i):
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=300)
+        body = json.dumps({"model": "stories", "prompt": [1, 403 + i % 50, 407], "max_tokens": gen, "temperature": 0,
+                           "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}})
+        barrier.wait()  # every connection is open before any request is sent
+        conn.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        data = resp.read().decode()
+        conn.close()
+        events = [line[6:] for line in data.split("\n") if line.startswith("data: ")]
+        usage = [json.loads(e)["usage"] for e in events[:-1] if json.loads(e).get("usage")]
+        results[i] = (resp.status, events[-1], usage[0]["completion_tokens"] if usage else None)
+
+    t = threading.Thread(target=sampler)
+    t.start()
+    with cf.ThreadPoolExecutor(n) as ex:
+        list(ex.map(one, range(n)))
+    stop.set()
+    t.join()
+    assert all(r == (200, "[DONE]", gen) for r in results), [r for r in results if r != (200, "[DONE]", gen)][:3]
+    print(f"peak server threads with {n} streams: {peak_threads[0]}")
+    assert peak_threads[0] <= 16, f"the server ran {peak_threads[0]} threads for {n} streams"
