@@ -78,11 +78,15 @@ CONVERSATIONS = {
 BASE_CONTEXT = {"bos_token": "<s>", "eos_token": "</s>"}
 
 
+OWN_TEMPLATES = Path(__file__).resolve().parent / "data"
+
+
 def cases():
-    if not TEMPLATES.is_dir():
-        return [pytest.param(None, None, marks=pytest.mark.skip(reason=f"chat templates missing at {TEMPLATES}"))]
     out = []
-    for path in sorted(TEMPLATES.glob("*.jinja")):
+    if not TEMPLATES.is_dir():
+        out.append(pytest.param(None, None, marks=pytest.mark.skip(reason=f"chat templates missing at {TEMPLATES}")))
+    paths = sorted(TEMPLATES.glob("*.jinja")) if TEMPLATES.is_dir() else []
+    for path in paths + sorted(OWN_TEMPLATES.glob("*.jinja")):
         for conv in CONVERSATIONS:
             out.append(pytest.param(path, conv, id=f"{path.stem}-{conv}"))
     return out
