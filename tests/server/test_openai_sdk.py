@@ -552,3 +552,42 @@ def test_256_concurrent_streams_with_a_bounded_number_of_threads(server):
     assert all(r == (200, "[DONE]", gen) for r in results), [r for r in results if r != (200, "[DONE]", gen)][:3]
     print(f"peak server threads with {n} streams: {peak_threads[0]}")
     assert peak_threads[0] <= 16, f"the server ran {peak_threads[0]} threads for {n} streams"
+
+
+def test_overload_answers_503_with_retry_after():
+    need(STORIES)
+    s = Server(["-m", str(STORIES), "--alias", "stories", "--max-seqs", "1", "--max-queue", "2"])
+    try:
+        body = json.dumps({"model": "stories", "prompt": [1, 403], "max_tokens": 1500, "ignore_eos": True}).encode()
+
+        def one(_):
+            return http("POST", s.base_url + "/completions", body, {"Content-Type": "application/json"}, timeout=120)
+
+        with cf.ThreadPoolExecutor(12) as ex:
+            results = list(ex.map(one, range(12)))
+        statuses = sorted(r.status_code for r in results)
+        assert 200 in statuses and 503 in statuses, statuses
+        for r in results:
+            if r.status_code == 503:
+                assert r.json()["error"]["code"] == "server_is_overloaded"
+        assert httpx.get(s.base + "/health").status_code == 200
+    finally:
+        assert s.stop() == 0
+
+
+def test_template_errors_are_400(tmp_path):
+    need(STORIES)
+    t = tmp_path / "strict.jinja"
+    t.write_text("{% for m in messages %}{% if m.role == 'system' %}{{ raise_exception('System role not supported') }}"
+                 "{% endif %}{{ m.content }}{% endfor %}")
+    s = Server(["-m", str(STORIES), "--alias", "stories", "--chat-template-file", str(t)])
+    try:
+        c = client(s)
+        with pytest.raises(openai.BadRequestError) as e:
+            c.chat.completions.create(model="stories", max_tokens=2,
+                                      messages=[{"role": "system", "content": "x"}, {"role": "user", "content": "y"}])
+        assert "System role not supported" in str(e.value)
+        ok = c.chat.completions.create(model="stories", max_tokens=2, messages=[{"role": "user", "content": "y"}])
+        assert ok.choices[0].finish_reason in ("length", "stop")
+    finally:
+        assert s.stop() == 0
