@@ -191,10 +191,10 @@ int run(const ServeOptions& o) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       if (service.in_flight() > 0) {
         log_warn("shutdown timeout: cancelling ", service.in_flight(), " requests");
-        for (auto& s : served) s->engine.reset();  // cancels whatever is left
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let the last bytes go out
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let the last bytes go out
-      http.stop();
+      http.stop();  // the engines (and whatever they still run) are stopped after run() returns
     });
   });
   std::printf("triad: serving %zu model(s) on http://%s:%u/v1 :", served.size(), o.host.c_str(), http.port());
@@ -203,6 +203,9 @@ int run(const ServeOptions& o) {
   std::fflush(stdout);
   http.run();
   if (drainer.joinable()) drainer.join();
+  // Stop the engines while the HTTP objects still exist: requests still running are cancelled
+  // and their sinks may still post to the (stopped) connections.
+  for (auto& s : served) s->engine.reset();
   log_info("stopped");
   return 0;
 }
