@@ -786,25 +786,9 @@ Value Interpreter::apply_filter(const std::string& name, const Value& v, CallArg
     }
     return Value(out + end);
   }
-  if (name == "format") {
-    // "%s"-style: v % args.
-    List vals = a.positional;
-    std::string out;
-    const std::string f = v.str();
-    size_t vi = 0;
-    for (size_t i = 0; i < f.size(); ++i) {
-      if (f[i] != '%' || i + 1 >= f.size()) {
-        out += f[i];
-        continue;
-      }
-      const char c = f[++i];
-      if (c == '%') {
-        out += '%';
-        continue;
-      }
-      if (vi >= vals.size()) template_fail("line ", line, ": not enough arguments for format string");
-      out += c == 'r' ? vals[vi++].repr() : vals[vi++].str();
-    }
+  if (name == "format") {  // jinja2: value|format(args) is value % args
+    std::string out = percent_format(v.str(), a.positional, line);
+    check_size(out.size());
     return Value(std::move(out));
   }
   template_fail("line ", line, ": no filter named '", name, "'");

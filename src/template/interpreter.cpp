@@ -125,6 +125,36 @@ int compare_values(const Value& a, const Value& b, int line) {
 
 int value_compare(const Value& a, const Value& b, int line) { return compare_values(a, b, line); }
 
+std::string percent_format(const std::string& f, const List& vals, int line) {
+  std::string out;
+  size_t vi = 0;
+  for (size_t i = 0; i < f.size(); ++i) {
+    if (f[i] != '%' || i + 1 >= f.size()) {
+      out += f[i];
+      continue;
+    }
+    const char c = f[++i];
+    if (c == '%') {
+      out += '%';
+      continue;
+    }
+    if (vi >= vals.size()) template_fail("line ", line, ": not enough arguments for format string");
+    const Value& v = vals[vi++];
+    if (c == 's') {
+      out += v.str();
+    } else if (c == 'r') {
+      out += v.repr();
+    } else if (c == 'd' || c == 'i') {
+      if (!v.is_number() && !v.is_bool()) template_fail("line ", line, ": %d format: a number is required, not ", v.type_name());
+      out += std::to_string(v.is_bool() ? static_cast<int64_t>(v.as_bool())
+                                        : v.is_float() ? static_cast<int64_t>(v.as_number()) : v.as_int());
+    } else {
+      template_fail("line ", line, ": unsupported format character '", std::string(1, c), "'");
+    }
+  }
+  return out;
+}
+
 bool value_contains(const Value& container, const Value& item, int line) {
   switch (container.kind()) {
     case Value::Kind::kString:
@@ -258,28 +288,7 @@ Value Interpreter::binary(const std::string& op, const Node& ln, const Node& rn,
       return op == "//" ? Value(q) : Value(a - q * b);
     }
     if (op == "%" && l.is_string()) {
-      // printf-style formatting: "%s" and "%d" with one value or a tuple/list of values.
-      List vals = r.is_list() ? r.as_list() : List{r};
-      std::string out;
-      size_t vi = 0;
-      const std::string& f = l.as_string();
-      for (size_t i = 0; i < f.size(); ++i) {
-        if (f[i] != '%' || i + 1 >= f.size()) {
-          out += f[i];
-          continue;
-        }
-        const char c = f[++i];
-        if (c == '%') {
-          out += '%';
-          continue;
-        }
-        if (vi >= vals.size()) template_fail("line ", line, ": not enough arguments for format string");
-        const Value& v = vals[vi++];
-        if (c == 's') out += v.str();
-        else if (c == 'r') out += v.repr();
-        else if (c == 'd' || c == 'i') out += std::to_string(v.is_float() ? static_cast<int64_t>(v.as_number()) : as_i(v));
-        else template_fail("line ", line, ": unsupported format character '", std::string(1, c), "'");
-      }
+      std::string out = percent_format(l.as_string(), r.is_list() ? r.as_list() : List{r}, line);
       check_size(out.size());
       return Value(std::move(out));
     }
