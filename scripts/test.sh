@@ -17,6 +17,8 @@ BUILD_DIR=build scripts/build.sh -DTRIAD_TESTDATA="$TRIAD_TESTDATA"
 echo "== sanitizer build (ASan + UBSan) of the C++ tests"
 BUILD_DIR=build-asan scripts/build.sh -DTRIAD_SANITIZE=ON -DTRIAD_TESTDATA="$TRIAD_TESTDATA"
 (cd build-asan && ctest --output-on-failure -j"$(nproc)" -L cpp)
+echo "== the server (openai SDK) and template tests against the sanitizer build"
+(cd build-asan && ctest --output-on-failure -R "server_openai|templates_jinja2")
 
 echo "== fuzzing the GGUF parser, the template engine and the request parser (${TRIAD_FUZZ_SECONDS:-40} s each)"
 scripts/fuzz.sh "${TRIAD_FUZZ_SECONDS:-40}"
