@@ -431,8 +431,46 @@ void start_job(Service& svc, const std::shared_ptr<Service::Job>& job) {
 
 }  // namespace
 
+namespace {
+
+// Adds the client's x-request-id (vLLM's benchmark sends one) to every response header.
+class RequestIdWriter : public ResponseWriter {
+ public:
+  RequestIdWriter(std::shared_ptr<ResponseWriter> inner, std::string id) : inner_(std::move(inner)), id_(std::move(id)) {}
+  void send(int status, const std::string& content_type, std::string body, const HeaderList& extra) override {
+    inner_->send(status, content_type, std::move(body), with_id(extra));
+  }
+  void start_stream(int status, const std::string& content_type, const HeaderList& extra) override {
+    inner_->start_stream(status, content_type, with_id(extra));
+  }
+  void write(std::string data) override { inner_->write(std::move(data)); }
+  void end() override { inner_->end(); }
+  void on_disconnect(std::function<void()> fn) override { inner_->on_disconnect(std::move(fn)); }
+  bool disconnected() const override { return inner_->disconnected(); }
+
+ private:
+  HeaderList with_id(HeaderList h) const {
+    h.emplace_back("x-request-id", id_);
+    return h;
+  }
+  std::shared_ptr<ResponseWriter> inner_;
+  std::string id_;
+};
+
+// A header value safe to echo: printable ASCII, at most 128 bytes.
+bool safe_header_value(const std::string& v) {
+  if (v.empty() || v.size() > 128) return false;
+  for (unsigned char c : v)
+    if (c < 0x20 || c > 0x7e) return false;
+  return true;
+}
+
+}  // namespace
+
 void Service::handle(HttpRequest req, std::shared_ptr<ResponseWriter> w) {
   const std::string path = path_of(req.target);
+  if (const std::string rid = req.header("x-request-id"); safe_header_value(rid))
+    w = std::make_shared<RequestIdWriter>(std::move(w), rid);
   try {
     if (path == "/health") return health(w);
     if (path == "/ready") return send_json(*w, json{{"status", "ready"}});

@@ -23,8 +23,9 @@ KEY = "sk-no-key-required"
 class Resp:
     """A plain HTTP response (stdlib only, so the raw checks do not depend on the SDK's HTTP stack)."""
 
-    def __init__(self, status: int, body: bytes):
+    def __init__(self, status: int, body: bytes, headers=None):
         self.status_code = status
+        self.headers = {k.lower(): v for k, v in (headers or {}).items()}
         self.content = body
         self.text = body.decode("utf-8", "replace")
 
@@ -38,9 +39,9 @@ def http(method: str, url: str, body: bytes | None = None, headers: dict | None 
     req = urllib.request.Request(url, data=body, method=method, headers=headers or {})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
-            return Resp(r.status, r.read())
+            return Resp(r.status, r.read(), dict(r.headers.items()))
     except urllib.error.HTTPError as e:
-        return Resp(e.code, e.read())
+        return Resp(e.code, e.read(), dict(e.headers.items()))
 
 
 class httpx:  # noqa: N801 - the few calls these tests make
@@ -591,3 +592,12 @@ def test_template_errors_are_400(tmp_path):
         assert ok.choices[0].finish_reason in ("length", "stop")
     finally:
         assert s.stop() == 0
+
+
+def test_x_request_id_is_echoed(server):
+    ok = httpx.post(server.base_url + "/chat/completions", json=GOOD, headers={"x-request-id": "bench-42"})
+    assert ok.status_code == 200 and ok.headers.get("x-request-id") == "bench-42"
+    err = httpx.post(server.base_url + "/chat/completions", json={**GOOD, "model": "nope"}, headers={"x-request-id": "r-2"})
+    assert err.status_code == 404 and err.headers.get("x-request-id") == "r-2"
+    plain = httpx.post(server.base_url + "/chat/completions", json=GOOD)
+    assert "x-request-id" not in plain.headers
