@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "base/thread_pool.h"
 #include "base/timer.h"
+#include "collect_sink.h"
 #include "commands.h"
 #include "engine/engine_api.h"
 #include "engine_options.h"
@@ -60,35 +61,23 @@ int run(const RunOptions& o, bool seed_given) {
   sp.validate();
 
   engine::Engine eng(model, o.engine.make(lm, threads, o.common.ctx));
-  // The sink runs on the engine thread: it streams text and signals the end.
-  struct StdoutSink : engine::OutputSink {
+  // The sink runs on the engine thread: it streams text as it comes and records the run.
+  struct StdoutSink : CollectSink {
     explicit StdoutSink(const Tokenizer& t) : decoder(t) {}
     IncrementalDecoder decoder;
-    std::vector<int32_t> generated;
-    engine::RequestTimings timings;
-    engine::FinishReason reason = engine::FinishReason::kNone;
-    std::string error;
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    void on_token(engine::RequestId, const engine::TokenOutput& t) override {
-      generated.push_back(t.id);
+    void on_token(engine::RequestId id, const engine::TokenOutput& t) override {
       std::string piece = decoder.push(t.id);
       std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
+      CollectSink::on_token(id, t);
     }
-    void on_finish(engine::RequestId, engine::FinishReason r, const engine::RequestTimings& t,
+    void on_finish(engine::RequestId id, engine::FinishReason r, const engine::RequestTimings& t,
                    const std::string& e) override {
       std::string rest = decoder.flush();
       std::fwrite(rest.data(), 1, rest.size(), stdout);
       std::fputc('\n', stdout);
       std::fflush(stdout);
-      std::lock_guard<std::mutex> lk(mu);
-      timings = t;
-      reason = r;
-      error = e;
-      done = true;
-      cv.notify_all();
+      CollectSink::on_finish(id, r, t, e);
     }
   };
   auto sink = std::make_shared<StdoutSink>(tok);
@@ -99,13 +88,12 @@ int run(const RunOptions& o, bool seed_given) {
     req.max_tokens = o.n_predict;
     req.ignore_eos = o.ignore_eos;
     eng.submit(std::move(req), sink);
-    std::unique_lock<std::mutex> lk(sink->mu);
-    sink->cv.wait(lk, [&] { return sink->done; });
+    sink->wait();
   }
-  TRIAD_CHECK(sink->reason != engine::FinishReason::kError, sink->error);
-  const std::vector<int32_t>& generated = sink->generated;
-  const double prompt_s = sink->timings.ttft_s;
-  const double gen_s = sink->timings.e2e_s - sink->timings.ttft_s;
+  TRIAD_CHECK(sink->reason() != engine::FinishReason::kError, sink->error());
+  const std::vector<int32_t>& generated = sink->tokens();
+  const double prompt_s = sink->timings().ttft_s;
+  const double gen_s = sink->timings().e2e_s - sink->timings().ttft_s;
   const size_t n_after_first = generated.empty() ? 0 : generated.size() - 1;
 
   if (!o.ids_out.empty()) {
@@ -117,7 +105,7 @@ int run(const RunOptions& o, bool seed_given) {
                "\nprompt: %zu tokens, first token after %.3f s (%.2f tokens/s); generation: %zu "
                "tokens, %.2f tokens/s after the first; finish: %s\n",
                prompt.size(), prompt_s, prompt.size() / std::max(prompt_s, 1e-9), generated.size(),
-               n_after_first / std::max(gen_s, 1e-9), sched::finish_reason_name(sink->reason));
+               n_after_first / std::max(gen_s, 1e-9), sched::finish_reason_name(sink->reason()));
   return 0;
 }
 

@@ -79,6 +79,7 @@ struct Service::Job : std::enable_shared_from_this<Service::Job> {
   int32_t prompt_tokens = 0, cached_tokens = 0;
   int remaining = 0;
   bool failed = false;
+  bool failed_cancelled = false;  // a choice was cancelled by the client leaving or shutdown
   std::string error_message;
   Clock::time_point t0 = Clock::now();
   std::mutex mu;  // sinks of one engine run on one thread, but cancel/disconnect come from others
@@ -231,12 +232,10 @@ struct Service::Job : std::enable_shared_from_this<Service::Job> {
     }
     if (reason == engine::FinishReason::kCancelled && !c.stopped_by_string) failed_cancelled = true;
     if (--remaining > 0) return;
-    finish_all(t);
+    finish_all();
   }
 
-  bool failed_cancelled = false;
-
-  void finish_all(const engine::RequestTimings& t) {
+  void finish_all() {
     model->metrics->e2e.observe(std::chrono::duration<double>(Clock::now() - t0).count());
     --service->in_flight_;
     if (failed) {
@@ -260,7 +259,6 @@ struct Service::Job : std::enable_shared_from_this<Service::Job> {
       return;
     }
     ++model->metrics->requests_ok;
-    (void)t;
     if (opt.stream) {
       if (opt.include_usage) {
         json ch = chunk_base();

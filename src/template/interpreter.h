@@ -48,8 +48,6 @@ class Interpreter {
   int call_depth_ = 0;
 };
 
-// Python-style string helpers shared with the builtins.
-std::string py_strip(const std::string& s, const Value& chars, bool left, bool right);
 // Python's printf-style `format % values` with %s, %r, %d, %i and %%.
 std::string percent_format(const std::string& format, const List& values, int line);
 
