@@ -340,7 +340,7 @@ RequestId Engine::submit(GenerationRequest req, std::shared_ptr<OutputSink> sink
   TRIAD_CHECK(req.logprobs >= -1 && req.logprobs <= 20, "top_logprobs must be in 0..20, got ", req.logprobs);
   Impl::Live l;
   l.sampler = std::make_unique<Sampler>(req.sampling, c.n_vocab);  // validates the parameters
-  for (int32_t id : req.prompt) l.sampler->accept(id);
+  for (int32_t id : req.prompt) l.sampler->accept(id, /*from_prompt=*/true);
   l.sink = std::move(sink);
   l.logprobs = req.logprobs;
   l.submitted = Clock::now();

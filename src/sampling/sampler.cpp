@@ -32,33 +32,40 @@ Sampler::Sampler(const SamplingParams& p, int32_t n_vocab)
   cand_.resize(static_cast<size_t>(n_vocab));
   if (params_.penalties_enabled()) {
     counts_.assign(static_cast<size_t>(n_vocab), 0);
+    gen_counts_.assign(static_cast<size_t>(n_vocab), 0);
     const size_t cap =
         params_.penalty_last_n < 0 ? 4096 : static_cast<size_t>(params_.penalty_last_n);
     window_.reserve(std::min<size_t>(cap, 4096));
   }
 }
 
-void Sampler::accept(int32_t token) {
+void Sampler::accept(int32_t token, bool from_prompt) {
   TRIAD_CHECK(token >= 0 && token < n_vocab_, "sampling: accepted token id ", token,
               " is outside the vocabulary (size ", n_vocab_, ")");
   if (!params_.penalties_enabled()) return;
+  // Window entries carry the prompt flag in bit 31 (ids are < 2^31).
+  const int32_t entry = from_prompt ? static_cast<int32_t>(static_cast<uint32_t>(token) | kPromptBit) : token;
   const int32_t last_n = params_.penalty_last_n;
   if (last_n < 0 || window_.size() < static_cast<size_t>(last_n)) {
-    window_.push_back(token);
+    window_.push_back(entry);
   } else {
     // Ring is full: overwrite the oldest entry.
     int32_t& slot = window_[window_head_];
-    --counts_[static_cast<size_t>(slot)];
-    slot = token;
+    const size_t old = static_cast<size_t>(static_cast<uint32_t>(slot) & ~kPromptBit);
+    --counts_[old];
+    if (!(static_cast<uint32_t>(slot) & kPromptBit)) --gen_counts_[old];
+    slot = entry;
     window_head_ = (window_head_ + 1) % window_.size();
   }
   ++counts_[static_cast<size_t>(token)];
+  if (!from_prompt) ++gen_counts_[static_cast<size_t>(token)];
 }
 
 void Sampler::reset() {
   window_.clear();
   window_head_ = 0;
   std::fill(counts_.begin(), counts_.end(), 0);
+  std::fill(gen_counts_.begin(), gen_counts_.end(), 0);
   seed_ = params_.seed ? *params_.seed : Rng::random_seed();
   rng_.reseed(seed_);
   last_token_ = -1;
@@ -70,16 +77,18 @@ void Sampler::apply_penalties() {
   const float pres = params_.presence_penalty;
   // Each distinct token is penalized once: its count is negated when visited, and restored
   // in a second pass. O(window) per call, no extra memory.
-  for (int32_t t : window_) {
-    int32_t& c = counts_[static_cast<size_t>(t)];
+  for (int32_t e : window_) {
+    const size_t t = static_cast<size_t>(static_cast<uint32_t>(e) & ~kPromptBit);
+    int32_t& c = counts_[t];
     if (c <= 0) continue;
-    float& l = logits_[static_cast<size_t>(t)];
+    float& l = logits_[t];
     if (rep != 1.0f) l = l > 0.0f ? l / rep : l * rep;
-    l -= freq * static_cast<float>(c) + pres;
+    const int32_t g = gen_counts_[t];
+    if (g > 0) l -= freq * static_cast<float>(g) + pres;
     c = -c;
   }
-  for (int32_t t : window_) {
-    int32_t& c = counts_[static_cast<size_t>(t)];
+  for (int32_t e : window_) {
+    int32_t& c = counts_[static_cast<size_t>(static_cast<uint32_t>(e) & ~kPromptBit)];
     if (c < 0) c = -c;
   }
 }

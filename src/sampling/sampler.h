@@ -3,9 +3,12 @@
 // Order of operations in sample() (llama.cpp-like):
 //   1. logit bias     logit[id] += bias for every (id, bias) in params.logit_bias.
 //   2. penalties      over the last penalty_last_n tokens passed to accept() (-1: all, 0: none),
-//                     for each distinct token t in that window with count c:
+//                     for each distinct token t in that window:
 //                       repetition: logit = logit > 0 ? logit / rep : logit * rep
-//                       then        logit -= frequency * c + presence * (c > 0 ? 1 : 0)
+//                       then        logit -= frequency * g + presence * (g > 0 ? 1 : 0)
+//                     where g counts t's generated (not prompt) occurrences in the window. As
+//                     OpenAI and vLLM define them, presence and frequency penalize what the
+//                     model has said, the repetition penalty also what it was told.
 //   3. greedy         temperature <= 0: return the argmax (ties -> lowest id). No RNG draw.
 //   4. top-k          keep the k largest logits (ties -> lower ids first).
 //   5. temperature    logits are divided by temperature ...
@@ -38,7 +41,7 @@
 // Measured on one core at n_vocab 262144 (random logits): greedy 0.26 ms, top-k 40 0.17 ms,
 // min-p 0.8 ms, no truncation 2.1 ms, top-p 0.95 alone 2.7-4.9 ms (nucleus of 24k tokens).
 //
-// Memory: about 16 bytes per vocabulary entry (plus 4 more when penalties are enabled).
+// Memory: about 16 bytes per vocabulary entry (plus 8 more when penalties are enabled).
 // Thread-safety: none. One Sampler per sequence, driven by one thread at a time.
 #pragma once
 
@@ -67,11 +70,12 @@ class Sampler {
   Sampler(const SamplingParams& p, int32_t n_vocab);
 
   // Picks the next token from raw logits (n_vocab floats, not modified). Does not record the
-  // token: call accept() with it (the engine does, so the history also holds prompt tokens).
+  // token: call accept() with it (the engine does, and also feeds it the prompt tokens).
   int32_t sample(const float* logits);
-  // Records a prompt or generated token for the penalties. Throws if it is outside the vocab.
+  // Records a generated token (or, with from_prompt, a prompt token, which counts for the
+  // repetition penalty only) for the penalties. Throws if it is outside the vocab.
   // A no-op (besides the range check) when no penalty is enabled.
-  void accept(int32_t token);
+  void accept(int32_t token, bool from_prompt = false);
   // Forgets the history and restarts the RNG: with a seed, the same seed again (the sampler
   // then repeats its first run); without one, a fresh seed from std::random_device.
   void reset();
@@ -130,9 +134,12 @@ class Sampler {
   std::vector<float> logits_;    // n_vocab: logits after bias and penalties (last sample())
   std::vector<Candidate> cand_;  // n_vocab: working set of candidates
   // Penalty state (only when params_.penalties_enabled()).
-  std::vector<int32_t> window_;  // last accepted tokens; a ring once it reaches penalty_last_n
+  static constexpr uint32_t kPromptBit = 0x80000000u;
+  std::vector<int32_t> window_;  // last accepted tokens (| kPromptBit for prompt tokens); a ring
+                                 // once it reaches penalty_last_n
   size_t window_head_ = 0;       // oldest entry once the ring is full
-  std::vector<int32_t> counts_;  // n_vocab: occurrences of each token within the window
+  std::vector<int32_t> counts_;      // n_vocab: occurrences of each token within the window
+  std::vector<int32_t> gen_counts_;  // n_vocab: the generated ones among them
 
   int32_t last_token_ = -1;  // result of the last sample(); -1: none yet
 };

@@ -404,6 +404,39 @@ TEST(Sampler, PenaltyRingEvictsOldestAndResetClears) {
   EXPECT_EQ(s.sample(l.data()), 0);
 }
 
+// Prompt tokens count for the repetition penalty only; presence and frequency look at what was
+// generated (OpenAI / vLLM semantics), including after a prompt token leaves the ring.
+TEST(Sampler, PromptTokensOnlyFeedTheRepetitionPenalty) {
+  SamplingParams p = seeded();
+  p.repetition_penalty = 2.0f;
+  p.frequency_penalty = 0.5f;
+  p.presence_penalty = 0.25f;
+  p.penalty_last_n = 3;
+  const std::vector<float> l = {2.0f, -1.0f, 0.5f, 3.0f};
+  Sampler s(p, 4);
+  s.accept(0, /*from_prompt=*/true);
+  s.accept(1, /*from_prompt=*/true);
+  s.accept(0);  // window {0p, 1p, 0}: id 0 counts 2 (1 generated), id 1 counts 1 (0 generated)
+  std::vector<TokenProb> got;
+  s.distribution(l.data(), got);
+  //   id 0: 2 / 2 = 1, 1 - 0.5*1 - 0.25 = 0.25;  id 1: -1 * 2 = -2 (no presence / frequency)
+  std::vector<double> pen = {0.25, -2.0, 0.5, 3.0};
+  auto want_of = [](const std::vector<double>& v) {
+    double z = 0.0;
+    for (double x : v) z += std::exp(x);
+    std::vector<TokenProb> w;
+    for (int32_t i = 0; i < int32_t(v.size()); ++i) w.push_back({i, float(std::exp(v[size_t(i)]) / z)});
+    return w;
+  };
+  expect_dist(got, want_of(pen));
+  s.accept(3, /*from_prompt=*/true);  // evicts 0p: window {1p, 0, 3p}
+  s.accept(2);                        // evicts 1p: window {0, 3p, 2}
+  s.distribution(l.data(), got);
+  //   id 0: 1 - 0.75 = 0.25;  id 3: 3 / 2 = 1.5;  id 2: 0.5 / 2 - 0.75 = -0.5;  id 1: -1
+  pen = {0.25, -1.0, -0.5, 1.5};
+  expect_dist(got, want_of(pen));
+}
+
 TEST(Sampler, RepetitionPenaltyAloneSignDependent) {
   SamplingParams p = seeded();
   p.repetition_penalty = 1.5f;
