@@ -210,7 +210,14 @@ int run(const ServeOptions& o) {
       while (service.in_flight() > 0 && std::chrono::steady_clock::now() < deadline)
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       if (service.in_flight() > 0) {
+        // Cancel while the connections are still open, so that each client gets an error
+        // (an `error` event on a stream, a 503 otherwise) rather than a cut connection.
         log_warn("shutdown timeout: cancelling ", service.in_flight(), " requests");
+        for (auto& s : served) s->engine->cancel_all();
+        const auto grace = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+        while (service.in_flight() > 0 && std::chrono::steady_clock::now() < grace)
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let the last bytes go out
       } else {
         std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let the last bytes go out
       }

@@ -7,6 +7,7 @@
 #include <deque>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <unordered_map>
 
 #include "base/error.h"
@@ -70,6 +71,7 @@ struct Engine::Impl {
   std::condition_variable idle_cv;   // signals drain() waiters
   std::deque<Pending> inbox;
   std::vector<RequestId> cancels;
+  bool cancel_everything = false;    // cancel_all() was called since the last take_inbox()
   bool stopping = false;
   bool draining = false;
   int64_t n_unfinished = 0;          // submitted and not yet finished
@@ -112,10 +114,12 @@ struct Engine::Impl {
   void take_inbox() {
     std::deque<Pending> in;
     std::vector<RequestId> cx;
+    bool all = false;
     {
       std::lock_guard<std::mutex> lk(mu);
       in.swap(inbox);
       cx.swap(cancels);
+      all = std::exchange(cancel_everything, false);
     }
     for (Pending& p : in) {
       const RequestId id = p.id;
@@ -126,6 +130,10 @@ struct Engine::Impl {
         live.emplace(id, std::move(p.live));
         finish(id, FinishReason::kError, e.what());
       }
+    }
+    if (all) {
+      cx.clear();
+      for (const auto& [id, l] : live) cx.push_back(id);
     }
     for (RequestId id : cx) {
       if (!live.count(id)) continue;
@@ -275,7 +283,7 @@ struct Engine::Impl {
     for (;;) {
       {
         std::unique_lock<std::mutex> lk(mu);
-        if (!stopping && inbox.empty() && cancels.empty() && !scheduler.has_work()) {
+        if (!stopping && inbox.empty() && cancels.empty() && !cancel_everything && !scheduler.has_work()) {
           // Idle: wake up now and then so /health sees a live loop.
           cv.wait_for(lk, std::chrono::milliseconds(500));
           last_progress = Clock::now();
@@ -371,6 +379,14 @@ void Engine::cancel(RequestId id) {
   {
     std::lock_guard<std::mutex> lk(impl_->mu);
     impl_->cancels.push_back(id);
+  }
+  impl_->cv.notify_all();
+}
+
+void Engine::cancel_all() {
+  {
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    impl_->cancel_everything = true;
   }
   impl_->cv.notify_all();
 }

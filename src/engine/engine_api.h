@@ -102,6 +102,9 @@ class Engine {
   RequestId submit(GenerationRequest request, std::shared_ptr<OutputSink> sink);
   // Cancels a queued or running request (no-op if unknown or already finished).
   void cancel(RequestId id);
+  // Cancels every request submitted so far (queued or running); each finishes with kCancelled
+  // within one loop iteration.
+  void cancel_all();
   EngineStats stats() const;
   const EngineConfig& config() const;
   const KvMemoryPlan& kv_plan() const;

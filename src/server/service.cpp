@@ -251,10 +251,14 @@ struct Service::Job : std::enable_shared_from_this<Service::Job> {
     }
     if (failed_cancelled) {  // the client went away (or the server is shutting down)
       ++model->metrics->requests_cancelled;
+      // A client that left reads nothing; one cut off by shutdown gets an error it can see
+      // (the SDK raises on an `error` event) instead of a stream that just stops without [DONE].
+      const ApiError e{503, "the request was cancelled (server shutting down)", "server_error", "", "server_is_overloaded", {}};
       if (opt.stream) {
+        event(json::parse(error_body(e)));
         writer->end();
       } else {
-        send_error(*writer, ApiError{503, "the request was cancelled (server shutting down)", "server_error", "", "server_is_overloaded", {}});
+        send_error(*writer, e);
       }
       return;
     }

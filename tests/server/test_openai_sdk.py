@@ -471,6 +471,52 @@ def test_sigterm_drains_in_flight_requests():
     assert result == {"finish": "length", "n": 400}
 
 
+def test_shutdown_timeout_cancels_with_a_visible_error():
+    """Requests still running when --shutdown-timeout expires end with an error the SDK raises
+    (an `error` event mid-stream, a 503 otherwise), never a stream that silently stops."""
+    need(STORIES)
+    s = Server(["-m", str(STORIES), "--alias", "stories", "--max-seqs", "1", "--shutdown-timeout", "0.1"])
+    outcomes = []
+    lock = threading.Lock()
+
+    def run(stream):
+        try:
+            kw = dict(model="stories", messages=[{"role": "user", "content": "Once"}], max_tokens=500,
+                      extra_body={"ignore_eos": True})
+            if stream:
+                text, _, finish, _, _ = collect_stream(client(s).chat.completions.create(stream=True, **kw))
+            else:
+                r = client(s).chat.completions.create(**kw)
+                finish = r.choices[0].finish_reason
+            out = ("done", finish)
+        except openai.APIError as e:  # APIStatusError (503) or an error event in the stream
+            out = ("error", str(e))
+        with lock:
+            outcomes.append(out)
+
+    threads = [threading.Thread(target=run, args=(i % 2 == 0,)) for i in range(32)]
+    for t in threads:
+        t.start()
+    # SIGTERM once every request is in the engine (a later one would find the listener closed).
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        inside = metric(s, "triad_requests_running", "stories") + metric(s, "triad_requests_waiting", "stories")
+        with lock:
+            if inside + len(outcomes) >= 32:
+                break
+        time.sleep(0.005)
+    rc = s.stop(signal.SIGTERM)
+    for t in threads:
+        t.join(60)
+    assert rc == 0
+    assert len(outcomes) == 32
+    errors = [o for o in outcomes if o[0] == "error"]
+    print("outcomes:", sum(o[0] == "done" for o in outcomes), "done,", len(errors), "errors")
+    assert errors, outcomes
+    assert all("shutting down" in msg for _, msg in errors), errors
+    assert all(o == ("done", "length") for o in outcomes if o[0] == "done"), outcomes
+
+
 # ---- the two client programs of the issue, on the default model
 
 
