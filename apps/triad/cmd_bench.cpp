@@ -138,8 +138,10 @@ Command add_bench(CLI::App& app) {
   cmd->add_flag("--no-roofline", o->no_roofline, "skip the memory bandwidth measurement");
   o->engine.add_to(*cmd);
   Command serve = add_bench_serve(*cmd);
-  return [o, cmd, serve] {
+  Command grammar = add_bench_grammar(*cmd);
+  return [o, cmd, serve, grammar] {
     if (cmd->got_subcommand("serve")) return serve();
+    if (cmd->got_subcommand("grammar")) return grammar();
     TRIAD_CHECK(!o->common.model.empty(), "bench: --model is required");
     o->batch_given = cmd->count("--max-batched-tokens") > 0;
     return run(*o);

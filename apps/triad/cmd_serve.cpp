@@ -25,6 +25,8 @@
 #include "loaded_model.h"
 #include "model/kv_storage.h"
 #include "server/http_server.h"
+#include "grammar/matcher.h"
+#include "server/constraint_cache.h"
 #include "server/service.h"
 #include "template/template.h"
 #include "tokenizer/chat_format.h"
@@ -168,6 +170,15 @@ int run(const ServeOptions& o) {
       log_info(s.sm.name, ": no chat template in the file; using the built-in '", chat_format_name(f), "' chat format");
     }
     log_info(s.sm.name, ": ", s.engine->kv_plan().describe(), "; context ", s.engine->max_model_len(), " tokens");
+    {
+      // Constrained decoding: the vocabulary's byte trie, and the JSON-mode grammar's masks near
+      // its start computed now rather than on the engine thread by the first JSON request.
+      const auto t0 = std::chrono::steady_clock::now();
+      s.sm.constraints = std::make_shared<server::ConstraintCache>(grammar::Vocab::from_tokenizer(tok));
+      grammar::warm_up(s.sm.constraints->get("json_object", ""), 4, 64, 1);
+      log_info(s.sm.name, ": structured output ready (vocabulary trie and JSON mode) in ",
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), " s");
+    }
     models.push_back(&s.sm);
   }
   // Warm-up: one short request per model pages the weights in and sizes the scratch buffers,

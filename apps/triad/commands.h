@@ -15,6 +15,7 @@ Command add_run(CLI::App& app);
 Command add_perplexity(CLI::App& app);
 Command add_bench(CLI::App& app);
 Command add_bench_serve(CLI::App& bench);  // `triad bench serve`
+Command add_bench_grammar(CLI::App& bench);  // `triad bench grammar`
 Command add_gguf(CLI::App& app);
 Command add_tokenize(CLI::App& app);
 Command add_eval_logits(CLI::App& app);

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <limits>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -13,6 +14,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "engine/engine_api.h"
+#include "grammar/matcher.h"
 #include "engine/model_runner.h"
 #include "model/model.h"
 
@@ -51,6 +53,7 @@ struct Engine::Impl {
   struct Live {
     std::shared_ptr<OutputSink> sink;
     std::unique_ptr<Sampler> sampler;
+    std::unique_ptr<grammar::Matcher> matcher;  // constrained requests
     int32_t logprobs = -1;
     Clock::time_point submitted;
     bool scheduled = false;
@@ -59,6 +62,8 @@ struct Engine::Impl {
   };
   std::unordered_map<RequestId, Live> live;
   std::vector<TokenLogprob> top_scratch;
+  grammar::TokenMask mask_scratch;
+  std::vector<float> masked_logits;
 
   // Shared with callers, under mu.
   struct Pending {
@@ -223,6 +228,7 @@ struct Engine::Impl {
       const float* logits = runner.logits(row++);
       Live& l = live.at(s.id);
       try {
+        if (l.matcher) logits = apply_mask(*l.matcher, logits);
         const int32_t tok = l.sampler->sample(logits);
         sampled[i] = tok;
         outputs[i].id = tok;
@@ -247,6 +253,11 @@ struct Engine::Impl {
       Live& l = it->second;
       if (ev.token >= 0) {
         l.sampler->accept(ev.token);
+        if (l.matcher && !l.matcher->accept_token(ev.token)) {  // cannot happen: it was masked
+          if (ev.finish == FinishReason::kNone) scheduler.cancel(ev.id);
+          finish(ev.id, FinishReason::kError, "internal error: the sampled token breaks the grammar");
+          continue;
+        }
         ++generated_total;
         if (ev.finish != FinishReason::kStop) {
           if (!l.delivered) {
@@ -267,6 +278,19 @@ struct Engine::Impl {
       }
       if (ev.finish != FinishReason::kNone) finish(ev.id, ev.finish, "");
     }
+  }
+
+  // The row of logits with every token the grammar forbids at -inf (in a scratch copy).
+  // Throws grammar::GrammarError when the grammar is too ambiguous to follow.
+  const float* apply_mask(grammar::Matcher& m, const float* logits) {
+    const int32_t n = model.config().n_vocab;
+    m.fill_mask(mask_scratch);
+    masked_logits.resize(static_cast<size_t>(n));
+    const int32_t nv = static_cast<int32_t>(mask_scratch.bits.size() * 64);
+    constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+    for (int32_t i = 0; i < n; ++i)
+      masked_logits[static_cast<size_t>(i)] = i < nv && mask_scratch.test(i) ? logits[i] : kNegInf;
+    return masked_logits.data();
   }
 
   void fail_all(const std::string& error) {
@@ -349,6 +373,16 @@ RequestId Engine::submit(GenerationRequest req, std::shared_ptr<OutputSink> sink
   Impl::Live l;
   l.sampler = std::make_unique<Sampler>(req.sampling, c.n_vocab);  // validates the parameters
   for (int32_t id : req.prompt) l.sampler->accept(id, /*from_prompt=*/true);
+  if (req.constraint) {
+    TRIAD_CHECK(req.constraint->vocab().n_vocab() <= c.n_vocab, "the grammar's vocabulary has ",
+                req.constraint->vocab().n_vocab(), " tokens; the model has ", c.n_vocab);
+    TRIAD_CHECK(!req.constraint->vocab().eog_ids().empty(),
+                "the model has no end-of-generation token, so a grammar could never end");
+    l.matcher = std::make_unique<grammar::Matcher>(req.constraint);  // may throw GrammarError
+    // A constrained request always stops at end-of-generation: that is where the grammar ends.
+    req.stop_ids.insert(req.stop_ids.end(), req.constraint->vocab().eog_ids().begin(),
+                        req.constraint->vocab().eog_ids().end());
+  }
   l.sink = std::move(sink);
   l.logprobs = req.logprobs;
   l.submitted = Clock::now();

@@ -23,6 +23,9 @@
 
 namespace triad {
 class Model;
+namespace grammar {
+class Constraint;
+}
 }
 
 namespace triad::engine {
@@ -40,6 +43,10 @@ struct GenerationRequest {
                                       // many top alternatives per token
   int32_t priority = 0;               // lower runs first
   std::string cache_salt;             // requests with different salts never share cache blocks
+  // Constrained decoding: only tokens the grammar allows are sampled, and an end-of-generation
+  // token (which then always stops, whatever ignore_eos says) only where the grammar may end.
+  // Null: unconstrained. Its vocabulary must be the model's tokenizer's.
+  std::shared_ptr<grammar::Constraint> constraint;
 };
 
 struct TokenOutput {

@@ -199,13 +199,25 @@ GenOptions parse_gen_options(const json& b, int32_t n_vocab, int max_n, bool cha
     if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string())
       bad("response_format", "'response_format' must be an object with a 'type'");
     const std::string type = (*rf)["type"].get<std::string>();
-    if (type != "text")
-      bad("response_format", "response_format type '" + type + "' is not supported yet (structured output is planned); only 'text' is accepted",
+    if (type == "json_object") {
+      o.constraint_kind = "json_object";
+      o.constraint_param = "response_format";
+    } else if (type == "json_schema") {
+      bad("response_format", "response_format type 'json_schema' is not supported yet; use 'json_object' or a 'grammar'",
           "unsupported_response_format");
+    } else if (type != "text") {
+      bad("response_format", "unknown response_format type '" + type + "' (expected 'text', 'json_object' or 'json_schema')");
+    }
   }
-  if (const json* g = field(b, "grammar"))
-    if (!g->is_string() || !g->get<std::string>().empty())
-      bad("grammar", "'grammar' (constrained decoding) is not supported yet", "unsupported_parameter");
+  if (const json* g = field(b, "grammar")) {
+    if (!g->is_string()) bad("grammar", "'grammar' must be a string of GBNF rules");
+    if (!g->get<std::string>().empty()) {
+      if (!o.constraint_kind.empty()) bad("grammar", "use either 'grammar' or a JSON response_format, not both");
+      o.constraint_kind = "grammar";
+      o.constraint_text = g->get<std::string>();
+      o.constraint_param = "grammar";
+    }
+  }
   try {
     sp.validate();
   } catch (const Error& e) {

@@ -58,6 +58,11 @@ struct GenOptions {
   bool include_usage = false;
   int logprobs = -1;                   // -1: none; else the number of top alternatives
   bool echo = false;                   // completions only
+  // Constrained decoding: "" (none), "json_object" (response_format), "grammar" (GBNF text in
+  // constraint_text); constraint_param names the request field, for errors.
+  std::string constraint_kind;
+  std::string constraint_text;
+  std::string constraint_param;
 };
 
 // The generation options of a request for a model with `n_vocab` tokens.

@@ -14,6 +14,8 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "model/model.h"
+#include "grammar/grammar.h"
+#include "server/constraint_cache.h"
 #include "server/openai_request.h"
 #include "server/stop_matcher.h"
 #include "template/template.h"
@@ -73,6 +75,7 @@ struct Service::Job : std::enable_shared_from_this<Service::Job> {
   std::string id;
   int64_t created = 0;
   GenOptions opt;
+  std::shared_ptr<grammar::Constraint> constraint;  // constrained decoding, shared by the choices
   std::vector<std::vector<int32_t>> prompts;   // one per prompt (completions may have several)
   std::vector<std::string> echo_text;          // completions with echo: the prompt text
   std::vector<ChoiceState> choices;            // index = prompt_i * n + j
@@ -396,6 +399,7 @@ bool submit_all(const std::shared_ptr<Service::Job>& job, std::string& error) {
         r.stop_ids = o.stop_ids;
         r.ignore_eos = o.ignore_eos;
         r.logprobs = o.logprobs;
+        r.constraint = job->constraint;
         std::lock_guard<std::mutex> lk(job->mu);  // a fast sink must see engine_id set
         job->choices[i].engine_id = m.engine->submit(std::move(r), std::make_shared<ChoiceSink>(job, i));
         submitted.push_back(job->choices[i].engine_id);
@@ -409,8 +413,19 @@ bool submit_all(const std::shared_ptr<Service::Job>& job, std::string& error) {
   return true;
 }
 
+// The compiled constraint of a request that asks for one (throws ApiError 400 on a bad grammar).
+std::shared_ptr<grammar::Constraint> compile_constraint(ServedModel& m, const GenOptions& o) {
+  if (!m.constraints) bad(o.constraint_param, "constrained decoding is not available for model '" + m.name + "'");
+  try {
+    return m.constraints->get(o.constraint_kind, o.constraint_text);
+  } catch (const grammar::GrammarError& e) {
+    bad(o.constraint_param, e.what(), "invalid_grammar");
+  }
+}
+
 void start_job(Service& svc, const std::shared_ptr<Service::Job>& job) {
   validate_prompts(*job);
+  if (!job->opt.constraint_kind.empty()) job->constraint = compile_constraint(*job->model, job->opt);
   // The stream's headers go out before any token can: both are posted to the connection.
   if (job->opt.stream) job->writer->start_stream(200, "text/event-stream", {{"x-accel-buffering", "no"}});
   ++svc.in_flight_;

@@ -28,6 +28,8 @@ class Template;
 
 namespace triad::server {
 
+class ConstraintCache;
+
 struct ServedModel {
   std::string name;                       // the `model` string clients send
   std::string path;
@@ -39,6 +41,7 @@ struct ServedModel {
   std::string bos_text, eos_text;         // for templates
   int64_t created = 0;                    // unix seconds (load time)
   std::unique_ptr<ModelMetrics> metrics = std::make_unique<ModelMetrics>();
+  std::shared_ptr<ConstraintCache> constraints;  // compiled grammars over this model's vocabulary
 };
 
 struct ServiceOptions {

@@ -1,0 +1,441 @@
+// Grammar matcher and token masks (matcher.h).
+#include "grammar/matcher.h"
+
+#include <algorithm>
+#include <bit>
+#include <random>
+
+#include "tokenizer/tokenizer.h"
+
+namespace triad::grammar {
+
+// ---- Vocab
+
+Vocab::Vocab(std::vector<std::string> pieces, const std::vector<char>& generable, std::vector<int32_t> eog_ids)
+    : pieces_(std::move(pieces)), eog_(std::move(eog_ids)) {
+  for (size_t i = 0; i < pieces_.size(); ++i)
+    if (i >= generable.size() || !generable[i] || pieces_[i].size() >= 4096) pieces_[i].clear();
+  std::vector<int32_t> order;
+  order.reserve(pieces_.size());
+  for (size_t i = 0; i < pieces_.size(); ++i)
+    if (!pieces_[i].empty())
+      order.push_back(static_cast<int32_t>(i));
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    const int c = pieces_[static_cast<size_t>(a)].compare(pieces_[static_cast<size_t>(b)]);
+    return c != 0 ? c < 0 : a < b;
+  });
+  nodes_.push_back(Node{0, 0, 0, 0, 0});
+  std::vector<uint32_t> path{0};
+  const std::string* prev = nullptr;
+  for (int32_t id : order) {
+    const std::string& s = pieces_[static_cast<size_t>(id)];
+    size_t common = 0;
+    if (prev) {
+      const size_t lim = std::min({prev->size(), s.size(), path.size() - 1});
+      while (common < lim && (*prev)[common] == s[common]) ++common;
+    }
+    while (path.size() - 1 > common) {
+      nodes_[path.back()].end = static_cast<uint32_t>(nodes_.size());
+      path.pop_back();
+    }
+    for (size_t k = common; k < s.size(); ++k) {
+      const auto t = static_cast<uint32_t>(tokens_.size());
+      nodes_.push_back(Node{static_cast<uint8_t>(s[k]), static_cast<uint16_t>(k + 1), 0, t, t});
+      path.push_back(static_cast<uint32_t>(nodes_.size() - 1));
+    }
+    tokens_.push_back(id);
+    nodes_[path.back()].tok_end = static_cast<uint32_t>(tokens_.size());
+    max_depth_ = std::max(max_depth_, static_cast<int>(s.size()));
+    prev = &s;
+  }
+  while (!path.empty()) {
+    nodes_[path.back()].end = static_cast<uint32_t>(nodes_.size());
+    path.pop_back();
+  }
+}
+
+std::shared_ptr<const Vocab> Vocab::from_tokenizer(const Tokenizer& tok) {
+  const int32_t n = tok.n_vocab();
+  std::vector<std::string> pieces(static_cast<size_t>(n));
+  std::vector<char> gen(static_cast<size_t>(n), 0);
+  std::vector<int32_t> eog;
+  for (int32_t id = 0; id < n; ++id) {
+    const TokenAttr a = tok.token_attr(id);
+    if (tok.is_end_of_generation(id)) eog.push_back(id);
+    if (a == TokenAttr::kNormal || a == TokenAttr::kUserDefined || a == TokenAttr::kByte) {
+      pieces[static_cast<size_t>(id)] = tok.token_piece(id);
+      gen[static_cast<size_t>(id)] = 1;
+    }
+  }
+  return std::make_shared<Vocab>(std::move(pieces), gen, std::move(eog));
+}
+
+size_t TokenMask::count() const {
+  size_t n = 0;
+  for (uint64_t w : bits) n += static_cast<size_t>(std::popcount(w));
+  return n;
+}
+
+// ---- Constraint
+
+Constraint::Constraint(std::shared_ptr<const Grammar> g, std::shared_ptr<const Vocab> v, MatcherLimits lim)
+    : grammar_(std::move(g)), vocab_(std::move(v)), limits_(lim) {}
+
+Constraint::Stats Constraint::stats() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return stats_;
+}
+
+// ---- Matcher
+
+Matcher::Matcher(std::shared_ptr<Constraint> c) : c_(std::move(c)), g_(c_->grammar()), v_(c_->vocab()) {
+  nodes_.push_back(Node{UINT32_MAX, kAccept});  // kAccept
+  nodes_.push_back(Node{UINT32_MAX, kBottom});  // kBottom
+  for (uint32_t a : g_.alt_starts(g_.root())) expand(a, kAccept, state_.leaves, false, 0);
+  dedupe(state_.leaves);
+}
+
+uint32_t Matcher::make_node(uint32_t pos, uint32_t parent, bool scratch) {
+  if (scratch) {
+    scratch_.push_back(Node{pos, parent});
+    return kScratch | static_cast<uint32_t>(scratch_.size() - 1);
+  }
+  if (nodes_.size() >= (kScratch >> 1)) throw GrammarError("grammar: the match state grew too large");
+  nodes_.push_back(Node{pos, parent});
+  return static_cast<uint32_t>(nodes_.size() - 1);
+}
+
+void Matcher::expand(uint32_t pos, uint32_t parent, std::vector<uint32_t>& out, bool scratch, int depth) {
+  if (depth > c_->limits().max_expand_depth)
+    throw GrammarError("grammar: rules nest more than " + std::to_string(c_->limits().max_expand_depth) +
+                       " deep without matching a character");
+  const std::vector<Elem>& el = g_.elems();
+  while (true) {
+    const Elem& e = el[pos];
+    if (e.kind == ElemKind::kEndAlt || e.kind == ElemKind::kEndRule) {
+      if (parent == kAccept || parent == kBottom) {
+        out.push_back(parent);
+        return;
+      }
+      const Node& p = node(parent);
+      pos = p.pos;
+      parent = p.parent;
+      continue;
+    }
+    if (e.kind == ElemKind::kChars) {
+      if (out.size() >= c_->limits().max_stacks)
+        throw GrammarError("grammar: more than " + std::to_string(c_->limits().max_stacks) +
+                           " ways to continue at once (the grammar is too ambiguous)");
+      out.push_back(make_node(pos, parent, scratch));
+      return;
+    }
+    // A rule reference: continue after it once the rule ends (directly with the parent when
+    // the reference ends its alternative, so right recursion keeps the stack flat).
+    const uint32_t cont = g_.is_end(pos + 1) ? parent : make_node(pos + 1, parent, scratch);
+    for (uint32_t a : g_.alt_starts(e.value)) expand(a, cont, out, scratch, depth + 1);
+    return;
+  }
+}
+
+void Matcher::dedupe(std::vector<uint32_t>& leaves) const {
+  if (leaves.size() < 2) return;
+  auto key = [&](uint32_t id) -> uint64_t {
+    if (id == kAccept || id == kBottom) return (uint64_t{UINT32_MAX} << 32) | id;
+    const Node& n = node(id);
+    return (static_cast<uint64_t>(n.pos) << 32) | n.parent;
+  };
+  std::sort(leaves.begin(), leaves.end(), [&](uint32_t a, uint32_t b) { return key(a) < key(b); });
+  leaves.erase(std::unique(leaves.begin(), leaves.end(), [&](uint32_t a, uint32_t b) { return key(a) == key(b); }),
+               leaves.end());
+}
+
+bool Matcher::advance_cp(const State& in, uint32_t cp, State& out, bool scratch) {
+  out.leaves.clear();
+  out.partial = 0;
+  out.need = 0;
+  for (uint32_t leaf : in.leaves) {
+    if (leaf == kAccept || leaf == kBottom) continue;
+    const Node n = node(leaf);
+    if (g_.set_contains(g_.elems()[n.pos].value, cp)) expand(n.pos + 1, n.parent, out.leaves, scratch, 0);
+  }
+  dedupe(out.leaves);
+  return !out.leaves.empty();
+}
+
+bool Matcher::advance(const State& in, uint8_t b, State& out, bool scratch) {
+  uint32_t partial;
+  int need;
+  uint8_t next_lo = 0x80, next_hi = 0xBF;
+  if (in.need == 0) {
+    if (b < 0x80) return advance_cp(in, b, out, scratch);
+    if ((b & 0xE0) == 0xC0 && b >= 0xC2) {
+      partial = b & 0x1Fu, need = 1;
+    } else if ((b & 0xF0) == 0xE0) {
+      partial = b & 0x0Fu, need = 2;
+      if (b == 0xE0) next_lo = 0xA0;  // shorter forms are overlong
+      if (b == 0xED) next_hi = 0x9F;  // U+D800..DFFF are surrogates
+    } else if ((b & 0xF8) == 0xF0 && b <= 0xF4) {
+      partial = b & 0x07u, need = 3;
+      if (b == 0xF0) next_lo = 0x90;
+      if (b == 0xF4) next_hi = 0x8F;  // beyond U+10FFFF
+    } else {
+      return false;  // a continuation byte or an invalid lead byte
+    }
+  } else {
+    if (b < in.next_lo || b > in.next_hi) return false;
+    partial = in.partial << 6 | (b & 0x3Fu);
+    need = in.need - 1;
+    if (need == 0) return advance_cp(in, partial, out, scratch);
+  }
+  // Keep the stacks whose set can still hold a character with this prefix (the next byte's
+  // allowed range included, so that no kept stack waits for a character that cannot come).
+  const int rest = 6 * (need - 1);
+  const uint32_t lo = (partial << 6 | (next_lo & 0x3Fu)) << rest;
+  const uint32_t hi = std::min<uint32_t>(((partial << 6 | (next_hi & 0x3Fu)) << rest) | ((1u << rest) - 1), 0x10FFFF);
+  out.leaves.clear();
+  out.partial = partial;
+  out.need = need;
+  out.next_lo = next_lo;
+  out.next_hi = next_hi;
+  if (lo > 0x10FFFF) return false;
+  for (uint32_t leaf : in.leaves) {
+    if (leaf == kAccept || leaf == kBottom) continue;
+    if (g_.set_intersects(g_.elems()[node(leaf).pos].value, lo, hi)) out.leaves.push_back(leaf);
+  }
+  return !out.leaves.empty();
+}
+
+std::string Matcher::state_key(const State& s) const {
+  std::vector<std::string> parts;
+  parts.reserve(s.leaves.size());
+  for (uint32_t leaf : s.leaves) {
+    std::string k;
+    uint32_t id = leaf;
+    while (id != kAccept && id != kBottom) {
+      const Node& n = node(id);
+      k.append(reinterpret_cast<const char*>(&n.pos), 4);
+      id = n.parent;
+    }
+    k.push_back(id == kAccept ? 'A' : 'B');
+    parts.push_back(std::move(k));
+  }
+  std::sort(parts.begin(), parts.end());
+  std::string key;
+  key.append(reinterpret_cast<const char*>(&s.partial), 4);
+  key.push_back(static_cast<char>(s.need));
+  for (const std::string& p : parts) {
+    const auto len = static_cast<uint32_t>(p.size());
+    key.append(reinterpret_cast<const char*>(&len), 4);
+    key += p;
+  }
+  return key;
+}
+
+void Matcher::walk(const State& start, TokenMask& accepted, std::vector<int32_t>* uncertain) {
+  const std::vector<Vocab::Node>& tn = v_.nodes();
+  const std::vector<int32_t>& toks = v_.node_tokens();
+  const size_t depth = static_cast<size_t>(v_.max_depth()) + 2;
+  if (walk_stack_.size() < depth) walk_stack_.resize(depth);
+  std::vector<size_t> mark(depth, 0);
+  walk_stack_[0] = start;
+  mark[1] = scratch_.size();
+  uint32_t i = 1;
+  while (i < tn.size()) {
+    const Vocab::Node& nd = tn[i];
+    const size_t d = nd.depth;
+    scratch_.resize(mark[d]);  // nodes made for the previous sibling's subtree are dead
+    State& cur = walk_stack_[d];
+    if (!advance(walk_stack_[d - 1], nd.byte, cur, true)) {
+      i = nd.end;
+      continue;
+    }
+    for (uint32_t t = nd.tok_begin; t < nd.tok_end; ++t) accepted.set(toks[t]);
+    if (uncertain) {
+      auto it = std::find(cur.leaves.begin(), cur.leaves.end(), kBottom);
+      if (it != cur.leaves.end()) {
+        // The rule can end here: longer tokens depend on what follows the rule.
+        cur.leaves.erase(it);
+        for (uint32_t j = i + 1; j < nd.end; ++j)
+          for (uint32_t t = tn[j].tok_begin; t < tn[j].tok_end; ++t) uncertain->push_back(toks[t]);
+        if (cur.leaves.empty()) {
+          i = nd.end;
+          continue;
+        }
+      }
+    }
+    if (d + 1 < depth) mark[d + 1] = scratch_.size();
+    ++i;
+  }
+}
+
+std::shared_ptr<const Constraint::PositionInfo> Matcher::position(uint32_t leaf) {
+  // The key: the positions of the stack's top entries, and whether the stack ends within them.
+  uint32_t top[kTopLevels];
+  int n_top = 0;
+  uint32_t id = leaf;
+  while (n_top < kTopLevels && id != kAccept && id != kBottom) {
+    top[n_top++] = node(id).pos;
+    id = node(id).parent;
+  }
+  const uint32_t below = id == kAccept ? kAccept : kBottom;  // a short stack keeps its real end
+  std::string key(reinterpret_cast<const char*>(top), static_cast<size_t>(n_top) * 4);
+  key.push_back(below == kAccept ? 'A' : 'B');
+  {
+    std::lock_guard<std::mutex> lk(c_->mu_);
+    auto it = c_->positions_.find(key);
+    if (it != c_->positions_.end()) return it->second;
+  }
+  const size_t mark = scratch_.size();
+  State start;
+  uint32_t parent = below;
+  for (int k = n_top - 1; k >= 0; --k) parent = make_node(top[k], parent, true);
+  start.leaves.push_back(parent);
+  TokenMask acc;
+  acc.reset(v_.n_vocab());
+  std::vector<int32_t> unc;
+  walk(start, acc, &unc);
+  scratch_.resize(mark);
+  auto info = std::make_shared<Constraint::PositionInfo>();
+  std::sort(unc.begin(), unc.end());
+  unc.erase(std::unique(unc.begin(), unc.end()), unc.end());
+  for (int32_t t : unc)
+    if (!acc.test(t)) info->uncertain.push_back(t);
+  const size_t n = acc.count();
+  if (n * 32 > static_cast<size_t>(v_.n_vocab())) {
+    info->dense = true;
+    info->bits = std::move(acc.bits);
+  } else {
+    info->ids.reserve(n);
+    for (size_t w = 0; w < acc.bits.size(); ++w)
+      for (uint64_t b = acc.bits[w]; b; b &= b - 1)
+        info->ids.push_back(static_cast<int32_t>(w * 64 + static_cast<size_t>(std::countr_zero(b))));
+  }
+  std::lock_guard<std::mutex> lk(c_->mu_);
+  ++c_->stats_.positions_computed;
+  return c_->positions_.emplace(std::move(key), std::move(info)).first->second;
+}
+
+bool Matcher::token_ok_from(const State& start, int32_t id) {
+  const std::string& p = v_.piece(id);
+  const State* cur = &start;
+  State* bufs[2] = {&tmp_a_, &tmp_b_};
+  int k = 0;
+  for (char ch : p) {
+    State* next = bufs[k];
+    if (!advance(*cur, static_cast<uint8_t>(ch), *next, true)) return false;
+    cur = next;
+    k ^= 1;
+  }
+  return true;
+}
+
+void Matcher::fill_mask(TokenMask& mask) {
+  const std::string key = state_key(state_);
+  {
+    std::lock_guard<std::mutex> lk(c_->mu_);
+    auto it = c_->lru_index_.find(key);
+    if (it != c_->lru_index_.end()) {
+      c_->lru_.splice(c_->lru_.begin(), c_->lru_, it->second);
+      mask.bits = *it->second->second;
+      ++c_->stats_.state_hits;
+      return;
+    }
+    ++c_->stats_.state_misses;
+  }
+  mask.reset(v_.n_vocab());
+  int64_t checked = 0;
+  try {
+    if (state_.need > 0) {
+      walk(state_, mask, nullptr);
+    } else {
+      State one;
+      for (uint32_t leaf : state_.leaves) {
+        if (leaf == kAccept) continue;
+        std::shared_ptr<const Constraint::PositionInfo> info = position(leaf);
+        if (info->dense) {
+          for (size_t w = 0; w < mask.bits.size(); ++w) mask.bits[w] |= info->bits[w];
+        } else {
+          for (int32_t t : info->ids) mask.set(t);
+        }
+        one.leaves.assign(1, leaf);
+        for (int32_t t : info->uncertain) {
+          if (mask.test(t)) continue;
+          ++checked;
+          if (token_ok_from(one, t)) mask.set(t);
+        }
+      }
+    }
+  } catch (...) {
+    scratch_.clear();
+    throw;
+  }
+  scratch_.clear();
+  if (accepting())
+    for (int32_t e : v_.eog_ids()) mask.set(e);
+  auto shared = std::make_shared<const std::vector<uint64_t>>(mask.bits);
+  std::lock_guard<std::mutex> lk(c_->mu_);
+  c_->stats_.uncertain_checked += checked;
+  if (c_->lru_index_.count(key)) return;
+  c_->lru_.emplace_front(key, std::move(shared));
+  c_->lru_index_[key] = c_->lru_.begin();
+  while (c_->lru_.size() > c_->limits().state_cache) {
+    c_->lru_index_.erase(c_->lru_.back().first);
+    c_->lru_.pop_back();
+  }
+}
+
+bool Matcher::accept_bytes(std::string_view bytes) {
+  State cur = state_, next;
+  for (char ch : bytes) {
+    if (!advance(cur, static_cast<uint8_t>(ch), next, false)) return false;
+    std::swap(cur, next);
+  }
+  state_ = std::move(cur);
+  return true;
+}
+
+bool Matcher::accept_token(int32_t id) {
+  if (id < 0 || id >= v_.n_vocab()) return false;
+  const std::vector<int32_t>& eog = v_.eog_ids();
+  if (std::find(eog.begin(), eog.end(), id) != eog.end()) return accepting();
+  const std::string& p = v_.piece(id);
+  if (p.empty()) return false;
+  return accept_bytes(p);
+}
+
+bool Matcher::accepting() const {
+  return state_.need == 0 && std::find(state_.leaves.begin(), state_.leaves.end(), kAccept) != state_.leaves.end();
+}
+
+bool Matcher::can_continue() const {
+  if (state_.need > 0) return true;
+  for (uint32_t leaf : state_.leaves)
+    if (leaf != kAccept) return true;
+  return false;
+}
+
+int64_t warm_up(const std::shared_ptr<Constraint>& c, int walks, int steps, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  TokenMask mask;
+  std::vector<int32_t> allowed;
+  const std::vector<int32_t>& eog = c->vocab().eog_ids();
+  int64_t taken = 0;
+  for (int w = 0; w < walks; ++w) {
+    Matcher m(c);
+    for (int s = 0; s < steps; ++s) {
+      m.fill_mask(mask);
+      allowed.clear();
+      for (size_t wd = 0; wd < mask.bits.size(); ++wd)
+        for (uint64_t b = mask.bits[wd]; b; b &= b - 1) {
+          const auto id = static_cast<int32_t>(wd * 64 + static_cast<size_t>(std::countr_zero(b)));
+          if (std::find(eog.begin(), eog.end(), id) == eog.end()) allowed.push_back(id);
+        }
+      if (allowed.empty()) break;
+      if (!m.accept_token(allowed[rng() % allowed.size()])) break;
+      ++taken;
+    }
+  }
+  return taken;
+}
+
+}  // namespace triad::grammar

@@ -1,0 +1,184 @@
+// Constrained decoding: which tokens may come next under a grammar (grammar.h), per sequence.
+//
+// A Matcher runs a pushdown automaton over the bytes the model emits. Its state is a set of
+// stacks (llama.cpp's formulation): each stack says where matching continues (a character set in
+// some rule) and what follows once that rule ends; stacks share their tails in an arena. Bytes
+// are matched one at a time: a multi-byte UTF-8 character keeps only the stacks whose set can
+// still hold a character with that prefix until it completes.
+//
+// The allowed-token mask: tokens are looked up in a byte trie of the vocabulary (Vocab, laid out
+// in pre-order so that a rejected prefix skips its whole subtree). Two caches, shared by every
+// sequence of one Constraint (a grammar bound to a vocabulary):
+//   - per stack top (the positions of a stack's top kTopLevels entries: the character set
+//     being matched and the few rules around it), the tokens it accepts without returning
+//     below those entries ("context-independent", computed once by a trie walk from that top
+//     alone) and the few tokens that return below them part-way and so depend on the rest of
+//     the stack ("uncertain", checked against the real stack per step);
+//   - per whole state (the stacks' contents, not their arena ids), the finished mask (LRU).
+// End-of-generation tokens are allowed exactly when some stack is empty (the grammar accepts).
+//
+// Untrusted grammars: the number of stacks in a state and the expansion depth are bounded; a
+// grammar that exceeds them fails with GrammarError (the request fails, the engine goes on).
+//
+// Thread-safety: Vocab and Grammar are immutable. A Constraint's caches are behind a mutex, so
+// Matchers of one Constraint may run on different threads; one Matcher is one thread's.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "grammar/grammar.h"
+
+namespace triad {
+class Tokenizer;
+}
+
+namespace triad::grammar {
+
+// The vocabulary as bytes, for masks.
+class Vocab {
+ public:
+  // pieces[id]: the bytes token id adds to the output. Tokens with generable[id] == 0 (control,
+  // unknown and unused tokens) or an empty piece are never allowed under a grammar; eog_ids are
+  // allowed when the grammar is complete.
+  Vocab(std::vector<std::string> pieces, const std::vector<char>& generable, std::vector<int32_t> eog_ids);
+  // From a model's tokenizer: pieces as the incremental decoder emits them.
+  static std::shared_ptr<const Vocab> from_tokenizer(const Tokenizer& tok);
+
+  int32_t n_vocab() const { return static_cast<int32_t>(pieces_.size()); }
+  const std::string& piece(int32_t id) const { return pieces_[static_cast<size_t>(id)]; }
+  const std::vector<int32_t>& eog_ids() const { return eog_; }
+
+  // Trie in pre-order: node 0 is the root (empty prefix); node i's subtree is [i, end).
+  struct Node {
+    uint8_t byte;
+    uint16_t depth;
+    uint32_t end;
+    uint32_t tok_begin, tok_end;  // tokens whose piece ends here: tokens_[tok_begin, tok_end)
+  };
+  const std::vector<Node>& nodes() const { return nodes_; }
+  const std::vector<int32_t>& node_tokens() const { return tokens_; }
+  int max_depth() const { return max_depth_; }
+
+ private:
+  std::vector<std::string> pieces_;
+  std::vector<int32_t> eog_;
+  std::vector<Node> nodes_;
+  std::vector<int32_t> tokens_;
+  int max_depth_ = 0;
+};
+
+// Bitset over the vocabulary.
+struct TokenMask {
+  std::vector<uint64_t> bits;
+  void reset(int32_t n_vocab) { bits.assign((static_cast<size_t>(n_vocab) + 63) / 64, 0); }
+  void set(int32_t id) { bits[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63); }
+  bool test(int32_t id) const { return bits[static_cast<size_t>(id) >> 6] >> (id & 63) & 1; }
+  size_t count() const;
+};
+
+struct MatcherLimits {
+  size_t max_stacks = 2048;      // stacks in one state
+  int max_expand_depth = 4096;   // nested rule expansions without consuming a character
+  size_t state_cache = 64;       // whole-state masks kept per Constraint
+};
+
+// A grammar bound to a vocabulary, with the caches every sequence under it shares.
+class Constraint {
+ public:
+  Constraint(std::shared_ptr<const Grammar> g, std::shared_ptr<const Vocab> v, MatcherLimits lim = {});
+  const Grammar& grammar() const { return *grammar_; }
+  const Vocab& vocab() const { return *vocab_; }
+  const MatcherLimits& limits() const { return limits_; }
+
+  // Statistics (for tests and benchmarks).
+  struct Stats {
+    int64_t state_hits = 0, state_misses = 0, positions_computed = 0, uncertain_checked = 0;
+  };
+  Stats stats() const;
+
+ private:
+  friend class Matcher;
+  struct PositionInfo {
+    bool dense = false;
+    std::vector<uint64_t> bits;       // dense: accepted tokens as a bitset
+    std::vector<int32_t> ids;         // sparse: accepted tokens
+    std::vector<int32_t> uncertain;   // tokens that leave the rule part-way
+  };
+  std::shared_ptr<const Grammar> grammar_;
+  std::shared_ptr<const Vocab> vocab_;
+  MatcherLimits limits_;
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<const PositionInfo>> positions_;
+  std::list<std::pair<std::string, std::shared_ptr<const std::vector<uint64_t>>>> lru_;
+  std::unordered_map<std::string, decltype(lru_)::iterator> lru_index_;
+  Stats stats_;
+};
+
+class Matcher {
+ public:
+  explicit Matcher(std::shared_ptr<Constraint> c);
+
+  // The tokens allowed next (end-of-generation ids when the grammar may end here).
+  void fill_mask(TokenMask& mask);
+  // Advances past token id; false (state unchanged) when the grammar does not allow it.
+  // End-of-generation ids are accepted when the grammar may end (and change nothing).
+  bool accept_token(int32_t id);
+  // Advances past raw bytes (tests, forced text); false and unchanged if not allowed.
+  bool accept_bytes(std::string_view bytes);
+  // The grammar may end here.
+  bool accepting() const;
+  // The grammar can take more characters here (false: only ending is possible).
+  bool can_continue() const;
+
+ private:
+  static constexpr uint32_t kAccept = 0;        // the empty stack
+  static constexpr uint32_t kBottom = 1;        // "the rule ended": position precomputation
+  static constexpr uint32_t kScratch = 1u << 31;
+  static constexpr int kTopLevels = 4;
+
+  struct Node {
+    uint32_t pos, parent;
+  };
+  struct State {
+    std::vector<uint32_t> leaves;  // node ids whose pos is a kChars element, or kAccept/kBottom
+    uint32_t partial = 0;          // code point bits of an incomplete UTF-8 character
+    int need = 0;                  // its missing continuation bytes
+    uint8_t next_lo = 0x80, next_hi = 0xBF;  // the range the next continuation byte must be in
+                                             // (RFC 3629: no overlong forms, no surrogates)
+  };
+
+  const Node& node(uint32_t id) const { return id & kScratch ? scratch_[id & ~kScratch] : nodes_[id]; }
+  uint32_t make_node(uint32_t pos, uint32_t parent, bool scratch);
+  void expand(uint32_t pos, uint32_t parent, std::vector<uint32_t>& out, bool scratch, int depth);
+  void dedupe(std::vector<uint32_t>& leaves) const;
+  bool advance(const State& in, uint8_t byte, State& out, bool scratch);
+  bool advance_cp(const State& in, uint32_t cp, State& out, bool scratch);
+  std::string state_key(const State& s) const;
+  std::shared_ptr<const Constraint::PositionInfo> position(uint32_t leaf);
+  // Tokens accepted from `start`, by a pre-order trie walk; with `bottom`, tokens that reach
+  // kBottom with bytes left go to `uncertain`.
+  void walk(const State& start, TokenMask& accepted, std::vector<int32_t>* uncertain);
+  bool token_ok_from(const State& start, int32_t id);
+
+  std::shared_ptr<Constraint> c_;
+  const Grammar& g_;
+  const Vocab& v_;
+  std::vector<Node> nodes_;    // persistent: the states the sequence has been in
+  std::vector<Node> scratch_;  // cleared after each mask computation
+  State state_;
+  std::vector<State> walk_stack_;
+  State tmp_a_, tmp_b_;
+};
+
+// Walks the grammar at random (uniformly among allowed tokens, end-of-generation excluded) so
+// that the masks of the states near the start, and the stack tops they use, are computed
+// before the first request needs them. Returns the number of steps taken.
+int64_t warm_up(const std::shared_ptr<Constraint>& c, int walks, int steps, uint64_t seed);
+
+}  // namespace triad::grammar

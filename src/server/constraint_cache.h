@@ -1,0 +1,58 @@
+// Compiled grammars of one served model, shared by the requests that ask for the same one:
+// a bounded LRU keyed by the kind and text (json_object, a GBNF grammar), so that a flood of
+// distinct grammars costs at most `capacity` compiled forms and each repeated one is compiled,
+// and its masks computed, once.
+// Thread-safety: get() may be called from any thread.
+#pragma once
+
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "grammar/matcher.h"
+
+namespace triad::server {
+
+class ConstraintCache {
+ public:
+  explicit ConstraintCache(std::shared_ptr<const grammar::Vocab> vocab, size_t capacity = 64)
+      : vocab_(std::move(vocab)), capacity_(capacity) {}
+
+  // kind: "json_object" (text ignored) or "grammar" (GBNF). Throws grammar::GrammarError.
+  std::shared_ptr<grammar::Constraint> get(const std::string& kind, const std::string& text) {
+    const std::string key = kind + '\0' + (kind == "json_object" ? std::string() : text);
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      auto it = index_.find(key);
+      if (it != index_.end()) {
+        lru_.splice(lru_.begin(), lru_, it->second);
+        return it->second->second;
+      }
+    }
+    const std::string src = kind == "json_object" ? std::string(grammar::json_object_gbnf()) : text;
+    auto g = std::make_shared<const grammar::Grammar>(grammar::Grammar::from_gbnf(src));
+    auto c = std::make_shared<grammar::Constraint>(std::move(g), vocab_);
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = index_.find(key);
+    if (it != index_.end()) return it->second->second;
+    lru_.emplace_front(key, c);
+    index_[key] = lru_.begin();
+    while (lru_.size() > capacity_) {
+      index_.erase(lru_.back().first);
+      lru_.pop_back();
+    }
+    return c;
+  }
+  const std::shared_ptr<const grammar::Vocab>& vocab() const { return vocab_; }
+
+ private:
+  std::shared_ptr<const grammar::Vocab> vocab_;
+  size_t capacity_;
+  std::mutex mu_;
+  std::list<std::pair<std::string, std::shared_ptr<grammar::Constraint>>> lru_;
+  std::unordered_map<std::string, decltype(lru_)::iterator> index_;
+};
+
+}  // namespace triad::server

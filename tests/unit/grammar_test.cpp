@@ -1,0 +1,252 @@
+// GBNF parsing and checks, byte-level matching (UTF-8 included) and token masks checked against
+// a brute-force simulation of every token.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "gguf/gguf_file.h"
+#include "grammar/grammar.h"
+#include "grammar/matcher.h"
+#include "tokenizer/tokenizer.h"
+
+using namespace triad::grammar;
+
+namespace {
+
+std::shared_ptr<const Grammar> gbnf(std::string_view src) {
+  return std::make_shared<const Grammar>(Grammar::from_gbnf(src));
+}
+
+// A vocabulary of the given pieces; id 0 is an end-of-generation token.
+std::shared_ptr<const Vocab> vocab(std::vector<std::string> pieces) {
+  pieces.insert(pieces.begin(), "</s>");
+  std::vector<char> gen(pieces.size(), 1);
+  gen[0] = 0;
+  return std::make_shared<const Vocab>(pieces, gen, std::vector<int32_t>{0});
+}
+
+bool matches(const std::shared_ptr<const Grammar>& g, std::string_view text, bool complete = true) {
+  auto c = std::make_shared<Constraint>(g, vocab({"a"}));
+  Matcher m(c);
+  if (!m.accept_bytes(text)) return false;
+  return !complete || m.accepting();
+}
+
+void expect_error(std::string_view src, std::string_view needle) {
+  try {
+    Grammar::from_gbnf(src);
+    ADD_FAILURE() << "no error for: " << src;
+  } catch (const GrammarError& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+
+TEST(Gbnf, ParsesAndMatchesBasics) {
+  auto g = gbnf(R"(root ::= "ab" [c-e]+ ("x" | "yz")? tail   # comment
+tail ::= [^q]{2}
+)");
+  EXPECT_TRUE(matches(g, "abcdxzz"));
+  EXPECT_TRUE(matches(g, "abeyzqq", false) == false);
+  EXPECT_TRUE(matches(g, "abc12"));
+  EXPECT_FALSE(matches(g, "ab12"));
+  EXPECT_FALSE(matches(g, "abcxq"));                // tail takes no q
+  EXPECT_FALSE(matches(g, "abcx"));                 // tail needs two characters
+  EXPECT_TRUE(matches(g, "abcx", false));           // ... but the prefix is fine
+  EXPECT_TRUE(matches(g, "abceyzé\xe2\x82\xac"));   // multi-byte characters in [^q]
+}
+
+TEST(Gbnf, OnlyWellFormedUtf8Matches) {
+  auto g = gbnf("root ::= [^\\x00]*");
+  EXPECT_TRUE(matches(g, "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\xed\x9f\xbf\xf4\x8f\xbf\xbf"));
+  EXPECT_FALSE(matches(g, "\xf0\x80\x81\xbb", false));  // overlong '{'
+  EXPECT_FALSE(matches(g, "\xc1\xbb", false));            // overlong
+  EXPECT_FALSE(matches(g, "\xe0\x81", false));            // overlong, caught at the second byte
+  EXPECT_FALSE(matches(g, "\xed\xa0\x80", false));       // a surrogate
+  EXPECT_FALSE(matches(g, "\xf4\x90\x80\x80", false));  // beyond U+10FFFF
+  EXPECT_FALSE(matches(g, "\x80", false));                 // a lone continuation byte
+  EXPECT_FALSE(matches(g, "\xc3"));                        // incomplete at the end
+  EXPECT_TRUE(matches(g, "\xc3", false));
+}
+
+TEST(Gbnf, AlternativesMayContinueOnTheNextLine) {
+  auto g = gbnf("root ::= a\n  | b\na ::= \"1\"\nb ::= \"2\" \"3\"?\n");
+  EXPECT_TRUE(matches(g, "1"));
+  EXPECT_TRUE(matches(g, "23"));
+  EXPECT_FALSE(matches(g, "3"));
+}
+
+TEST(Gbnf, RepetitionCounts) {
+  auto g = gbnf(R"(root ::= "x"{2,4} "y"{3} "z"{1,})");
+  EXPECT_FALSE(matches(g, "xyyyz"));
+  EXPECT_TRUE(matches(g, "xxyyyz"));
+  EXPECT_TRUE(matches(g, "xxxxyyyzzz"));
+  EXPECT_FALSE(matches(g, "xxxxxyyyz"));
+  EXPECT_FALSE(matches(g, "xxyyz"));
+}
+
+TEST(Gbnf, EscapesAndUnicode) {
+  auto g = gbnf(R"(root ::= "\x41\u00e9\U0001F600\n\"\\" [\[\]\-]  "€")");
+  EXPECT_TRUE(matches(g, "Aé😀\n\"\\-€"));
+  EXPECT_TRUE(matches(g, "Aé😀\n\"\\]€"));
+  EXPECT_FALSE(matches(g, "Aé😀\n\"\\x€"));
+}
+
+TEST(Gbnf, Errors) {
+  expect_error("", "empty");
+  expect_error("root ::= foo", "'foo' is used but never defined");
+  expect_error("a ::= \"x\"", "no 'root'");
+  expect_error("root ::= \"x", "unterminated");
+  expect_error("root ::= [a-", "unterminated");
+  expect_error("root ::= [z-a]", "out of order");
+  expect_error("root ::= (\"x\"", "expected ')'");
+  expect_error("root ::= root \"x\" | \"y\"", "left-recursive");
+  expect_error("root ::= a \"x\"\na ::= b\nb ::= \"\" | root", "left-recursive");
+  expect_error("root ::= e root | \"y\"\ne ::= \"z\"?", "left-recursive");
+  expect_error("root ::= \"x\" root", "no finite string");
+  expect_error("root ::= \"x\"{5,2}", "n < m");
+  expect_error("root ::= \"x\"{100000}", "limit");
+  expect_error("root ::= \"x\"{0,9999} \"y\"{0,9999} \"z\"{0,9999} \"w\"{0,9999} \"v\"{0,9999}"
+               " \"u\"{0,9999} \"t\"{0,9999} \"s\"{0,9999} \"r\"{0,9999} \"q\"{0,9999} \"p\"{0,9999}",
+               "more than");
+  expect_error("root ::= \"\\q\"", "unknown escape");
+  expect_error("root ::= \"x\"\nroot ::= \"y\"", "defined twice");
+  expect_error("root ::= " + std::string(300, '(') + "\"x\"" + std::string(300, ')'), "nested");
+  expect_error("root ::= \"\xff\"", "UTF-8");
+  expect_error("root ::= \"a\" $", "unexpected character");
+}
+
+TEST(Gbnf, AmbiguityIsBounded) {
+  // Every split of a run of x's: the number of stacks grows until the limit stops it.
+  auto g = gbnf("root ::= a*\na ::= \"x\" | \"x\" \"x\" | \"x\" \"x\" \"x\" | b\nb ::= \"x\"+");
+  auto c = std::make_shared<Constraint>(g, vocab({"x"}), MatcherLimits{64, 4096, 8});
+  Matcher m(c);
+  EXPECT_THROW(
+      {
+        for (int i = 0; i < 200; ++i) m.accept_bytes("x");
+      },
+      GrammarError);
+}
+
+TEST(Gbnf, JsonObjectGrammar) {
+  auto g = gbnf(json_object_gbnf());
+  EXPECT_TRUE(matches(g, R"({"a": [1, -2.5e3, true, null, {"b": "\u00e9\n"}], "c": {}})"));
+  EXPECT_TRUE(matches(g, "{}"));
+  EXPECT_TRUE(matches(g, "{\n  \"k\" : \"v\"\n}"));
+  EXPECT_FALSE(matches(g, "[]"));             // the root is an object
+  EXPECT_FALSE(matches(g, R"({"a": 01})"));   // no leading zeros
+  EXPECT_FALSE(matches(g, R"({"a": "x)", false) == false);
+  EXPECT_FALSE(matches(g, "{\"a\": \"\x01\"}"));  // raw control character
+  EXPECT_FALSE(matches(g, R"({"a" 1})"));
+  EXPECT_FALSE(matches(g, R"({"a": 1,})"));
+  EXPECT_FALSE(matches(g, R"({'a': 1})"));
+  EXPECT_TRUE(matches(g, R"({"a": "x)", false));
+}
+
+// The mask must equal what feeding each token's bytes says, in every state along random walks.
+TEST(Matcher, MaskEqualsBruteForce) {
+  std::vector<std::string> pieces = {"{", "}", "{\"", "\":", "\"", ",", " ", "\n", "a", "ab", "b\"", "\": \"",
+                                     "1", "12", "-", ".", "e", "true", "tr", "ue", "null", "[", "]", "],",
+                                     "\\", "\\n", "\\u", "00", "e9", "é", "\xc3", "\xa9", "\xe2\x82", "\xac",
+                                     "\"}", "\"},", "}}", " {\"", "x\":1}", "\x01"};
+  auto v = vocab(pieces);
+  auto c = std::make_shared<Constraint>(gbnf(json_object_gbnf()), v);
+  std::mt19937 rng(7);
+  TokenMask mask;
+  int checked_states = 0;
+  for (int walk = 0; walk < 40; ++walk) {
+    Matcher m(c);
+    for (int step = 0; step < 40; ++step) {
+      m.fill_mask(mask);
+      std::vector<int32_t> allowed;
+      for (int32_t id = 0; id < v->n_vocab(); ++id) {
+        Matcher probe = m;
+        const bool ok = probe.accept_token(id);
+        EXPECT_EQ(mask.test(id), ok) << "token '" << v->piece(id) << "' (id " << id << ") at walk " << walk
+                                     << " step " << step;
+        if (ok) allowed.push_back(id);
+      }
+      ++checked_states;
+      if (allowed.empty() || (allowed.size() == 1 && allowed[0] == 0)) break;
+      int32_t pick;
+      do {
+        pick = allowed[rng() % allowed.size()];
+      } while (pick == 0 && allowed.size() > 1 && step < 30);
+      if (pick == 0) break;
+      ASSERT_TRUE(m.accept_token(pick));
+    }
+  }
+  EXPECT_GT(checked_states, 400);
+  const Constraint::Stats s = c->stats();
+  EXPECT_GT(s.state_hits, 0);
+  EXPECT_GT(s.positions_computed, 0);
+  EXPECT_GT(s.uncertain_checked, 0);  // deep stacks exercised the context-dependent path
+}
+
+TEST(Matcher, EndOfGenerationOnlyWhenAccepting) {
+  auto v = vocab({"{", "}", "\"a\":1"});
+  auto c = std::make_shared<Constraint>(gbnf(json_object_gbnf()), v);
+  Matcher m(c);
+  TokenMask mask;
+  m.fill_mask(mask);
+  EXPECT_FALSE(mask.test(0));
+  EXPECT_TRUE(mask.test(1));
+  EXPECT_FALSE(m.accept_token(0));
+  ASSERT_TRUE(m.accept_token(1));
+  ASSERT_TRUE(m.accept_token(3));
+  ASSERT_TRUE(m.accept_token(2));
+  EXPECT_TRUE(m.accepting());
+  EXPECT_FALSE(m.can_continue());
+  m.fill_mask(mask);
+  EXPECT_EQ(mask.count(), 1u);
+  EXPECT_TRUE(mask.test(0));
+}
+
+// On real vocabularies (SPM with byte tokens; BPE): along random walks the mask equals
+// brute force over every token, and no allowed token leads to a state with nothing allowed.
+TEST(Matcher, RealVocabulariesNeverDeadEnd) {
+  const char* td = std::getenv("TRIAD_TESTDATA");
+  const std::filesystem::path dir = td ? td : "../shared/testdata";
+  int vocabs = 0;
+  for (const char* name : {"models/stories260K.gguf", "tokenizer/ggml-vocab-llama-spm.gguf", "tokenizer/ggml-vocab-gpt-2.gguf"}) {
+    const auto path = dir / name;
+    if (!std::filesystem::exists(path)) {
+      std::printf("skipping %s: missing\n", path.c_str());
+      continue;
+    }
+    ++vocabs;
+    auto file = triad::gguf::GgufFile::open(path.string());
+    auto tok = triad::Tokenizer::from_gguf(*file);
+    auto v = Vocab::from_tokenizer(*tok);
+    auto c = std::make_shared<Constraint>(gbnf(json_object_gbnf()), v);
+    std::mt19937 rng(11);
+    TokenMask mask;
+    const bool brute = v->n_vocab() <= 4096;
+    for (int walk = 0; walk < 12; ++walk) {
+      Matcher m(c);
+      for (int step = 0; step < (brute ? 60 : 25); ++step) {
+        m.fill_mask(mask);
+        ASSERT_GT(mask.count(), 0u) << name << ": dead end at walk " << walk << " step " << step;
+        std::vector<int32_t> allowed;
+        for (int32_t id = 0; id < v->n_vocab(); ++id) {
+          if (brute || rng() % 64 == 0) {  // large vocabularies: a random sample
+            Matcher probe = m;
+            ASSERT_EQ(mask.test(id), probe.accept_token(id)) << name << ": token " << id << " '" << v->piece(id) << "'";
+          }
+          if (mask.test(id) && std::find(v->eog_ids().begin(), v->eog_ids().end(), id) == v->eog_ids().end())
+            allowed.push_back(id);
+        }
+        if (allowed.empty()) break;
+        ASSERT_TRUE(m.accept_token(allowed[rng() % allowed.size()]));
+      }
+    }
+  }
+  if (vocabs == 0) GTEST_SKIP() << "no test vocabularies under " << dir;
+}
