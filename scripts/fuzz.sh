@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Fuzzes the parsers of untrusted bytes: builds the libFuzzer targets tests/fuzz/gguf_fuzz (GGUF
 # reader), tests/fuzz/template_fuzz (chat-template engine) and tests/fuzz/request_fuzz (the
-# server's request parsing) with clang, ASan and UBSan in
+# server's request parsing) and tests/fuzz/grammar_fuzz (GBNF grammars and token masks) with clang, ASan and UBSan in
 # build-fuzz/ (TRIAD_BUILD_FUZZ=ON, tests off, Release) and runs each for SECONDS (default 60).
 #
-# usage: scripts/fuzz.sh [SECONDS] [TARGET...]   targets: gguf template request (default: all)
+# usage: scripts/fuzz.sh [SECONDS] [TARGET...]   targets: gguf template request grammar (default: all)
 #        env: CC/CXX (default clang/clang++, else clang-14), TRIAD_FUZZ_BUILD (default
 #             <repo>/build-fuzz), TRIAD_TESTDATA (extra template seeds from its templates/)
 # Each fuzzer works on a copy of tests/fuzz/corpus/TARGET in the build folder (the checked-in
@@ -23,7 +23,7 @@ if ! [[ "$RUN_SECONDS" =~ ^[0-9]+$ ]]; then
 fi
 shift || true
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(gguf template request)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(gguf template request grammar)
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${TRIAD_FUZZ_BUILD:-$ROOT/build-fuzz}"
 
@@ -46,7 +46,7 @@ cmake -S "$ROOT" -B "$BUILD" -G Ninja \
   exit 1
 }
 for t in "${TARGETS[@]}"; do
-  case "$t" in gguf|template|request) ;; *) echo "unknown fuzz target '$t'" >&2; exit 2 ;; esac
+  case "$t" in gguf|template|request|grammar) ;; *) echo "unknown fuzz target '$t'" >&2; exit 2 ;; esac
   cmake --build "$BUILD" --target "${t}_fuzz" -j "$(nproc)"
 done
 
@@ -59,6 +59,8 @@ run_target() {
     extra=(-dict="$ROOT/tests/fuzz/gguf.dict" -max_len=8192)
   elif [ "$t" = request ]; then
     extra=(-max_len=8192)
+  elif [ "$t" = grammar ]; then
+    extra=(-max_len=2048)
   else
     extra=(-max_len=16384)
     local shared="${TRIAD_TESTDATA:-$ROOT/../shared/testdata}/templates"

@@ -535,8 +535,9 @@ bool Grammar::set_intersects(uint32_t id, uint32_t lo, uint32_t hi) const {
 }
 
 std::string_view json_object_gbnf() {
-  // Whitespace is limited to a few characters between tokens (a model in JSON mode can otherwise
-  // loop on newlines forever); strings exclude raw control characters as RFC 8259 requires.
+  // Whitespace between tokens is bounded (a model in JSON mode could otherwise loop on newlines
+  // forever) and holds at most one newline, so the text never contains "\n\n", a common stop
+  // string; strings exclude raw control characters as RFC 8259 requires.
   static constexpr std::string_view kJson = R"gbnf(
 root   ::= object
 value  ::= object | array | string | number | ("true" | "false" | "null")
@@ -545,7 +546,7 @@ array  ::= "[" ws ( value ws ( "," ws value ws )* )? "]"
 string ::= "\"" char* "\""
 char   ::= [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )
 number ::= "-"? ( "0" | [1-9] [0-9]{0,15} ) ( "." [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,3} )?
-ws     ::= [ \t\n]{0,8}
+ws     ::= [ \t]{0,8} | "\n" [ \t]{0,16}
 )gbnf";
   return kJson;
 }

@@ -27,3 +27,11 @@ target_compile_options(request_fuzz_replay PRIVATE ${TRIAD_WARNINGS})
 target_link_libraries(request_fuzz_replay PRIVATE triad_server)
 add_test(NAME request_fuzz_replay COMMAND request_fuzz_replay ${CMAKE_CURRENT_LIST_DIR}/corpus/request)
 set_tests_properties(request_fuzz_replay PROPERTIES LABELS cpp)
+
+# Grammars.
+add_executable(grammar_fuzz_replay
+  ${CMAKE_CURRENT_LIST_DIR}/replay_main.cpp ${CMAKE_CURRENT_LIST_DIR}/grammar_fuzz.cpp)
+target_compile_options(grammar_fuzz_replay PRIVATE ${TRIAD_WARNINGS})
+target_link_libraries(grammar_fuzz_replay PRIVATE triad_grammar)
+add_test(NAME grammar_fuzz_replay COMMAND grammar_fuzz_replay ${CMAKE_CURRENT_LIST_DIR}/corpus/grammar)
+set_tests_properties(grammar_fuzz_replay PROPERTIES LABELS cpp)

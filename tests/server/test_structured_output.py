@@ -1,0 +1,235 @@
+"""Structured output through the official `openai` SDK: JSON mode (response_format json_object)
+and GBNF grammars on both endpoints, streamed and not, with n > 1, stop strings and max_tokens;
+bad grammars answered with 400 quickly while the server stays healthy."""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import time
+
+import openai
+import pytest
+
+from conftest import GEMMA, need
+from test_openai_sdk import client, collect_stream, httpx
+
+JSON_MODE = {"type": "json_object"}
+
+
+def is_json_prefix(text: str) -> bool:
+    """Whether `text` can be completed to one JSON object (checked with json.loads on a set of
+    completions, independent of our grammar): the open containers and string are found by a
+    scan, then typical cut points (inside a string, key, number, literal, after ':' or ',')
+    are closed."""
+    stack, in_str, esc = [], False, False
+    for ch in text:
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "{[":
+            stack.append(ch)
+        elif ch in "}]" and stack:
+            stack.pop()
+    closers = "".join("}" if b == "{" else "]" for b in reversed(stack))
+    heads = ["", '"', 'n"', '0"', '00"', '000"', '0000"', "0", "1", "e", "ue", "rue", "alse", "lse", "se", "l",
+             "ll", "ull", "null"]
+    tails = ["", ":0", '"":0', "0", ' "":0']
+    for h in heads:
+        for t in tails:
+            try:
+                obj = json.loads(text + h + t + closers)
+            except ValueError:
+                continue
+            if isinstance(obj, dict):
+                return True
+    return False
+
+
+def check_json_completion(text: str, finish: str, completion_tokens: int, max_tokens: int) -> bool:
+    """A finished completion is exactly one JSON object; one cut by max_tokens is a prefix of
+    one. Returns whether it finished."""
+    if finish == "stop":
+        obj = json.loads(text)  # leading / trailing whitespace is allowed by json.loads too
+        assert isinstance(obj, dict), text
+        return True
+    assert finish == "length" and completion_tokens == max_tokens, (finish, completion_tokens, text)
+    assert is_json_prefix(text), text
+    return False
+
+
+def test_prefix_checker_is_not_trivial():
+    assert is_json_prefix('{"a": [1, 2.') and is_json_prefix('{"k') and is_json_prefix('{"a": tr')
+    assert is_json_prefix('{"a": "x\\u00') and is_json_prefix('{"a": 1, ')
+    assert not is_json_prefix('{"a": 01') and not is_json_prefix('{"a" 1') and not is_json_prefix("[1")
+    assert not is_json_prefix('{"a": 1,,') and not is_json_prefix("{'a'")
+
+
+@pytest.mark.parametrize("model", ["stories", "tiny"])
+def test_json_mode_at_temperature_one_always_parses(server, model):
+    """Sampled at temperature 1.0 from a real tiny model and from a random-weight one: every
+    completion that ends is one JSON object, and every one cut by max_tokens is a prefix of one,
+    whatever the model would have preferred."""
+    c = client(server)
+    finished = 0
+
+    def one(seed):
+        r = c.chat.completions.create(model=model, messages=[{"role": "user", "content": "Reply in JSON."}],
+                                      response_format=JSON_MODE, temperature=1.0, seed=seed, max_tokens=480)
+        ch = r.choices[0]
+        return check_json_completion(ch.message.content, ch.finish_reason, r.usage.completion_tokens, 480)
+
+    with cf.ThreadPoolExecutor(8) as ex:
+        finished = sum(ex.map(one, range(48)))
+    print(f"{model}: {finished} of 48 completions ended within 480 tokens; the rest are valid prefixes")
+
+
+def test_json_mode_streamed_equals_non_streamed_and_completions_endpoint(server):
+    c = client(server)
+    kw = dict(model="stories", messages=[{"role": "user", "content": "JSON please"}], response_format=JSON_MODE,
+              temperature=1.0, seed=5, max_tokens=200)
+    full = c.chat.completions.create(**kw)
+    text, _, finish, usage, _ = collect_stream(
+        c.chat.completions.create(stream=True, stream_options={"include_usage": True}, **kw))
+    assert text == full.choices[0].message.content
+    assert finish == full.choices[0].finish_reason
+    assert usage.completion_tokens == full.usage.completion_tokens
+    check_json_completion(text, finish, usage.completion_tokens, 200)
+    r = c.completions.create(model="stories", prompt="Once upon a time", temperature=1.0, seed=9, max_tokens=200,
+                             extra_body={"response_format": JSON_MODE})
+    check_json_completion(r.choices[0].text, r.choices[0].finish_reason, r.usage.completion_tokens, 200)
+
+
+def test_json_mode_with_n_and_stop(server):
+    c = client(server)
+    r = c.chat.completions.create(model="stories", messages=[{"role": "user", "content": "JSON"}],
+                                  response_format=JSON_MODE, temperature=1.0, seed=3, n=4, max_tokens=250)
+    assert len(r.choices) == 4
+    for ch in r.choices:
+        assert ch.message.content.lstrip().startswith("{")
+        if ch.finish_reason == "stop":
+            assert isinstance(json.loads(ch.message.content), dict)
+    # The JSON-mode grammar never produces a blank line, so the common stop string "\n\n" cannot
+    # cut an object short.
+    for seed in range(6):
+        r = c.chat.completions.create(model="stories", messages=[{"role": "user", "content": "JSON"}],
+                                      response_format=JSON_MODE, stop=["\n\n"], temperature=1.0, seed=seed,
+                                      max_tokens=300)
+        assert "\n\n" not in r.choices[0].message.content
+        check_json_completion(r.choices[0].message.content, r.choices[0].finish_reason,
+                              r.usage.completion_tokens, 300)
+
+
+def test_grammar_field_on_both_endpoints(server):
+    c = client(server)
+    g = 'root ::= ("yes" | "no") ", " [a-z]{2,6} "."'
+    seen = set()
+    for seed in range(8):
+        r = c.chat.completions.create(model="stories", messages=[{"role": "user", "content": "Answer."}],
+                                      temperature=1.0, seed=seed, max_tokens=30, extra_body={"grammar": g})
+        t = r.choices[0].message.content
+        assert r.choices[0].finish_reason == "stop", t
+        head, tail = t.split(", ")
+        assert head in ("yes", "no") and tail.endswith(".") and 2 <= len(tail) - 1 <= 6 and tail[:-1].isalpha()
+        seen.add(head)
+        r = c.completions.create(model="tiny", prompt="Q:", temperature=1.0, seed=seed, max_tokens=30,
+                                 extra_body={"grammar": g})
+        t = r.choices[0].text
+        assert r.choices[0].finish_reason == "stop" and t.split(", ")[0] in ("yes", "no"), t
+    # max_tokens cuts a grammar short with finish_reason length
+    r = c.chat.completions.create(model="stories", messages=[{"role": "user", "content": "x"}], max_tokens=3,
+                                  extra_body={"grammar": 'root ::= "a"{20}'})
+    assert r.choices[0].finish_reason == "length" and r.choices[0].message.content == "a" * len(r.choices[0].message.content)
+
+
+HOSTILE = [
+    ("grammar", "root ::= root \"x\" | \"y\"", "left-recursive"),
+    ("grammar", "root ::= \"x\" root", "no finite string"),
+    ("grammar", "root ::= undefined_rule", "never defined"),
+    ("grammar", "root ::= [a-", "unterminated"),
+    ("grammar", "root ::= \"x\"{1000000}", "limit"),
+    ("grammar", "root ::= " + "(" * 100000 + "\"x\"" + ")" * 100000, "nested"),
+    ("grammar", "root ::= " + " ".join(f"\"a\"{{0,9999}}" for _ in range(30)), "more than"),
+    ("grammar", "\xff\xfe garbage", ""),
+]
+
+
+def test_hostile_grammars_get_400_quickly_while_streams_run(server):
+    c = client(server)
+    # Keep 8 streams producing tokens while the hostile grammars arrive.
+    stop_flag = {"stop": False}
+
+    def streamer(i):
+        n = 0
+        while not stop_flag["stop"]:
+            for chunk in c.chat.completions.create(model="stories", messages=[{"role": "user", "content": "Tell"}],
+                                                    max_tokens=60, stream=True, seed=i,
+                                                    extra_body={"ignore_eos": True}):
+                if chunk.choices and chunk.choices[0].delta.content:
+                    n += 1
+        return n
+
+    with cf.ThreadPoolExecutor(8) as ex:
+        futs = [ex.submit(streamer, i) for i in range(8)]
+        time.sleep(0.3)
+        worst = 0.0
+        for field, g, needle in HOSTILE:
+            t0 = time.time()
+            r = httpx.post(server.base_url + "/chat/completions",
+                           json={"model": "stories", "messages": [{"role": "user", "content": "x"}], field: g})
+            dt = time.time() - t0
+            assert r.status_code == 400, (g[:60], r.text)
+            err = r.json()["error"]
+            assert err["param"] == "grammar" and err["code"] == "invalid_grammar", err
+            assert needle in err["message"], err
+            assert dt < 1.0, (g[:60], dt)  # typically a few ms; generous for the sanitizer build
+            worst = max(worst, dt)
+        print(f"slowest 400 for a hostile grammar: {worst * 1000:.1f} ms")
+        stop_flag["stop"] = True
+        counts = [f.result() for f in futs]
+    assert all(n > 0 for n in counts)
+    assert httpx.get(server.base + "/health").status_code == 200
+
+
+def test_response_format_errors(server):
+    c = client(server)
+    with pytest.raises(openai.BadRequestError) as e:
+        c.chat.completions.create(model="stories", messages=[{"role": "user", "content": "x"}],
+                                  response_format={"type": "yaml"})
+    assert e.value.param == "response_format"
+    with pytest.raises(openai.BadRequestError) as e:
+        c.chat.completions.create(model="stories", messages=[{"role": "user", "content": "x"}],
+                                  response_format=JSON_MODE, extra_body={"grammar": 'root ::= "x"'})
+    assert e.value.param == "grammar"
+    with pytest.raises(openai.BadRequestError) as e:
+        c.chat.completions.create(model="stories", messages=[{"role": "user", "content": "x"}],
+                                  extra_body={"grammar": 42})
+    assert e.value.param == "grammar"
+
+
+def test_client_program_b_json_mode(gemma_server):
+    """The issue's client program (b), unchanged but for base_url, api_key and model: JSON mode,
+    a stop string, streamed. Each run that ends parses with json.loads; one cut by max_tokens
+    is a valid prefix of an object."""
+    c = client(gemma_server)
+    for _ in range(4):
+        out, finish = [], None
+        stream = c.chat.completions.create(
+            model="gemma",
+            messages=[{"role": "system", "content": "You are a concise technical assistant."},
+                      {"role": "user", "content": "Summarize the KV cache optimization techniques in 3 sentences."}],
+            max_tokens=150, response_format={"type": "json_object"}, stop=["\n\n"], stream=True)
+        for chunk in stream:
+            out.append(chunk.choices[0].delta.content or "")
+            finish = chunk.choices[0].finish_reason or finish
+        text = "".join(out)
+        assert "\n\n" not in text
+        if finish == "stop":
+            assert isinstance(json.loads(text), dict)
+        else:
+            assert finish == "length" and is_json_prefix(text), text
