@@ -25,6 +25,9 @@
 #include "base/error.h"
 #include "engine/engine_api.h"
 #include "gguf/gguf_file.h"
+#include "grammar/grammar.h"
+#include "grammar/matcher.h"
+#include "tokenizer/tokenizer.h"
 #include "model/kv_storage.h"
 #include "model/model.h"
 
@@ -516,6 +519,71 @@ TEST(EngineTest, RequestLargerThanThePoolFailsAlone) {
   EXPECT_EQ(small->reason(), FinishReason::kLength);
   EXPECT_EQ(small->tokens().size(), 4u);
   expect_pool_at_rest(eng);
+}
+
+// JSON mode through the engine: every output replays through an independent matcher (so the
+// mask was applied to every token, and an end-of-generation only where the object was
+// complete), and the grammar state survives preemption: a pool so tight that requests are
+// preempted and recomputed gives the same tokens as a roomy one.
+TEST(EngineTest, ConstrainedDecodingIsEnforcedAndSurvivesPreemption) {
+  LOAD_OR_SKIP(m, stories_path());
+  auto tok = Tokenizer::from_gguf(m->file());
+  auto vocab = grammar::Vocab::from_tokenizer(*tok);
+  auto g = std::make_shared<const grammar::Grammar>(grammar::Grammar::from_gbnf(grammar::json_object_gbnf()));
+  auto constraint = std::make_shared<grammar::Constraint>(g, vocab);
+  // A short grammar, so that some requests end (with end-of-generation despite ignore_eos).
+  auto short_constraint = std::make_shared<grammar::Constraint>(
+      std::make_shared<const grammar::Grammar>(grammar::Grammar::from_gbnf("root ::= \"{\" [a-z ]{1,12} \"}\"")), vocab);
+  const auto prompts = sixteen_prompts(m->config().n_vocab);
+  auto run = [&](uint64_t kv_bytes, int* preemptions) {
+    EngineConfig c = base_config(*m);
+    if (kv_bytes) c.kv_memory_bytes = kv_bytes;
+    c.eog_ids = {tok->eos_id()};
+    Engine eng(*m, c);
+    std::vector<std::shared_ptr<TestSink>> sinks;
+    for (size_t i = 0; i < 10; ++i) {
+      GenerationRequest r = greedy(prompts[i], 60);
+      r.constraint = i < 8 ? constraint : short_constraint;
+      r.ignore_eos = true;  // a constrained request stops at the end of its grammar regardless
+      sinks.push_back(std::make_shared<TestSink>());
+      eng.submit(std::move(r), sinks.back());
+    }
+    std::vector<Outcome> out;
+    for (auto& s : sinks) {
+      EXPECT_TRUE(s->wait_for(std::chrono::seconds(120)));
+      out.push_back({s->tokens(), s->reason(), s->timings()});
+      *preemptions += s->timings().preemptions;
+    }
+    expect_pool_at_rest(eng);
+    return out;
+  };
+  int pre_roomy = 0, pre_tight = 0;
+  const std::vector<Outcome> roomy = run(0, &pre_roomy);
+  EngineConfig c = base_config(*m);
+  const std::vector<Outcome> tight = run(14 * bytes_per_block_all_groups(*m, c), &pre_tight);
+  EXPECT_GT(pre_tight, 0) << "the tight pool should preempt";
+  int stopped = 0;
+  for (size_t i = 0; i < roomy.size(); ++i) {
+    EXPECT_EQ(roomy[i].tokens, tight[i].tokens) << "request " << i;
+    EXPECT_EQ(roomy[i].reason, tight[i].reason) << "request " << i;
+    grammar::Matcher replay(i < 8 ? constraint : short_constraint);
+    std::string text;
+    for (int32_t t : roomy[i].tokens) {
+      ASSERT_TRUE(replay.accept_token(t)) << "request " << i << " token " << t << " after '" << text << "'";
+      text += vocab->piece(t);
+    }
+    if (i >= 8) {
+      EXPECT_EQ(roomy[i].reason, FinishReason::kStop) << text;
+    }
+    if (roomy[i].reason == FinishReason::kStop) {
+      ++stopped;
+      EXPECT_TRUE(replay.accepting()) << text;
+    } else {
+      EXPECT_EQ(roomy[i].reason, FinishReason::kLength);
+    }
+  }
+  std::printf("constrained: %d of 10 greedy completions ended; %d preemptions in the tight pool\n", stopped,
+              pre_tight);
 }
 
 TEST(EngineTest, CancelFreesBlocksAtTheNextStep) {
