@@ -78,14 +78,29 @@ Matcher::Matcher(std::shared_ptr<Constraint> c) : c_(std::move(c)), g_(c_->gramm
   dedupe(state_.leaves);
 }
 
+// Nodes are hash-consed: equal stacks get equal ids, so a state's stacks can be deduplicated by
+// id. Without that, an ambiguous grammar such as (a+)+ would multiply equal stacks every step.
 uint32_t Matcher::make_node(uint32_t pos, uint32_t parent, bool scratch) {
+  const uint64_t key = static_cast<uint64_t>(pos) << 32 | parent;
+  if (auto it = intern_.find(key); it != intern_.end()) return it->second;
   if (scratch) {
+    if (auto it = scratch_intern_.find(key); it != scratch_intern_.end()) return it->second;
     scratch_.push_back(Node{pos, parent});
-    return kScratch | static_cast<uint32_t>(scratch_.size() - 1);
+    const uint32_t id = kScratch | static_cast<uint32_t>(scratch_.size() - 1);
+    scratch_intern_.emplace(key, id);
+    return id;
   }
   if (nodes_.size() >= (kScratch >> 1)) throw GrammarError("grammar: the match state grew too large");
   nodes_.push_back(Node{pos, parent});
-  return static_cast<uint32_t>(nodes_.size() - 1);
+  const auto id = static_cast<uint32_t>(nodes_.size() - 1);
+  intern_.emplace(key, id);
+  return id;
+}
+
+void Matcher::truncate_scratch(size_t n) {
+  for (size_t i = n; i < scratch_.size(); ++i)
+    scratch_intern_.erase(static_cast<uint64_t>(scratch_[i].pos) << 32 | scratch_[i].parent);
+  scratch_.resize(std::min(n, scratch_.size()));
 }
 
 void Matcher::expand(uint32_t pos, uint32_t parent, std::vector<uint32_t>& out, bool scratch, int depth) {
@@ -226,7 +241,7 @@ void Matcher::walk(const State& start, TokenMask& accepted, std::vector<int32_t>
   while (i < tn.size()) {
     const Vocab::Node& nd = tn[i];
     const size_t d = nd.depth;
-    scratch_.resize(mark[d]);  // nodes made for the previous sibling's subtree are dead
+    truncate_scratch(mark[d]);  // nodes made for the previous sibling's subtree are dead
     State& cur = walk_stack_[d];
     if (!advance(walk_stack_[d - 1], nd.byte, cur, true)) {
       i = nd.end;
@@ -277,7 +292,7 @@ std::shared_ptr<const Constraint::PositionInfo> Matcher::position(uint32_t leaf)
   acc.reset(v_.n_vocab());
   std::vector<int32_t> unc;
   walk(start, acc, &unc);
-  scratch_.resize(mark);
+  truncate_scratch(mark);
   auto info = std::make_shared<Constraint::PositionInfo>();
   std::sort(unc.begin(), unc.end());
   unc.erase(std::unique(unc.begin(), unc.end()), unc.end());
@@ -349,10 +364,10 @@ void Matcher::fill_mask(TokenMask& mask) {
       }
     }
   } catch (...) {
-    scratch_.clear();
+    truncate_scratch(0);
     throw;
   }
-  scratch_.clear();
+  truncate_scratch(0);
   if (accepting())
     for (int32_t e : v_.eog_ids()) mask.set(e);
   auto shared = std::make_shared<const std::vector<uint64_t>>(mask.bits);

@@ -155,6 +155,7 @@ class Matcher {
 
   const Node& node(uint32_t id) const { return id & kScratch ? scratch_[id & ~kScratch] : nodes_[id]; }
   uint32_t make_node(uint32_t pos, uint32_t parent, bool scratch);
+  void truncate_scratch(size_t n);
   void expand(uint32_t pos, uint32_t parent, std::vector<uint32_t>& out, bool scratch, int depth);
   void dedupe(std::vector<uint32_t>& leaves) const;
   bool advance(const State& in, uint8_t byte, State& out, bool scratch);
@@ -171,6 +172,7 @@ class Matcher {
   const Vocab& v_;
   std::vector<Node> nodes_;    // persistent: the states the sequence has been in
   std::vector<Node> scratch_;  // cleared after each mask computation
+  std::unordered_map<uint64_t, uint32_t> intern_, scratch_intern_;  // (pos, parent) -> id
   State state_;
   std::vector<State> walk_stack_;
   State tmp_a_, tmp_b_;

@@ -11,6 +11,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "grammar/json_schema.h"
 #include "grammar/matcher.h"
 
 namespace triad::server {
@@ -20,7 +21,8 @@ class ConstraintCache {
   explicit ConstraintCache(std::shared_ptr<const grammar::Vocab> vocab, size_t capacity = 64)
       : vocab_(std::move(vocab)), capacity_(capacity) {}
 
-  // kind: "json_object" (text ignored) or "grammar" (GBNF). Throws grammar::GrammarError.
+  // kind: "json_object" (text ignored), "json_schema" / "json_schema_strict" (the schema as
+  // JSON text, keys in declared order) or "grammar" (GBNF). Throws grammar::GrammarError.
   std::shared_ptr<grammar::Constraint> get(const std::string& kind, const std::string& text) {
     const std::string key = kind + '\0' + (kind == "json_object" ? std::string() : text);
     {
@@ -31,7 +33,22 @@ class ConstraintCache {
         return it->second->second;
       }
     }
-    const std::string src = kind == "json_object" ? std::string(grammar::json_object_gbnf()) : text;
+    std::string src;
+    if (kind == "json_object") {
+      src = grammar::json_object_gbnf();
+    } else if (kind == "json_schema" || kind == "json_schema_strict") {
+      nlohmann::ordered_json schema;
+      try {
+        schema = nlohmann::ordered_json::parse(text);
+      } catch (const std::exception& e) {
+        throw grammar::GrammarError(std::string("json_schema: not JSON: ") + e.what());
+      }
+      grammar::SchemaOptions so;
+      so.strict = kind == "json_schema_strict";
+      src = grammar::json_schema_to_gbnf(schema, so);
+    } else {
+      src = text;
+    }
     auto g = std::make_shared<const grammar::Grammar>(grammar::Grammar::from_gbnf(src));
     auto c = std::make_shared<grammar::Constraint>(std::move(g), vocab_);
     std::lock_guard<std::mutex> lk(mu_);

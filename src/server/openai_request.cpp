@@ -203,8 +203,19 @@ GenOptions parse_gen_options(const json& b, int32_t n_vocab, int max_n, bool cha
       o.constraint_kind = "json_object";
       o.constraint_param = "response_format";
     } else if (type == "json_schema") {
-      bad("response_format", "response_format type 'json_schema' is not supported yet; use 'json_object' or a 'grammar'",
-          "unsupported_response_format");
+      const json* js = rf->contains("json_schema") ? &(*rf)["json_schema"] : nullptr;
+      if (!js || !js->is_object()) bad("response_format", "response_format json_schema needs a 'json_schema' object");
+      if (!js->contains("schema") || !((*js)["schema"].is_object() || (*js)["schema"].is_boolean()))
+        bad("response_format", "response_format.json_schema needs a 'schema' (a JSON Schema object)");
+      if (js->contains("name") && !(*js)["name"].is_string()) bad("response_format", "response_format.json_schema.name must be a string");
+      bool strict = false;
+      if (js->contains("strict") && !(*js)["strict"].is_null()) {
+        if (!(*js)["strict"].is_boolean()) bad("response_format", "response_format.json_schema.strict must be a boolean");
+        strict = (*js)["strict"].get<bool>();
+      }
+      o.constraint_kind = strict ? "json_schema_strict" : "json_schema";
+      o.constraint_text = (*js)["schema"].dump();  // the service re-reads it in declared key order
+      o.constraint_param = "response_format";
     } else if (type != "text") {
       bad("response_format", "unknown response_format type '" + type + "' (expected 'text', 'json_object' or 'json_schema')");
     }

@@ -58,7 +58,8 @@ struct GenOptions {
   bool include_usage = false;
   int logprobs = -1;                   // -1: none; else the number of top alternatives
   bool echo = false;                   // completions only
-  // Constrained decoding: "" (none), "json_object" (response_format), "grammar" (GBNF text in
+  // Constrained decoding: "" (none), "json_object" (response_format), "json_schema" or
+  // "json_schema_strict" (the schema's JSON in constraint_text), "grammar" (GBNF text in
   // constraint_text); constraint_param names the request field, for errors.
   std::string constraint_kind;
   std::string constraint_text;

@@ -413,13 +413,25 @@ bool submit_all(const std::shared_ptr<Service::Job>& job, std::string& error) {
   return true;
 }
 
+// A JSON schema's text with its keys in the order the client wrote them (the body was parsed
+// into sorted maps; properties should be generated in declared order).
+void keep_schema_order(const std::string& body, GenOptions& o) {
+  if (o.constraint_kind != "json_schema" && o.constraint_kind != "json_schema_strict") return;
+  try {
+    const auto ob = nlohmann::ordered_json::parse(body);
+    o.constraint_text = ob.at("response_format").at("json_schema").at("schema").dump();
+  } catch (const std::exception&) {
+    // keep the sorted form (it parsed once already, so this does not happen)
+  }
+}
+
 // The compiled constraint of a request that asks for one (throws ApiError 400 on a bad grammar).
 std::shared_ptr<grammar::Constraint> compile_constraint(ServedModel& m, const GenOptions& o) {
   if (!m.constraints) bad(o.constraint_param, "constrained decoding is not available for model '" + m.name + "'");
   try {
     return m.constraints->get(o.constraint_kind, o.constraint_text);
   } catch (const grammar::GrammarError& e) {
-    bad(o.constraint_param, e.what(), "invalid_grammar");
+    bad(o.constraint_param, e.what(), o.constraint_kind == "grammar" ? "invalid_grammar" : "invalid_json_schema");
   }
 }
 
@@ -603,6 +615,7 @@ void Service::chat_completions(const HttpRequest& req, std::shared_ptr<ResponseW
     simple.push_back(ChatMessage{role, out["content"].get<std::string>()});
   }
   GenOptions opt = parse_gen_options(body, m.model->config().n_vocab, options_.max_n, /*chat=*/true);
+  keep_schema_order(req.body, opt);
   if (const json* tools = field(body, "tools")) {
     if (!tools->is_array()) bad("tools", "'tools' must be an array");
     if (!tools->empty())
@@ -679,6 +692,7 @@ void Service::completions(const HttpRequest& req, std::shared_ptr<ResponseWriter
     for (const auto& p : prompts) echo.push_back(m.tokenizer->decode(p));
   if (field(body, "suffix")) bad("suffix", "'suffix' is not supported", "unsupported_parameter");
   GenOptions opt = parse_gen_options(body, m.model->config().n_vocab, options_.max_n, /*chat=*/false);
+  keep_schema_order(req.body, opt);
   if (opt.stream && opt.echo) bad("echo", "'echo' is not supported with streaming", "unsupported_parameter");
   if (opt.n * static_cast<int>(prompts.size()) > 64) bad("n", "n times the number of prompts must be at most 64");
   check_capacity(m, options_.max_queue);

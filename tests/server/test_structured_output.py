@@ -10,7 +10,10 @@ import time
 import openai
 import pytest
 
+import jsonschema
+
 from conftest import GEMMA, need
+from schema_corpus import CORPUS, HAND
 from test_openai_sdk import client, collect_stream, httpx
 
 JSON_MODE = {"type": "json_object"}
@@ -46,7 +49,7 @@ def is_json_prefix(text: str) -> bool:
                 obj = json.loads(text + h + t + closers)
             except ValueError:
                 continue
-            if isinstance(obj, dict):
+            if isinstance(obj, (dict, list)) and text.lstrip()[:1] in "{[":
                 return True
     return False
 
@@ -66,8 +69,8 @@ def check_json_completion(text: str, finish: str, completion_tokens: int, max_to
 def test_prefix_checker_is_not_trivial():
     assert is_json_prefix('{"a": [1, 2.') and is_json_prefix('{"k') and is_json_prefix('{"a": tr')
     assert is_json_prefix('{"a": "x\\u00') and is_json_prefix('{"a": 1, ')
-    assert not is_json_prefix('{"a": 01') and not is_json_prefix('{"a" 1') and not is_json_prefix("[1")
-    assert not is_json_prefix('{"a": 1,,') and not is_json_prefix("{'a'")
+    assert is_json_prefix("[1") and not is_json_prefix('{"a": 01') and not is_json_prefix('{"a" 1')
+    assert not is_json_prefix('{"a": 1,,') and not is_json_prefix("{'a'") and not is_json_prefix('"x')
 
 
 @pytest.mark.parametrize("model", ["stories", "tiny"])
@@ -233,3 +236,136 @@ def test_client_program_b_json_mode(gemma_server):
             assert isinstance(json.loads(text), dict)
         else:
             assert finish == "length" and is_json_prefix(text), text
+
+
+def format_checker():
+    """jsonschema's format checks, with 'time' read as RFC 3339 full-time (HH:MM:SS and an
+    offset), which JSON Schema 2020-12 means: without the optional rfc3339-validator package
+    jsonschema falls back to draft 3's offset-less HH:MM:SS."""
+    checker = jsonschema.FormatChecker()
+    full_time = __import__("re").compile(r"^([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]+)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$")
+
+    @checker.checks("time")
+    def _time(value):
+        return not isinstance(value, str) or bool(full_time.match(value))
+
+    return checker
+
+
+def schema_format(schema, strict=True):
+    return {"type": "json_schema", "json_schema": {"name": "out", "schema": schema, "strict": strict}}
+
+
+def test_json_schema_corpus_always_validates(server):
+    """At least 100 schemas (hand-written API and tool schemas plus generated ones) x a real tiny
+    model and a random-weight one at temperature 1.0: every completion that ends parses and
+    validates with jsonschema (formats checked); one cut by max_tokens is a valid JSON prefix."""
+    assert len(CORPUS) >= 100
+    c = client(server)
+    checker = format_checker()
+    finished = {"stories": 0, "tiny": 0}
+    lock = __import__("threading").Lock()
+
+    def one(args):
+        i, schema, model = args
+        r = c.chat.completions.create(model=model, messages=[{"role": "user", "content": "Fill in the form."}],
+                                      response_format=schema_format(schema), temperature=1.0, seed=i, max_tokens=256)
+        ch = r.choices[0]
+        text = ch.message.content
+        if ch.finish_reason == "stop":
+            jsonschema.validate(json.loads(text), schema, format_checker=checker)
+            with lock:
+                finished[model] += 1
+        else:
+            assert ch.finish_reason == "length" and r.usage.completion_tokens == 256, (ch.finish_reason, text)
+            assert is_json_prefix(text), text
+
+    jobs = [(i, s, m) for i, s in enumerate(CORPUS) for m in ("stories", "tiny")]
+    with cf.ThreadPoolExecutor(8) as ex:
+        list(ex.map(one, jobs))
+    print(f"json_schema corpus: {len(CORPUS)} schemas; ended and validated: {finished}")
+    assert finished["stories"] + finished["tiny"] >= len(CORPUS) // 2
+
+
+def test_json_schema_streams_and_keeps_declared_order(server):
+    c = client(server)
+    schema = {"type": "object", "properties": {"zeta": {"type": "integer", "minimum": 0, "maximum": 9},
+                                               "alpha": {"enum": ["x", "y"]}}, "required": ["zeta", "alpha"],
+              "additionalProperties": False}
+    kw = dict(model="tiny", messages=[{"role": "user", "content": "x"}], response_format=schema_format(schema),
+              temperature=1.0, seed=4, max_tokens=64)
+    full = c.chat.completions.create(**kw)
+    text, _, finish, _, _ = collect_stream(c.chat.completions.create(stream=True, **kw))
+    assert text == full.choices[0].message.content and finish == "stop"
+    obj = json.loads(text)
+    jsonschema.validate(obj, schema)
+    assert list(obj) == ["zeta", "alpha"]  # the declared order, not the sorted one
+
+
+def test_json_schema_errors(server):
+    c = client(server)
+    bad = [
+        ({"type": "integer", "multipleOf": 2}, True, "multipleOf"),
+        ({"type": "string", "format": "hostname"}, True, "hostname"),
+        ({"type": "object", "properties": {"a": {"$ref": "#/$defs/nope"}}}, False, "points to nothing"),
+        ({"type": "string", "pattern": "(a)\\1"}, False, "backreferences"),
+        ({"type": "array", "items": {"type": "integer"}, "minItems": 5, "maxItems": 2}, False, "below minItems"),
+    ]
+    for schema, strict, needle in bad:
+        with pytest.raises(openai.BadRequestError) as e:
+            c.chat.completions.create(model="stories", messages=[{"role": "user", "content": "x"}],
+                                      response_format=schema_format(schema, strict))
+        assert e.value.param == "response_format" and e.value.code == "invalid_json_schema", e.value
+        assert needle in str(e.value), str(e.value)
+    # not strict: an unknown format is an annotation
+    r = c.chat.completions.create(model="stories", messages=[{"role": "user", "content": "x"}], max_tokens=5,
+                                  response_format=schema_format({"type": "string", "format": "hostname"}, False))
+    assert r.choices[0].message.content.startswith('"')
+    for rf in ({"type": "json_schema"}, {"type": "json_schema", "json_schema": {"name": "x"}},
+               {"type": "json_schema", "json_schema": {"schema": 3}}):
+        r = httpx.post(server.base_url + "/chat/completions",
+                       json={"model": "stories", "messages": [{"role": "user", "content": "x"}], "response_format": rf})
+        assert r.status_code == 400 and r.json()["error"]["param"] == "response_format", r.text
+
+
+def test_hostile_schemas_get_400_quickly(server):
+    nested70 = {"type": "object"}
+    for _ in range(70):
+        nested70 = {"type": "array", "items": nested70}
+    deep_body = ('{"model": "stories", "messages": [{"role": "user", "content": "x"}], "response_format": '
+                 '{"type": "json_schema", "json_schema": {"name": "d", "schema": ' + '{"type": "array", "items": ' * 20000
+                 + '{}' + '}' * 20000 + '}}}')
+    t0 = time.time()
+    r = httpx.post(server.base_url + "/chat/completions", content=deep_body)
+    assert r.status_code == 400 and time.time() - t0 < 1.0, r.text[:300]
+    hostile = [
+        nested70,
+        {"type": "string", "pattern": "^(ab){0,99999}$"},
+        {"type": "array", "items": {"type": "integer"}, "minItems": 90000},
+        {"type": "string", "pattern": "[" * 500},
+    ]
+    for schema in hostile:
+        t0 = time.time()
+        r = httpx.post(server.base_url + "/chat/completions",
+                       json={"model": "stories", "messages": [{"role": "user", "content": "x"}],
+                             "response_format": schema_format(schema)})
+        dt = time.time() - t0
+        assert r.status_code == 400, r.text[:300]
+        assert dt < 1.0, dt
+    assert httpx.get(server.base + "/health").status_code == 200
+
+
+def test_redos_patterns_run_as_automata(server):
+    """Classic catastrophic-backtracking patterns compile to grammar rules: they answer at once
+    and every finished output matches (checked with Python's re on the matching string only)."""
+    import re
+    c = client(server)
+    for pat in ["^(a+)+$", "^(a|a)*b$", "^(a|aa)+c$", "^([a-z]+)*[0-9]$", "^((a{1,1000}){1,1000}){1,1000}$"]:
+        t0 = time.time()
+        r = c.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "x"}], temperature=1.0,
+                                      seed=1, max_tokens=40,
+                                      response_format=schema_format({"type": "string", "pattern": pat}))
+        assert time.time() - t0 < 10
+        ch = r.choices[0]
+        if ch.finish_reason == "stop":
+            assert re.fullmatch(pat.strip("^$"), json.loads(ch.message.content)), ch.message.content

@@ -124,13 +124,20 @@ TEST(Gbnf, Errors) {
 }
 
 TEST(Gbnf, AmbiguityIsBounded) {
-  // Every split of a run of x's: the number of stacks grows until the limit stops it.
+  // Equal stacks merge (nodes are hash-consed): every split of a run of x's is one state.
   auto g = gbnf("root ::= a*\na ::= \"x\" | \"x\" \"x\" | \"x\" \"x\" \"x\" | b\nb ::= \"x\"+");
   auto c = std::make_shared<Constraint>(g, vocab({"x"}), MatcherLimits{64, 4096, 8});
   Matcher m(c);
+  for (int i = 0; i < 500; ++i) ASSERT_TRUE(m.accept_bytes("x"));
+  EXPECT_TRUE(m.accepting());
+  // Truly distinct stacks (each x remembers whether an a or a b closes it) double every step:
+  // the limit stops them with an error instead of exhausting memory.
+  auto h = gbnf("root ::= \"x\" root \"a\" | \"x\" root \"b\" | \"\"");
+  auto ch = std::make_shared<Constraint>(h, vocab({"x"}), MatcherLimits{64, 4096, 8});
+  Matcher mh(ch);
   EXPECT_THROW(
       {
-        for (int i = 0; i < 200; ++i) m.accept_bytes("x");
+        for (int i = 0; i < 20; ++i) mh.accept_bytes("x");
       },
       GrammarError);
 }
@@ -249,4 +256,139 @@ TEST(Matcher, RealVocabulariesNeverDeadEnd) {
     }
   }
   if (vocabs == 0) GTEST_SKIP() << "no test vocabularies under " << dir;
+}
+
+// ---- JSON Schema -> grammar
+
+#include "grammar/json_schema.h"
+
+namespace {
+
+std::shared_ptr<const Grammar> schema_grammar(const char* schema, bool strict = false) {
+  SchemaOptions o;
+  o.strict = strict;
+  return gbnf(json_schema_to_gbnf(nlohmann::ordered_json::parse(schema), o));
+}
+
+void expect_schema_error(const char* schema, std::string_view needle, bool strict = false) {
+  try {
+    schema_grammar(schema, strict);
+    ADD_FAILURE() << "no error for: " << schema;
+  } catch (const GrammarError& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+
+TEST(JsonSchema, ObjectsRequiredOptionalAndOrder) {
+  auto g = schema_grammar(R"({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"},
+                              "c": {"type": "boolean"}}, "required": ["a"], "additionalProperties": false})");
+  for (const char* ok : {R"({"a": 1})", R"({"a":1,"b":"x"})", R"({"a": -3, "c": true})", R"({"a":0,"b":"","c":false})"})
+    EXPECT_TRUE(matches(g, ok)) << ok;
+  for (const char* bad : {R"({"b":"x"})", R"({"a":1,"d":2})", R"({"b":"x","a":1})", "{}", R"({"a":1,})", R"({"a":"1"})"})
+    EXPECT_FALSE(matches(g, bad)) << bad;
+  // A map: any keys, values from additionalProperties.
+  auto m = schema_grammar(R"({"type": "object", "additionalProperties": {"type": "integer"}})");
+  EXPECT_TRUE(matches(m, R"({"x": 1, "y": 2})"));
+  EXPECT_TRUE(matches(m, "{}"));
+  EXPECT_FALSE(matches(m, R"({"x": "1"})"));
+}
+
+TEST(JsonSchema, IntegerRanges) {
+  auto g = schema_grammar(R"({"type": "integer", "minimum": 5, "maximum": 123})");
+  for (int v = -5; v <= 200; ++v) EXPECT_EQ(matches(g, std::to_string(v)), v >= 5 && v <= 123) << v;
+  EXPECT_FALSE(matches(g, "05"));
+  auto n = schema_grammar(R"({"type": "integer", "minimum": -20, "exclusiveMaximum": -2})");
+  for (int v = -30; v <= 5; ++v) EXPECT_EQ(matches(n, std::to_string(v)), v >= -20 && v <= -3) << v;
+  auto z = schema_grammar(R"({"type": "integer", "exclusiveMinimum": -6, "maximum": 1000})");
+  for (int v = -10; v <= 1010; ++v) EXPECT_EQ(matches(z, std::to_string(v)), v >= -5 && v <= 1000) << v;
+  EXPECT_FALSE(matches(z, "-0"));
+  auto open_hi = schema_grammar(R"({"type": "integer", "minimum": 10})");
+  EXPECT_TRUE(matches(open_hi, "123456789"));
+  EXPECT_FALSE(matches(open_hi, "9"));
+}
+
+TEST(JsonSchema, EnumConstArraysTuples) {
+  auto e = schema_grammar(R"({"enum": ["red", "gr\"een", 1, null, {"k": [1]}]})");
+  for (const char* ok : {R"("red")", R"("gr\"een")", "1", "null", R"({"k":[1]})"}) EXPECT_TRUE(matches(e, ok)) << ok;
+  EXPECT_FALSE(matches(e, R"("blue")"));
+  auto c = schema_grammar(R"({"const": "x"})");
+  EXPECT_TRUE(matches(c, R"("x")"));
+  EXPECT_FALSE(matches(c, R"("y")"));
+  auto a = schema_grammar(R"({"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 3})");
+  for (const char* ok : {"[1, 2]", "[1,2,3]", "[ 1 , 2 ]"}) EXPECT_TRUE(matches(a, ok)) << ok;
+  for (const char* bad : {"[]", "[1]", "[1,2,3,4]", "[1,\"2\"]"}) EXPECT_FALSE(matches(a, bad)) << bad;
+  auto t = schema_grammar(R"({"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}], "items": false})");
+  for (const char* ok : {"[]", R"(["a"])", R"(["a", 1])"}) EXPECT_TRUE(matches(t, ok)) << ok;
+  for (const char* bad : {"[1]", R"(["a", 1, 2])", R"(["a", "b"])"}) EXPECT_FALSE(matches(t, bad)) << bad;
+  auto t2 = schema_grammar(R"({"type": "array", "prefixItems": [{"const": 0}], "items": {"type": "boolean"}, "minItems": 2})");
+  EXPECT_TRUE(matches(t2, "[0, true, false]"));
+  EXPECT_FALSE(matches(t2, "[0]"));
+  EXPECT_FALSE(matches(t2, "[true, 0]"));
+}
+
+TEST(JsonSchema, RefsRecursionAnyOfTypeLists) {
+  auto g = schema_grammar(R"({"$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"},
+      "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}}, "required": ["v", "kids"]}},
+      "$ref": "#/$defs/node"})");
+  EXPECT_TRUE(matches(g, R"({"v": 1, "kids": [{"v": 2, "kids": []}, {"v": 3, "kids": [{"v": 4, "kids": []}]}]})"));
+  EXPECT_FALSE(matches(g, R"({"v": 1, "kids": [{"v": 2}]})"));
+  auto u = schema_grammar(R"({"anyOf": [{"type": "string", "maxLength": 2}, {"type": ["integer", "null"]}]})");
+  for (const char* ok : {R"("ab")", "7", "null"}) EXPECT_TRUE(matches(u, ok)) << ok;
+  for (const char* bad : {R"("abc")", "true", "1.5"}) EXPECT_FALSE(matches(u, bad)) << bad;
+}
+
+TEST(JsonSchema, StringFormatsLengthsPatterns) {
+  auto d = schema_grammar(R"({"type": "string", "format": "date"})");
+  for (const char* ok : {R"("2024-02-28")", R"("1999-12-31")", R"("2023-04-30")"}) EXPECT_TRUE(matches(d, ok)) << ok;
+  for (const char* bad : {R"("2024-02-30")", R"("2024-13-01")", R"("2023-04-31")", R"("0000-01-01")", R"("24-01-01")"})
+    EXPECT_FALSE(matches(d, bad)) << bad;
+  auto dt = schema_grammar(R"({"type": "string", "format": "date-time"})");
+  EXPECT_TRUE(matches(dt, R"("2024-01-02T03:04:05Z")"));
+  EXPECT_TRUE(matches(dt, R"("2024-01-02T23:59:59+05:30")"));
+  EXPECT_FALSE(matches(dt, R"("2024-01-02T23:59:59.123+05:30")"));  // whole seconds only
+  EXPECT_FALSE(matches(dt, R"("2024-01-02T24:00:00Z")"));
+  auto id = schema_grammar(R"({"type": "string", "format": "uuid"})");
+  EXPECT_TRUE(matches(id, R"("123e4567-e89b-12d3-a456-426614174000")"));
+  EXPECT_FALSE(matches(id, R"("123e4567e89b12d3a456426614174000")"));
+  auto em = schema_grammar(R"({"type": "string", "format": "email"})");
+  EXPECT_TRUE(matches(em, R"("jane.doe+x@mail.example.com")"));
+  EXPECT_FALSE(matches(em, R"("jane")"));
+  auto len = schema_grammar(R"({"type": "string", "minLength": 2, "maxLength": 3})");
+  for (const char* ok : {R"("ab")", R"("a\nb")", R"("éé")"}) EXPECT_TRUE(matches(len, ok)) << ok;
+  for (const char* bad : {R"("a")", R"("abcd")"}) EXPECT_FALSE(matches(len, bad)) << bad;
+  auto p = schema_grammar(R"({"type": "string", "pattern": "^[A-Z]{3}-\\d{2,3}$"})");
+  for (const char* ok : {R"("ABC-12")", R"("XYZ-123")"}) EXPECT_TRUE(matches(p, ok)) << ok;
+  for (const char* bad : {R"("ABC-1")", R"("abc-12")", R"("ABC-1234")", R"(" ABC-12")"}) EXPECT_FALSE(matches(p, bad)) << bad;
+  auto un = schema_grammar(R"({"type": "string", "pattern": "(cat|dog)s?"})");
+  EXPECT_TRUE(matches(un, R"("my dogs")"));
+  EXPECT_FALSE(matches(un, R"("my bird")"));
+  auto q = schema_grammar(R"({"type": "string", "pattern": "^a\"b\\\\c$"})");
+  EXPECT_TRUE(matches(q, R"("a\"b\\c")"));
+}
+
+TEST(JsonSchema, Errors) {
+  expect_schema_error(R"({"type": "integer", "multipleOf": 3})", "unsupported keyword 'multipleOf'");
+  expect_schema_error(R"({"type": "object", "patternProperties": {}})", "'patternProperties'");
+  expect_schema_error(R"({"type": "string", "format": "hostname"})", "unsupported string format 'hostname'", true);
+  EXPECT_NO_THROW(schema_grammar(R"({"type": "string", "format": "hostname"})"));  // an annotation unless strict
+  expect_schema_error(R"({"$ref": "#/$defs/missing"})", "points to nothing");
+  expect_schema_error(R"({"$ref": "http://example.com/s.json"})", "not a local reference");
+  expect_schema_error(R"(false)", "matches nothing");
+  expect_schema_error(R"({"type": "frobnicate"})", "unknown type");
+  expect_schema_error(R"({"type": "object", "properties": {}, "required": ["x"]})", "'x' is not in");
+  expect_schema_error(R"({"type": "string", "pattern": "(a)\\1"})", "backreferences");
+  expect_schema_error(R"j({"type": "string", "pattern": "(?=a)"})j", "lookarounds");
+  expect_schema_error(R"({"type": "string", "pattern": "a{5,2}"})", "n < m");
+  expect_schema_error(R"({"type": "string", "pattern": "[a-"})", "unterminated");
+  expect_schema_error(R"({"type": "integer", "minimum": 5, "maximum": 4})", "no value");
+  expect_schema_error(R"({"$ref": "#"})", "no finite string");
+  std::string deep = "{\"type\": \"array\", \"items\": ";
+  std::string tail = "}";
+  for (int i = 0; i < 100; ++i) {
+    deep += "{\"type\": \"array\", \"items\": ";
+    tail += "}";
+  }
+  expect_schema_error((deep + "{}" + tail).c_str(), "nest");
 }

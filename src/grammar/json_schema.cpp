@@ -1,0 +1,762 @@
+// JSON Schema -> GBNF (json_schema.h). Written for this project (llama.cpp's
+// json-schema-to-grammar is the model for the approach, not the code).
+#include "grammar/json_schema.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <map>
+#include <set>
+#include <vector>
+
+namespace triad::grammar {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+[[noreturn]] void fail(const std::string& msg) { throw GrammarError("json_schema: " + msg); }
+
+// A GBNF string literal for raw text (UTF-8 kept, quotes, backslashes and controls escaped).
+std::string lit(const std::string& s) {
+  std::string o = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      o += '\\';
+      o += static_cast<char>(c);
+    } else if (c < 0x20 || c == 0x7F) {
+      static const char* hex = "0123456789ABCDEF";
+      o += "\\x";
+      o += hex[c >> 4];
+      o += hex[c & 15];
+    } else {
+      o += static_cast<char>(c);
+    }
+  }
+  return o + "\"";
+}
+
+// One code point as it must appear inside a GBNF character class.
+std::string class_char(uint32_t cp) {
+  char buf[16];
+  if (cp < 0x20 || cp == '"' || cp == '\\' || cp == ']' || cp == '[' || cp == '-' || cp == '^' || cp == 0x7F) {
+    std::snprintf(buf, sizeof buf, "\\x%02X", cp);
+    return buf;
+  }
+  if (cp < 0x80) return std::string(1, static_cast<char>(cp));
+  std::snprintf(buf, sizeof buf, cp <= 0xFFFF ? "\\u%04X" : "\\U%08X", cp);
+  return buf;
+}
+
+using Ranges = std::vector<CodeRange>;
+
+Ranges norm(Ranges r) {
+  std::sort(r.begin(), r.end());
+  Ranges o;
+  for (const CodeRange& c : r) {
+    if (!o.empty() && c.first <= o.back().second + 1) {
+      o.back().second = std::max(o.back().second, c.second);
+    } else {
+      o.push_back(c);
+    }
+  }
+  return o;
+}
+Ranges complement(const Ranges& r) {
+  Ranges o;
+  uint32_t next = 0;
+  for (const CodeRange& c : r) {
+    if (c.first > next) o.push_back({next, c.first - 1});
+    next = c.second + 1;
+  }
+  if (next <= 0x10FFFF) o.push_back({next, 0x10FFFF});
+  return o;
+}
+// Characters a JSON string may hold unescaped: no quote, backslash or control character.
+Ranges json_safe(const Ranges& r) {
+  const Ranges safe = {{0x20, 0x21}, {0x23, 0x5B}, {0x5D, 0x10FFFF}};
+  Ranges o;
+  for (const CodeRange& a : r)
+    for (const CodeRange& b : safe) {
+      const uint32_t lo = std::max(a.first, b.first), hi = std::min(a.second, b.second);
+      if (lo <= hi) o.push_back({lo, hi});
+    }
+  return norm(o);
+}
+std::string class_expr(const Ranges& r) {
+  if (r.empty()) fail("a pattern character class matches no character a JSON string can hold");
+  std::string o = "[";
+  for (const CodeRange& c : r) {
+    o += class_char(c.first);
+    if (c.second != c.first) {
+      o += '-';
+      o += class_char(c.second);
+    }
+  }
+  return o + "]";
+}
+
+// ---- Integer ranges as digit grammars
+
+
+std::string same_len(const std::string& a, const std::string& b) {
+  const size_t n = a.size();
+  if (n == 1) return a == b ? lit(a) : "[" + a + "-" + b + "]";
+  if (a[0] == b[0]) return lit(a.substr(0, 1)) + " " + same_len(a.substr(1), b.substr(1));
+  const std::string zeros(n - 1, '0'), nines(n - 1, '9');
+  std::vector<std::string> alts;
+  // a[0] followed by [a[1..], 99..]
+  if (a.substr(1) == zeros && b.substr(1) == nines)
+    return "[" + a.substr(0, 1) + "-" + b.substr(0, 1) + "] [0-9]{" + std::to_string(n - 1) + "}";
+  alts.push_back(lit(a.substr(0, 1)) + " " + same_len(a.substr(1), nines));
+  if (b[0] - a[0] > 1) {
+    const char lo = static_cast<char>(a[0] + 1), hi = static_cast<char>(b[0] - 1);
+    alts.push_back((lo == hi ? lit(std::string(1, lo)) : "[" + std::string(1, lo) + "-" + std::string(1, hi) + "]") +
+                   " [0-9]{" + std::to_string(n - 1) + "}");
+  }
+  alts.push_back(lit(b.substr(0, 1)) + " " + same_len(zeros, b.substr(1)));
+  std::string o = "(";
+  for (size_t i = 0; i < alts.size(); ++i) o += (i ? " | " : "") + alts[i];
+  return o + ")";
+}
+
+// Non-negative integers in [lo, hi], without leading zeros.
+std::string nonneg_range(uint64_t lo, uint64_t hi) {
+  std::vector<std::string> alts;
+  const std::string a = std::to_string(lo), b = std::to_string(hi);
+  for (size_t len = a.size(); len <= b.size(); ++len) {
+    std::string x = len == a.size() ? a : std::string(len - 1, '0');
+    if (len != a.size()) x.insert(x.begin(), '1');
+    std::string y = len == b.size() ? b : std::string(len, '9');
+    alts.push_back(same_len(x, y));
+  }
+  std::string o = "(";
+  for (size_t i = 0; i < alts.size(); ++i) o += (i ? " | " : "") + alts[i];
+  return o + ")";
+}
+
+constexpr int64_t kIntLimit = 999999999999999;  // 15 digits
+
+std::string int_range(int64_t lo, int64_t hi) {
+  std::vector<std::string> alts;
+  if (lo < 0) {  // negatives: "-" then |x| in [max(1, -hi), -lo]
+    const uint64_t nlo = static_cast<uint64_t>(hi < 0 ? -hi : 1), nhi = static_cast<uint64_t>(-lo);
+    alts.push_back("\"-\" " + nonneg_range(nlo, nhi));
+  }
+  if (hi >= 0) alts.push_back(nonneg_range(static_cast<uint64_t>(std::max<int64_t>(lo, 0)), static_cast<uint64_t>(hi)));
+  std::string o = "(";
+  for (size_t i = 0; i < alts.size(); ++i) o += (i ? " | " : "") + alts[i];
+  return o + ")";
+}
+
+const std::set<std::string> kAnnotations = {
+    "title", "description", "default", "examples", "$schema", "$id", "$comment", "deprecated", "readOnly",
+    "writeOnly", "contentEncoding", "contentMediaType", "$anchor", "strict", "name", "discriminator"};
+
+class Compiler {
+ public:
+  Compiler(const json& root, const SchemaOptions& o) : root_(root), o_(o) {}
+
+  std::string run() {
+    const std::string top = visit(root_, 0);
+    std::string out = "root ::= " + top + "\n";
+    out += R"(ws ::= [ \t]{0,8} | "\n" [ \t]{0,16}
+json-value ::= json-object | json-array | json-string | json-number | "true" | "false" | "null"
+json-object ::= "{" ws ( json-string ws ":" ws json-value ws ( "," ws json-string ws ":" ws json-value ws )* )? "}"
+json-array ::= "[" ws ( json-value ws ( "," ws json-value ws )* )? "]"
+json-string ::= "\"" json-char* "\""
+json-char ::= [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )
+json-int ::= "-"? ( "0" | [1-9] [0-9]{0,14} )
+json-number ::= json-int ( "." [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,3} )?
+json-nonneg ::= ( "0" | [1-9] [0-9]{0,14} ) ( "." [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,3} )?
+)";
+    for (const auto& [name, body] : rules_) {
+      out += name + " ::= " + body + "\n";
+      if (out.size() > o_.max_bytes) fail("the schema compiles to more than " + std::to_string(o_.max_bytes) + " bytes of grammar");
+    }
+    return out;
+  }
+
+ private:
+  std::string add_rule(const std::string& hint, const std::string& body) {
+    auto it = by_body_.find(body);
+    if (it != by_body_.end()) return it->second;
+    if (rules_.size() >= o_.max_rules) fail("the schema needs more than " + std::to_string(o_.max_rules) + " grammar rules");
+    const std::string name = hint + "-" + std::to_string(rules_.size());
+    rules_.emplace_back(name, body);
+    by_body_.emplace(body, name);
+    return name;
+  }
+
+  const json& resolve(const std::string& ref) {
+    if (ref == "#") return root_;
+    if (ref.rfind("#/", 0) != 0) fail("$ref '" + ref + "' is not a local reference (#/...)");
+    try {
+      const json& t = root_.at(json::json_pointer(ref.substr(1)));
+      return t;
+    } catch (const std::exception&) {
+      fail("$ref '" + ref + "' points to nothing");
+    }
+  }
+
+  std::string visit(const json& s, int depth) {
+    if (depth > o_.max_depth) fail("subschemas nest more than " + std::to_string(o_.max_depth) + " deep");
+    if (s.is_boolean()) {
+      if (!s.get<bool>()) fail("schema 'false' matches nothing");
+      return "json-value";
+    }
+    if (!s.is_object()) fail("a schema must be an object or a boolean");
+    static const std::set<std::string> known = {
+        "type", "properties", "required", "additionalProperties", "enum", "const", "items", "prefixItems",
+        "minItems", "maxItems", "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum",
+        "exclusiveMaximum", "anyOf", "oneOf", "allOf", "$ref", "$defs", "definitions", "format", "pattern"};
+    for (const auto& [k, v] : s.items()) {
+      if (kAnnotations.count(k)) continue;
+      if (!known.count(k)) fail("unsupported keyword '" + k + "'");
+    }
+    auto has = [&](const char* k) { return s.contains(k); };
+    auto validation_siblings = [&](std::initializer_list<const char*> allowed) {
+      for (const auto& [k, v] : s.items()) {
+        if (kAnnotations.count(k) || k == "$defs" || k == "definitions") continue;
+        bool ok = false;
+        for (const char* a : allowed) ok = ok || k == a;
+        if (!ok) fail("keyword '" + k + "' next to '" + std::string(*allowed.begin()) + "' is not supported");
+      }
+    };
+    if (has("$ref")) {
+      validation_siblings({"$ref"});
+      if (!s["$ref"].is_string()) fail("$ref must be a string");
+      const std::string ref = s["$ref"].get<std::string>();
+      auto it = refs_.find(ref);
+      if (it != refs_.end()) return it->second;
+      const std::string name = "ref-" + std::to_string(refs_.size());
+      refs_[ref] = name;
+      const std::string body = visit(resolve(ref), depth + 1);
+      rules_.emplace_back(name, body);  // by name, so recursion works (not merged by body)
+      if (rules_.size() > o_.max_rules) fail("the schema needs more than " + std::to_string(o_.max_rules) + " grammar rules");
+      return name;
+    }
+    if (has("const")) {
+      validation_siblings({"const", "type"});
+      return lit(s["const"].dump());
+    }
+    if (has("enum")) {
+      validation_siblings({"enum", "type"});
+      if (!s["enum"].is_array() || s["enum"].empty()) fail("'enum' must be a non-empty array");
+      std::string o = "(";
+      for (size_t i = 0; i < s["enum"].size(); ++i) o += (i ? " | " : "") + lit(s["enum"][i].dump());
+      return add_rule("enum", o + ")");
+    }
+    for (const char* k : {"anyOf", "oneOf"}) {
+      if (!has(k)) continue;
+      validation_siblings({k});
+      const json& list = s[k];
+      if (!list.is_array() || list.empty()) fail(std::string("'") + k + "' must be a non-empty array");
+      std::string o = "(";
+      for (size_t i = 0; i < list.size(); ++i) o += (i ? " | " : "") + visit(list[i], depth + 1);
+      return add_rule("alt", o + ")");
+    }
+    if (has("allOf")) {
+      validation_siblings({"allOf"});
+      if (!s["allOf"].is_array() || s["allOf"].size() != 1) fail("'allOf' is supported with exactly one schema");
+      return visit(s["allOf"][0], depth + 1);
+    }
+    std::vector<std::string> types;
+    if (has("type")) {
+      if (s["type"].is_string()) {
+        types.push_back(s["type"].get<std::string>());
+      } else if (s["type"].is_array() && !s["type"].empty()) {
+        for (const json& t : s["type"]) {
+          if (!t.is_string()) fail("'type' entries must be strings");
+          types.push_back(t.get<std::string>());
+        }
+      } else {
+        fail("'type' must be a string or a non-empty array of strings");
+      }
+    } else if (has("properties") || has("additionalProperties") || has("required")) {
+      types = {"object"};
+    } else if (has("items") || has("prefixItems") || has("minItems") || has("maxItems")) {
+      types = {"array"};
+    } else if (has("minLength") || has("maxLength") || has("pattern") || has("format")) {
+      types = {"string"};
+    } else if (has("minimum") || has("maximum") || has("exclusiveMinimum") || has("exclusiveMaximum")) {
+      types = {"number"};
+    } else {
+      return "json-value";
+    }
+    std::string o;
+    for (size_t i = 0; i < types.size(); ++i) o += (i ? " | " : "") + typed(s, types[i], depth);
+    return types.size() == 1 ? o : add_rule("types", "(" + o + ")");
+  }
+
+  std::string typed(const json& s, const std::string& t, int depth) {
+    if (t == "object") return object(s, depth);
+    if (t == "array") return array(s, depth);
+    if (t == "string") return string(s);
+    if (t == "integer") return integer(s);
+    if (t == "number") return number(s);
+    if (t == "boolean") return "(\"true\" | \"false\")";
+    if (t == "null") return "\"null\"";
+    fail("unknown type '" + t + "'");
+  }
+
+  static int64_t count_of(const json& s, const char* k, int64_t dflt) {
+    if (!s.contains(k)) return dflt;
+    const json& v = s[k];
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 100000)
+      fail(std::string("'") + k + "' must be an integer in 0..100000");
+    return v.get<int64_t>();
+  }
+
+  std::string object(const json& s, int depth) {
+    std::vector<std::pair<std::string, std::string>> props;  // name, value expression
+    std::set<std::string> required;
+    if (s.contains("required")) {
+      if (!s["required"].is_array()) fail("'required' must be an array");
+      for (const json& r : s["required"]) {
+        if (!r.is_string()) fail("'required' entries must be strings");
+        required.insert(r.get<std::string>());
+      }
+    }
+    if (s.contains("properties")) {
+      if (!s["properties"].is_object()) fail("'properties' must be an object");
+      for (const auto& [k, v] : s["properties"].items()) props.push_back({k, visit(v, depth + 1)});
+    }
+    for (const std::string& r : required) {
+      bool found = false;
+      for (const auto& p : props) found = found || p.first == r;
+      if (!found) fail("required property '" + r + "' is not in 'properties'");
+    }
+    // Extra keys: only for maps (no declared properties), so they can never repeat a declared key.
+    std::string extra_value;
+    if (props.empty()) {
+      if (!s.contains("additionalProperties") || (s["additionalProperties"].is_boolean() && s["additionalProperties"].get<bool>())) {
+        extra_value = "json-value";
+      } else if (s["additionalProperties"].is_object()) {
+        extra_value = visit(s["additionalProperties"], depth + 1);
+      } else if (!s["additionalProperties"].is_boolean()) {
+        fail("'additionalProperties' must be a boolean or a schema");
+      }
+    } else if (s.contains("additionalProperties") && !s["additionalProperties"].is_boolean() &&
+               !s["additionalProperties"].is_object()) {
+      fail("'additionalProperties' must be a boolean or a schema");
+    }
+    // rest(i, first): properties i.. given whether one was written already.
+    const size_t n = props.size();
+    std::vector<std::string> rest_first(n + 1), rest_more(n + 1);
+    if (!extra_value.empty()) {
+      const std::string kv = "json-string ws \":\" ws " + extra_value + " ws";
+      rest_first[n] = add_rule("map", "( " + kv + " ( \",\" ws " + kv + " )* )?");
+      rest_more[n] = "";
+    }
+    for (size_t i = n; i-- > 0;) {
+      const std::string kv = lit(json(props[i].first).dump()) + " ws \":\" ws " + props[i].second + " ws";
+      const std::string more_after = rest_more[i + 1];
+      const std::string with_first = kv + (more_after.empty() ? "" : " " + more_after);
+      const std::string with_more = "\",\" ws " + kv + (more_after.empty() ? "" : " " + more_after);
+      if (required.count(props[i].first)) {
+        rest_first[i] = add_rule("props", with_first);
+        rest_more[i] = add_rule("props", with_more);
+      } else {
+        rest_first[i] = add_rule("props", "( " + with_first + (rest_first[i + 1].empty() ? "" : " | " + rest_first[i + 1]) +
+                                              (rest_first[i + 1].empty() ? " )?" : " )"));
+        rest_more[i] = add_rule("props", "( " + with_more + (rest_more[i + 1].empty() ? " )?" : " | " + rest_more[i + 1] + " )"));
+      }
+    }
+    const std::string body = rest_first[0];
+    return add_rule("object", "\"{\" ws " + (body.empty() ? "" : body + " ") + "\"}\"");
+  }
+
+  std::string array(const json& s, int depth) {
+    std::vector<std::string> prefix;
+    if (s.contains("prefixItems")) {
+      if (!s["prefixItems"].is_array()) fail("'prefixItems' must be an array");
+      for (const json& p : s["prefixItems"]) prefix.push_back(visit(p, depth + 1));
+    }
+    std::string item = "json-value";
+    bool more = true;
+    if (s.contains("items")) {
+      if (s["items"].is_boolean()) {
+        more = s["items"].get<bool>();
+      } else if (s["items"].is_object()) {
+        item = visit(s["items"], depth + 1);
+      } else {
+        fail("'items' must be a schema or a boolean (use prefixItems for tuples)");
+      }
+    }
+    const int64_t min_items = count_of(s, "minItems", 0);
+    int64_t max_items = count_of(s, "maxItems", -1);
+    if (!more) max_items = max_items < 0 ? static_cast<int64_t>(prefix.size()) : std::min<int64_t>(max_items, static_cast<int64_t>(prefix.size()));
+    if (max_items >= 0 && max_items < static_cast<int64_t>(prefix.size())) prefix.resize(static_cast<size_t>(max_items));
+    const auto np = static_cast<int64_t>(prefix.size());
+    if (max_items >= 0 && max_items < min_items) fail("maxItems is below minItems");
+    if (!more && min_items > np) fail("minItems asks for more items than prefixItems allows");
+    // Elements in order: prefix[0..], then `item` repeated. Element k is written after "," when k > 0.
+    // Build from the back: tail(k) = what may follow once k elements are written.
+    std::string tail;  // after the prefix: items k = np.. with bounds
+    const int64_t min_rest = std::max<int64_t>(0, min_items - np);
+    const std::string sep_item = "\",\" ws " + item + " ws";
+    if (max_items < 0 || max_items > np) {
+      std::string reps = "(" + sep_item + ")";
+      if (max_items < 0) {
+        tail = min_rest > 0 ? reps + "{" + std::to_string(min_rest) + ",}" : reps + "*";
+      } else {
+        tail = reps + "{" + std::to_string(min_rest) + "," + std::to_string(max_items - np) + "}";
+      }
+    }
+    // The first element has no comma; when np == 0 the first item comes from `item`.
+    std::string body;
+    if (np > 0) {
+      std::string seq = prefix[0] + " ws";
+      // prefix elements beyond min_items may be left out from the end
+      std::vector<std::string> parts;
+      for (int64_t k = 1; k < np; ++k) parts.push_back("\",\" ws " + prefix[static_cast<size_t>(k)] + " ws");
+      // optional nesting for prefix elements at index >= min_items
+      std::string inner = tail;
+      for (int64_t k = np - 1; k >= 1; --k) {
+        const std::string p = parts[static_cast<size_t>(k - 1)] + (inner.empty() ? "" : " " + inner);
+        inner = k >= min_items ? "( " + p + " )?" : p;
+      }
+      // if items may exist beyond the prefix only after all of it, `inner` already ends with tail
+      body = seq + (inner.empty() ? "" : " " + inner);
+      if (min_items == 0) body = "( " + body + " )?";
+    } else if (max_items != 0) {
+      const std::string first = item + " ws";
+      std::string rest;
+      if (max_items < 0) {
+        rest = min_items > 1 ? "(" + sep_item + "){" + std::to_string(min_items - 1) + ",}" : "(" + sep_item + ")*";
+      } else {
+        rest = "(" + sep_item + "){" + std::to_string(std::max<int64_t>(0, min_items - 1)) + "," +
+               std::to_string(max_items - 1) + "}";
+      }
+      body = first + " " + rest;
+      if (min_items == 0) body = "( " + body + " )?";
+    }
+    return add_rule("array", "\"[\" ws " + (body.empty() ? "" : body + " ") + "\"]\"");
+  }
+
+  std::string string(const json& s) {
+    const bool has_len = s.contains("minLength") || s.contains("maxLength");
+    if (s.contains("pattern")) {
+      if (has_len || s.contains("format")) fail("'pattern' together with lengths or 'format' is not supported");
+      if (!s["pattern"].is_string()) fail("'pattern' must be a string");
+      return add_rule("pattern", "\"\\\"\" " + pattern(s["pattern"].get<std::string>()) + " \"\\\"\"");
+    }
+    if (s.contains("format")) {
+      if (!s["format"].is_string()) fail("'format' must be a string");
+      const std::string f = s["format"].get<std::string>();
+      std::string body;
+      if (f == "date") {
+        body = "date";
+      } else if (f == "time") {
+        body = "time";
+      } else if (f == "date-time") {
+        body = "date \"T\" time";
+      } else if (f == "uuid") {
+        body = "hex{8} \"-\" hex{4} \"-\" hex{4} \"-\" hex{4} \"-\" hex{12}";
+      } else if (f == "email") {
+        body = "[a-zA-Z0-9_+] [a-zA-Z0-9._+-]{0,31} \"@\" [a-zA-Z0-9] [a-zA-Z0-9-]{0,30} ( \".\" [a-zA-Z0-9] [a-zA-Z0-9-]{0,15} ){0,3} \".\" [a-zA-Z]{2,8}";
+      } else if (o_.strict) {
+        fail("unsupported string format '" + f + "'");
+      }
+      if (!body.empty()) {
+        if (has_len) fail("'format' together with lengths is not supported");
+        need_formats_ = true;
+        return add_rule("format", "\"\\\"\" " + body + " \"\\\"\"");
+      }
+    }
+    if (!has_len) return "json-string";
+    const int64_t lo = count_of(s, "minLength", 0), hi = count_of(s, "maxLength", -1);
+    if (hi >= 0 && hi < lo) fail("maxLength is below minLength");
+    const std::string rep = hi < 0 ? "{" + std::to_string(lo) + ",}" : "{" + std::to_string(lo) + "," + std::to_string(hi) + "}";
+    return add_rule("string", "\"\\\"\" json-char" + rep + " \"\\\"\"");
+  }
+
+  std::string integer(const json& s) {
+    auto bound = [&](const char* k, const char* ek, bool lower) -> std::optional<int64_t> {
+      std::optional<int64_t> b;
+      for (const char* key : {k, ek}) {
+        if (!s.contains(key)) continue;
+        const json& v = s[key];
+        if (!v.is_number()) fail(std::string("'") + key + "' must be a number");
+        const double d = v.get<double>();
+        if (d > 9e15 || d < -9e15) fail(std::string("'") + key + "' is out of range");
+        int64_t x = static_cast<int64_t>(lower ? std::ceil(d) : std::floor(d));
+        if (key == ek && static_cast<double>(x) == d) x += lower ? 1 : -1;
+        if (!b || (lower ? x > *b : x < *b)) b = x;
+      }
+      return b;
+    };
+    const auto lo = bound("minimum", "exclusiveMinimum", true);
+    const auto hi = bound("maximum", "exclusiveMaximum", false);
+    if (!lo && !hi) return "json-int";
+    const int64_t a = std::max<int64_t>(lo.value_or(-kIntLimit), -kIntLimit);
+    const int64_t b = std::min<int64_t>(hi.value_or(kIntLimit), kIntLimit);
+    if (a > b) fail("the integer bounds admit no value");
+    return add_rule("int", int_range(a, b));
+  }
+
+  std::string number(const json& s) {
+    const bool lo = s.contains("minimum") || s.contains("exclusiveMinimum");
+    if (s.contains("maximum") || s.contains("exclusiveMaximum")) fail("'maximum' on a non-integer number is not supported");
+    if (!lo) return "json-number";
+    const json& m = s.contains("minimum") ? s["minimum"] : s["exclusiveMinimum"];
+    if (s.contains("minimum") && s.contains("exclusiveMinimum")) fail("use one of minimum / exclusiveMinimum");
+    if (!m.is_number() || m.get<double>() != 0.0) fail("'minimum' on a non-integer number is supported only as 0");
+    if (s.contains("exclusiveMinimum")) return add_rule("pos", "( \"0\" ( \".\" [0-9]{0,15} [1-9] ) | [1-9] [0-9]{0,14} ( \".\" [0-9]{1,16} )? )");
+    return "json-nonneg";
+  }
+
+  // ---- regex subset -> GBNF
+
+  std::string pattern(const std::string& re) {
+    rx_ = re;
+    rp_ = 0;
+    bool anchored_start = false, anchored_end = false;
+    if (!rx_.empty() && rx_[0] == '^') {
+      anchored_start = true;
+      ++rp_;
+    }
+    std::string body = rx_alt(0);
+    if (rp_ < rx_.size() && rx_[rp_] == '$') {
+      anchored_end = true;
+      ++rp_;
+    }
+    if (rp_ != rx_.size()) fail("pattern: unexpected '" + std::string(1, rx_[rp_]) + "' at offset " + std::to_string(rp_));
+    const std::string any = "json-char{0,32}";
+    return (anchored_start ? "" : any + " ") + "(" + body + ")" + (anchored_end ? "" : " " + any);
+  }
+
+  uint32_t rx_cp() {
+    const auto b0 = static_cast<unsigned char>(rx_[rp_]);
+    int n = b0 < 0x80 ? 0 : (b0 & 0xE0) == 0xC0 ? 1 : (b0 & 0xF0) == 0xE0 ? 2 : (b0 & 0xF8) == 0xF0 ? 3 : -1;
+    if (n < 0 || rp_ + static_cast<size_t>(n) >= rx_.size()) fail("pattern: invalid UTF-8");
+    uint32_t cp = n == 0 ? b0 : b0 & (0x3F >> n);
+    for (int i = 1; i <= n; ++i) {
+      const auto b = static_cast<unsigned char>(rx_[rp_ + static_cast<size_t>(i)]);
+      if ((b & 0xC0) != 0x80) fail("pattern: invalid UTF-8");
+      cp = cp << 6 | (b & 0x3F);
+    }
+    rp_ += static_cast<size_t>(n) + 1;
+    return cp;
+  }
+
+  // A literal code point as JSON text (escaped where JSON requires it).
+  static std::string rx_literal(uint32_t cp) {
+    if (cp == '"') return "\"\\\\\\\"\"";   // JSON \" as GBNF "\\\""
+    if (cp == '\\') return "\"\\\\\\\\\"";  // JSON \\ as GBNF "\\\\"
+    if (cp < 0x20) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "\"\\\\u%04X\"", cp);
+      return buf;
+    }
+    return class_expr({{cp, cp}});
+  }
+
+  // Escape classes \d \w \s (and negations) as ranges; 0 when `c` is not one.
+  static bool rx_class_escape(char c, Ranges& out) {
+    Ranges r;
+    switch (c) {
+      case 'd': case 'D': r = {{'0', '9'}}; break;
+      case 'w': case 'W': r = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}}; break;
+      case 's': case 'S': r = {{'\t', '\r'}, {' ', ' '}}; break;
+      default: return false;
+    }
+    out = (c >= 'A' && c <= 'Z') ? complement(norm(r)) : norm(r);
+    return true;
+  }
+
+  uint32_t rx_escaped_char(char c) {
+    switch (c) {
+      case 'n': return '\n';
+      case 't': return '\t';
+      case 'r': return '\r';
+      case 'f': return '\f';
+      case 'v': return '\v';
+      case '0': return 0;
+      default: break;
+    }
+    if (std::string("\\^$.|?*+()[]{}/-\"'").find(c) != std::string::npos) return static_cast<unsigned char>(c);
+    if ((c >= '1' && c <= '9') || c == 'k') fail("pattern: backreferences are not supported");
+    if (c == 'b' || c == 'B' || c == 'A' || c == 'z' || c == 'Z') fail("pattern: assertions (\\" + std::string(1, c) + ") are not supported");
+    fail("pattern: unsupported escape '\\" + std::string(1, c) + "'");
+  }
+
+  std::string rx_alt(int depth) {
+    if (depth > 64) fail("pattern: groups nest too deep");
+    std::vector<std::string> alts{rx_seq(depth)};
+    while (rp_ < rx_.size() && rx_[rp_] == '|') {
+      ++rp_;
+      alts.push_back(rx_seq(depth));
+    }
+    if (alts.size() == 1) return alts[0];
+    std::string o = "(";
+    for (size_t i = 0; i < alts.size(); ++i) o += (i ? " | " : "") + (alts[i].empty() ? "\"\"" : alts[i]);
+    return o + ")";
+  }
+
+  std::string rx_seq(int depth) {
+    std::string o;
+    while (rp_ < rx_.size() && rx_[rp_] != '|' && rx_[rp_] != ')') {
+      if (rx_[rp_] == '$' && rp_ + 1 == rx_.size()) break;
+      std::string atom = rx_atom(depth);
+      // quantifier
+      if (rp_ < rx_.size()) {
+        const char q = rx_[rp_];
+        std::string rep;
+        if (q == '*' || q == '+' || q == '?') {
+          rep = std::string(1, q);
+          ++rp_;
+        } else if (q == '{') {
+          const size_t close = rx_.find('}', rp_);
+          if (close == std::string::npos) fail("pattern: unterminated {m,n}");
+          const std::string inner = rx_.substr(rp_ + 1, close - rp_ - 1);
+          const size_t comma = inner.find(',');
+          auto num = [&](const std::string& t) {
+            if (t.empty() || t.size() > 5 || t.find_first_not_of("0123456789") != std::string::npos)
+              fail("pattern: bad repetition {" + inner + "}");
+            return std::stoi(t);
+          };
+          if (comma == std::string::npos) {
+            rep = "{" + std::to_string(num(inner)) + "}";
+          } else if (comma + 1 == inner.size()) {
+            rep = "{" + std::to_string(num(inner.substr(0, comma))) + ",}";
+          } else {
+            const int a = num(inner.substr(0, comma)), b = num(inner.substr(comma + 1));
+            if (b < a) fail("pattern: repetition {m,n} with n < m");
+            rep = "{" + std::to_string(a) + "," + std::to_string(b) + "}";
+          }
+          rp_ = close + 1;
+        }
+        if (!rep.empty()) {
+          if (rp_ < rx_.size() && rx_[rp_] == '?') ++rp_;  // lazy: same language
+          if (rp_ < rx_.size() && rx_[rp_] == '+') fail("pattern: possessive quantifiers are not supported");
+          atom = "(" + atom + ")" + rep;
+        }
+      }
+      o += (o.empty() ? "" : " ") + atom;
+    }
+    return o;
+  }
+
+  std::string rx_atom(int depth) {
+    const char c = rx_[rp_];
+    if (c == '(') {
+      ++rp_;
+      if (rp_ < rx_.size() && rx_[rp_] == '?') {
+        if (rp_ + 1 < rx_.size() && rx_[rp_ + 1] == ':') {
+          rp_ += 2;
+        } else {
+          fail("pattern: lookarounds and named groups are not supported");
+        }
+      }
+      std::string inner = rx_alt(depth + 1);
+      if (rp_ >= rx_.size() || rx_[rp_] != ')') fail("pattern: missing ')'");
+      ++rp_;
+      return "(" + (inner.empty() ? "\"\"" : inner) + ")";
+    }
+    if (c == '[') return rx_class();
+    if (c == '.') {
+      ++rp_;
+      return class_expr(json_safe(complement({{'\n', '\n'}})));
+    }
+    if (c == '^' || c == '$') fail("pattern: anchors are supported only at the start and end");
+    if (c == '*' || c == '+' || c == '?' || c == '{') fail("pattern: a quantifier with nothing to repeat");
+    if (c == '\\') {
+      if (rp_ + 1 >= rx_.size()) fail("pattern: trailing backslash");
+      const char e = rx_[rp_ + 1];
+      rp_ += 2;
+      Ranges r;
+      if (rx_class_escape(e, r)) return class_expr(json_safe(r));
+      if (e == 'u') {
+        if (rp_ + 4 > rx_.size()) fail("pattern: truncated \\u escape");
+        const uint32_t cp = static_cast<uint32_t>(std::stoul(rx_.substr(rp_, 4), nullptr, 16));
+        rp_ += 4;
+        return rx_literal(cp);
+      }
+      return rx_literal(rx_escaped_char(e));
+    }
+    return rx_literal(rx_cp());
+  }
+
+  std::string rx_class() {
+    ++rp_;  // '['
+    bool neg = false;
+    if (rp_ < rx_.size() && rx_[rp_] == '^') {
+      neg = true;
+      ++rp_;
+    }
+    Ranges r;
+    bool first = true;
+    while (true) {
+      if (rp_ >= rx_.size()) fail("pattern: unterminated character class");
+      if (rx_[rp_] == ']' && !first) break;
+      first = false;
+      uint32_t a;
+      if (rx_[rp_] == '\\') {
+        if (rp_ + 1 >= rx_.size()) fail("pattern: trailing backslash");
+        const char e = rx_[rp_ + 1];
+        rp_ += 2;
+        Ranges esc;
+        if (rx_class_escape(e, esc)) {
+          r.insert(r.end(), esc.begin(), esc.end());
+          continue;
+        }
+        a = rx_escaped_char(e);
+      } else {
+        a = rx_cp();
+      }
+      uint32_t b = a;
+      if (rp_ + 1 < rx_.size() && rx_[rp_] == '-' && rx_[rp_ + 1] != ']') {
+        ++rp_;
+        if (rx_[rp_] == '\\') {
+          if (rp_ + 1 >= rx_.size()) fail("pattern: trailing backslash");
+          const char e = rx_[rp_ + 1];
+          rp_ += 2;
+          b = rx_escaped_char(e);
+        } else {
+          b = rx_cp();
+        }
+        if (b < a) fail("pattern: character range out of order");
+      }
+      r.push_back({a, b});
+      if (r.size() > 1024) fail("pattern: character class too large");
+    }
+    ++rp_;  // ']'
+    Ranges set = norm(r);
+    if (neg) set = complement(set);
+    return class_expr(json_safe(set));
+  }
+
+ public:
+  bool need_formats_ = false;
+
+ private:
+  const json& root_;
+  SchemaOptions o_;
+  std::vector<std::pair<std::string, std::string>> rules_;
+  std::map<std::string, std::string> by_body_;
+  std::map<std::string, std::string> refs_;
+  std::string rx_;
+  size_t rp_ = 0;
+};
+
+}  // namespace
+
+std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema, const SchemaOptions& opts) {
+  Compiler c(schema, opts);
+  std::string g = c.run();
+  if (c.need_formats_) {
+    g += R"(hex ::= [0-9a-fA-F]
+date ::= [1-9] [0-9]{3} "-" ( ( "01" | "03" | "05" | "07" | "08" | "10" | "12" ) "-" day31 | ( "04" | "06" | "09" | "11" ) "-" day30 | "02" "-" day28 )
+day28 ::= "0" [1-9] | "1" [0-9] | "2" [0-8]
+day30 ::= day28 | "29" | "30"
+day31 ::= day30 | "31"
+time ::= ( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9] ":" [0-5] [0-9] ( "Z" | [+-] ( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9] )
+)";
+  }
+  return g;
+}
+
+}  // namespace triad::grammar

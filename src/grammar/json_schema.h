@@ -1,0 +1,47 @@
+// JSON Schema -> GBNF (grammar.h), for response_format json_schema and tool arguments.
+//
+// Every document the grammar admits validates against the schema; where the schema's full
+// language cannot be expressed exactly, the grammar admits a subset that still validates
+// (never the other way round):
+//   - type (each JSON type, or a list), enum, const, anyOf, oneOf (as anyOf: keep the branches
+//     disjoint), allOf with one entry, $ref to "#", "#/$defs/..." or "#/definitions/..."
+//     (recursion included);
+//   - objects: properties in their declared order, required ones always, optional ones may be
+//     left out; extra keys only when the schema declares no properties (a map) and
+//     additionalProperties is absent, true or a schema (which their values follow);
+//   - arrays: prefixItems, items (a schema, or false), minItems / maxItems;
+//   - strings: minLength / maxLength, format date (no 29 February), time and date-time (whole
+//     seconds, as Python's validators read them), uuid and
+//     email, pattern (a regex subset compiled to grammar rules, so matching is an automaton,
+//     never backtracking: literals, ., classes, \d \w \s and their negations, groups,
+//     alternation, * + ? {m,n}; ^ and $ only at the ends; an unanchored side admits up to 32
+//     characters of any text);
+//   - integers: minimum / maximum / exclusiveMinimum / exclusiveMaximum (as digit ranges);
+//     numbers: minimum 0 or exclusiveMinimum 0 (no sign) only.
+// Annotations (title, description, default, examples, $schema, $id, $comment, ...) are ignored.
+// Any other keyword is a GrammarError naming it; so is an unknown format under `strict` (it is
+// read as a plain string otherwise, as JSON Schema treats formats as annotations).
+// Untrusted input: depth, the number of rules and the output size are bounded.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "grammar/grammar.h"
+
+namespace triad::grammar {
+
+struct SchemaOptions {
+  bool strict = false;
+  int max_depth = 64;            // nesting of subschemas
+  size_t max_rules = 4000;       // rules emitted
+  size_t max_bytes = 1 << 20;    // GBNF text
+};
+
+// GBNF whose `root` admits the JSON documents of `schema`. Throws GrammarError.
+// Takes an ordered_json so that properties keep the order the schema declares them in (a model
+// answers better when, say, "reasoning" comes before "answer").
+std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema, const SchemaOptions& opts = {});
+
+}  // namespace triad::grammar
