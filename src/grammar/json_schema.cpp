@@ -160,17 +160,7 @@ class Compiler {
 
   std::string run() {
     const std::string top = visit(root_, 0);
-    std::string out = "root ::= " + top + "\n";
-    out += R"(ws ::= [ \t]{0,8} | "\n" [ \t]{0,16}
-json-value ::= json-object | json-array | json-string | json-number | "true" | "false" | "null"
-json-object ::= "{" ws ( json-string ws ":" ws json-value ws ( "," ws json-string ws ":" ws json-value ws )* )? "}"
-json-array ::= "[" ws ( json-value ws ( "," ws json-value ws )* )? "]"
-json-string ::= "\"" json-char* "\""
-json-char ::= [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )
-json-int ::= "-"? ( "0" | [1-9] [0-9]{0,14} )
-json-number ::= json-int ( "." [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,3} )?
-json-nonneg ::= ( "0" | [1-9] [0-9]{0,14} ) ( "." [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,3} )?
-)";
+    std::string out = o_.root_name + " ::= " + top + "\n";
     for (const auto& [name, body] : rules_) {
       out += name + " ::= " + body + "\n";
       if (out.size() > o_.max_bytes) fail("the schema compiles to more than " + std::to_string(o_.max_bytes) + " bytes of grammar");
@@ -183,7 +173,7 @@ json-nonneg ::= ( "0" | [1-9] [0-9]{0,14} ) ( "." [0-9]{1,16} )? ( [eE] [-+]? [0
     auto it = by_body_.find(body);
     if (it != by_body_.end()) return it->second;
     if (rules_.size() >= o_.max_rules) fail("the schema needs more than " + std::to_string(o_.max_rules) + " grammar rules");
-    const std::string name = hint + "-" + std::to_string(rules_.size());
+    const std::string name = o_.prefix + hint + "-" + std::to_string(rules_.size());
     rules_.emplace_back(name, body);
     by_body_.emplace(body, name);
     return name;
@@ -230,7 +220,7 @@ json-nonneg ::= ( "0" | [1-9] [0-9]{0,14} ) ( "." [0-9]{1,16} )? ( [eE] [-+]? [0
       const std::string ref = s["$ref"].get<std::string>();
       auto it = refs_.find(ref);
       if (it != refs_.end()) return it->second;
-      const std::string name = "ref-" + std::to_string(refs_.size());
+      const std::string name = o_.prefix + "ref-" + std::to_string(refs_.size());
       refs_[ref] = name;
       const std::string body = visit(resolve(ref), depth + 1);
       rules_.emplace_back(name, body);  // by name, so recursion works (not merged by body)
@@ -462,7 +452,6 @@ json-nonneg ::= ( "0" | [1-9] [0-9]{0,14} ) ( "." [0-9]{1,16} )? ( [eE] [-+]? [0
       }
       if (!body.empty()) {
         if (has_len) fail("'format' together with lengths is not supported");
-        need_formats_ = true;
         return add_rule("format", "\"\\\"\" " + body + " \"\\\"\"");
       }
     }
@@ -729,9 +718,6 @@ json-nonneg ::= ( "0" | [1-9] [0-9]{0,14} ) ( "." [0-9]{1,16} )? ( [eE] [-+]? [0
     return class_expr(json_safe(set));
   }
 
- public:
-  bool need_formats_ = false;
-
  private:
   const json& root_;
   SchemaOptions o_;
@@ -744,18 +730,29 @@ json-nonneg ::= ( "0" | [1-9] [0-9]{0,14} ) ( "." [0-9]{1,16} )? ( [eE] [-+]? [0
 
 }  // namespace
 
-std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema, const SchemaOptions& opts) {
-  Compiler c(schema, opts);
-  std::string g = c.run();
-  if (c.need_formats_) {
-    g += R"(hex ::= [0-9a-fA-F]
+std::string_view json_schema_common_gbnf() {
+  static constexpr std::string_view kCommon = R"gbnf(ws ::= [ \t]{0,8} | "\n" [ \t]{0,16}
+json-value ::= json-object | json-array | json-string | json-number | "true" | "false" | "null"
+json-object ::= "{" ws ( json-string ws ":" ws json-value ws ( "," ws json-string ws ":" ws json-value ws )* )? "}"
+json-array ::= "[" ws ( json-value ws ( "," ws json-value ws )* )? "]"
+json-string ::= "\"" json-char* "\""
+json-char ::= [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )
+json-int ::= "-"? ( "0" | [1-9] [0-9]{0,14} )
+json-number ::= json-int ( "." [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,3} )?
+json-nonneg ::= ( "0" | [1-9] [0-9]{0,14} ) ( "." [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,3} )?
+hex ::= [0-9a-fA-F]
 date ::= [1-9] [0-9]{3} "-" ( ( "01" | "03" | "05" | "07" | "08" | "10" | "12" ) "-" day31 | ( "04" | "06" | "09" | "11" ) "-" day30 | "02" "-" day28 )
 day28 ::= "0" [1-9] | "1" [0-9] | "2" [0-8]
 day30 ::= day28 | "29" | "30"
 day31 ::= day30 | "31"
 time ::= ( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9] ":" [0-5] [0-9] ( "Z" | [+-] ( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9] )
-)";
-  }
+)gbnf";
+  return kCommon;
+}
+
+std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema, const SchemaOptions& opts) {
+  std::string g = Compiler(schema, opts).run();
+  if (opts.with_common) g += json_schema_common_gbnf();
   return g;
 }
 

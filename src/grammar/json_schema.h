@@ -34,6 +34,9 @@ namespace triad::grammar {
 
 struct SchemaOptions {
   bool strict = false;
+  std::string root_name = "root";  // the rule that matches the document
+  std::string prefix;              // prepended to every other generated rule name
+  bool with_common = true;         // also emit the shared rules (json_schema_common_gbnf)
   int max_depth = 64;            // nesting of subschemas
   size_t max_rules = 4000;       // rules emitted
   size_t max_bytes = 1 << 20;    // GBNF text
@@ -43,5 +46,9 @@ struct SchemaOptions {
 // Takes an ordered_json so that properties keep the order the schema declares them in (a model
 // answers better when, say, "reasoning" comes before "answer").
 std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema, const SchemaOptions& opts = {});
+
+// The rules every compiled schema uses (whitespace, generic JSON values, formats): emit them
+// once when several schemas (with distinct prefixes and no common rules) share one grammar.
+std::string_view json_schema_common_gbnf();
 
 }  // namespace triad::grammar

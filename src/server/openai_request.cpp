@@ -214,7 +214,7 @@ GenOptions parse_gen_options(const json& b, int32_t n_vocab, int max_n, bool cha
         strict = (*js)["strict"].get<bool>();
       }
       o.constraint_kind = strict ? "json_schema_strict" : "json_schema";
-      o.constraint_text = (*js)["schema"].dump();  // the service re-reads it in declared key order
+      o.constraint_text = (*js)["schema"].dump();  // ordered_json: keys stay in declared order
       o.constraint_param = "response_format";
     } else if (type != "text") {
       bad("response_format", "unknown response_format type '" + type + "' (expected 'text', 'json_object' or 'json_schema')");

@@ -18,6 +18,7 @@
 #include "server/constraint_cache.h"
 #include "server/openai_request.h"
 #include "server/stop_matcher.h"
+#include "server/tool_calls.h"
 #include "template/template.h"
 #include "tokenizer/chat_format.h"
 #include "tokenizer/tokenizer.h"
@@ -55,6 +56,8 @@ struct ChoiceState {
   engine::RequestId engine_id = 0;
   std::unique_ptr<IncrementalDecoder> decoder;
   std::unique_ptr<StopMatcher> stop;
+  std::unique_ptr<ToolStreamSplitter> tools;  // streaming with tools: text vs calls
+  int n_calls = 0;                  // tool calls sent so far (streaming)
   std::string text;                 // non-stream: the whole text
   std::string finish;               // "stop" / "length" once finished
   bool done = false;
@@ -75,6 +78,7 @@ struct Service::Job : std::enable_shared_from_this<Service::Job> {
   std::string id;
   int64_t created = 0;
   GenOptions opt;
+  ToolRequest tools;                // chat with tools: outputs are parsed into tool_calls
   std::shared_ptr<grammar::Constraint> constraint;  // constrained decoding, shared by the choices
   std::vector<std::vector<int32_t>> prompts;   // one per prompt (completions may have several)
   std::vector<std::string> echo_text;          // completions with echo: the prompt text
@@ -150,6 +154,26 @@ struct Service::Job : std::enable_shared_from_this<Service::Job> {
     event(ch);
   }
 
+  // Streaming: each completed tool call as two delta.tool_calls fragments (id, type and name;
+  // then the arguments), the way the SDK accumulates them.
+  void emit_calls(size_t i) {
+    ChoiceState& c = choices[i];
+    for (const ToolCall& call : c.tools->take_calls()) {
+      const int k = c.n_calls++;
+      json head = {{"index", k}, {"id", random_id("call_")}, {"type", "function"},
+                   {"function", {{"name", call.name}, {"arguments", ""}}}};
+      json args = {{"index", k}, {"function", {{"arguments", call.arguments}}}};
+      for (json* tc : {&head, &args}) {
+        json ch = chunk_base();
+        json choice = {{"index", i}, {"delta", {{"tool_calls", json::array({*tc})}}}, {"logprobs", nullptr},
+                       {"finish_reason", nullptr}};
+        ch["choices"] = json::array({choice});
+        if (opt.include_usage) ch["usage"] = nullptr;
+        event(ch);
+      }
+    }
+  }
+
   static json top_map(const json& entry) {
     json m = json::object();
     for (const json& t : entry["top_logprobs"]) m[t["token"].get<std::string>()] = t["logprob"];
@@ -171,9 +195,11 @@ struct Service::Job : std::enable_shared_from_this<Service::Job> {
     ++c.completion_tokens;
     std::string piece = c.decoder->push(t.id);
     std::string out = c.stop->feed(piece);
+    if (c.tools) out = c.tools->feed(out);
     json lp;
     if (opt.logprobs >= 0) lp = token_logprob_entry(t);
     emit(i, out, opt.logprobs >= 0 ? &lp : nullptr, first);
+    if (c.tools) emit_calls(i);
     if (c.stop->stopped()) {
       c.stopped_by_string = true;
       model->engine->cancel(c.engine_id);  // the engine finishes it with kCancelled next step
@@ -204,8 +230,16 @@ struct Service::Job : std::enable_shared_from_this<Service::Job> {
         rest += c.stop->flush();
         c.finish = reason == engine::FinishReason::kLength ? "length" : "stop";
       }
+      if (c.tools) rest = c.tools->feed(rest);
       if (!rest.empty() && reason != engine::FinishReason::kError) emit(i, rest, nullptr, c.completion_tokens == 0);
+      if (c.tools && reason != engine::FinishReason::kError) {
+        emit_calls(i);
+        const std::string tail = c.tools->flush();  // an unfinished call is text
+        if (!tail.empty()) emit(i, tail, nullptr, false);
+      }
     }
+    if (c.finish == "stop" && ((c.tools && c.n_calls > 0) || (!opt.stream && tools.active() && !parse_tool_output(c.text).calls.empty())))
+      c.finish = "tool_calls";
     if (opt.stream && reason != engine::FinishReason::kError && reason != engine::FinishReason::kCancelled) {
       json ch = chunk_base();
       json choice = {{"index", i}};
@@ -283,7 +317,19 @@ struct Service::Job : std::enable_shared_from_this<Service::Job> {
     for (size_t i = 0; i < choices.size(); ++i) {
       ChoiceState& c = choices[i];
       json choice = {{"index", i}};
-      if (chat) {
+      if (chat && tools.active()) {
+        const ParsedOutput po = parse_tool_output(c.text);
+        json msg = {{"role", "assistant"}, {"content", po.calls.empty() ? json(c.text) : (po.content.empty() ? json(nullptr) : json(po.content))},
+                    {"refusal", nullptr}};
+        if (!po.calls.empty()) {
+          json calls = json::array();
+          for (const ToolCall& tc : po.calls)
+            calls.push_back({{"id", random_id("call_")}, {"type", "function"}, {"function", {{"name", tc.name}, {"arguments", tc.arguments}}}});
+          msg["tool_calls"] = calls;
+        }
+        choice["message"] = msg;
+        choice["logprobs"] = opt.logprobs >= 0 ? json{{"content", c.logprobs}, {"refusal", nullptr}} : json(nullptr);
+      } else if (chat) {
         choice["message"] = {{"role", "assistant"}, {"content", c.text}, {"refusal", nullptr}};
         choice["logprobs"] = opt.logprobs >= 0 ? json{{"content", c.logprobs}, {"refusal", nullptr}} : json(nullptr);
       } else {
@@ -384,6 +430,7 @@ bool submit_all(const std::shared_ptr<Service::Job>& job, std::string& error) {
   for (size_t i = 0; i < job->choices.size(); ++i) {
     job->choices[i].decoder = std::make_unique<IncrementalDecoder>(*m.tokenizer);
     job->choices[i].stop = std::make_unique<StopMatcher>(o.stop);
+    if (job->tools.active() && o.stream) job->choices[i].tools = std::make_unique<ToolStreamSplitter>();
   }
   std::vector<engine::RequestId> submitted;
   try {
@@ -411,18 +458,6 @@ bool submit_all(const std::shared_ptr<Service::Job>& job, std::string& error) {
     return false;
   }
   return true;
-}
-
-// A JSON schema's text with its keys in the order the client wrote them (the body was parsed
-// into sorted maps; properties should be generated in declared order).
-void keep_schema_order(const std::string& body, GenOptions& o) {
-  if (o.constraint_kind != "json_schema" && o.constraint_kind != "json_schema_strict") return;
-  try {
-    const auto ob = nlohmann::ordered_json::parse(body);
-    o.constraint_text = ob.at("response_format").at("json_schema").at("schema").dump();
-  } catch (const std::exception&) {
-    // keep the sorted form (it parsed once already, so this does not happen)
-  }
 }
 
 // The compiled constraint of a request that asks for one (throws ApiError 400 on a bad grammar).
@@ -611,19 +646,74 @@ void Service::chat_completions(const HttpRequest& req, std::shared_ptr<ResponseW
     const json content = msg.contains("content") ? msg["content"] : json(nullptr);
     if (content.is_null() && role != "assistant") bad(p + ".content", p + " needs 'content'");
     out["content"] = text_of_content(content, (p + ".content").c_str());
+    std::string flat = out["content"].get<std::string>();  // for the built-in formats
+    if (role == "assistant" && msg.contains("tool_calls") && !msg["tool_calls"].is_null()) {
+      const json& tcs = msg["tool_calls"];
+      if (!tcs.is_array()) bad(p + ".tool_calls", "'tool_calls' must be an array");
+      json calls = json::array();
+      for (const json& tc : tcs) {
+        if (!tc.is_object() || !tc.contains("function") || !tc["function"].is_object() ||
+            !tc["function"].contains("name") || !tc["function"]["name"].is_string())
+          bad(p + ".tool_calls", "each tool call needs a 'function' with a 'name'");
+        json fn = tc["function"];
+        // Templates expect the arguments as an object; the API carries them as JSON text.
+        json args = json::object();
+        if (fn.contains("arguments") && fn["arguments"].is_string()) {
+          args = json::parse(fn["arguments"].get<std::string>(), nullptr, false);
+          if (args.is_discarded() || !args.is_object()) bad(p + ".tool_calls", "tool call arguments must be a JSON object");
+          check_depth(args, 32);
+        } else if (fn.contains("arguments") && fn["arguments"].is_object()) {
+          args = fn["arguments"];
+        }
+        fn["arguments"] = args;
+        json c2 = tc;
+        c2["function"] = fn;
+        calls.push_back(c2);
+        flat += (flat.empty() ? "" : "\n") + std::string("<tool_call>\n") +
+                json{{"name", fn["name"]}, {"arguments", args}}.dump(-1, ' ', false, json::error_handler_t::replace) + "\n</tool_call>";
+      }
+      out["tool_calls"] = calls;
+    }
+    if (role == "tool") flat = "<tool_response>\n" + flat + "\n</tool_response>";
     messages.push_back(out);
-    simple.push_back(ChatMessage{role, out["content"].get<std::string>()});
+    simple.push_back(ChatMessage{role == "tool" || role == "function" ? "user" : role, flat});
   }
   GenOptions opt = parse_gen_options(body, m.model->config().n_vocab, options_.max_n, /*chat=*/true);
-  keep_schema_order(req.body, opt);
-  if (const json* tools = field(body, "tools")) {
-    if (!tools->is_array()) bad("tools", "'tools' must be an array");
-    if (!tools->empty())
-      bad("tools", "tool calling is not supported yet (it arrives with structured output)", "unsupported_parameter");
+  ToolRequest tools = parse_tools(body);
+  if (tools.active()) {
+    if (!opt.constraint_kind.empty()) bad("tools", "use either tools or a response_format / grammar, not both");
+    opt.constraint_kind = "grammar";
+    opt.constraint_param = "tools";
+    try {
+      opt.constraint_text = tool_grammar(tools);
+    } catch (const grammar::GrammarError& e) {
+      bad("tools", e.what(), "invalid_json_schema");
+    }
+    // Models whose template does not render tools learn them (and the call format) from a system
+    // message.
+    if (!m.chat_template || !m.template_knows_tools) {
+      const std::string ins = tool_instructions(tools);
+      if (!messages.empty() && messages[0]["role"] == "system") {
+        messages[0]["content"] = messages[0]["content"].get<std::string>() + "\n\n" + ins;
+        simple[0].content += "\n\n" + ins;
+      } else {
+        messages.insert(messages.begin(), json{{"role", "system"}, {"content", ins}});
+        simple.insert(simple.begin(), ChatMessage{"system", ins});
+      }
+    }
   }
   std::string text;
   if (m.chat_template) {
     json ctx = {{"messages", messages}, {"add_generation_prompt", true}, {"bos_token", m.bos_text}, {"eos_token", m.eos_text}};
+    if (tools.active() && m.template_knows_tools) {
+      json list = json::array();
+      for (const ToolSpec& t : tools.tools) {
+        json params = t.parameters;
+        params.erase("$triad_strict");
+        list.push_back({{"type", "function"}, {"function", {{"name", t.name}, {"description", t.description}, {"parameters", params}}}});
+      }
+      ctx["tools"] = list;
+    }
     if (const json* kw = field(body, "chat_template_kwargs")) {
       if (!kw->is_object()) bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
       for (const auto& [k, v] : kw->items()) ctx[k] = v;
@@ -641,6 +731,7 @@ void Service::chat_completions(const HttpRequest& req, std::shared_ptr<ResponseW
   job->id = random_id("chatcmpl-");
   job->created = unix_now();
   job->opt = std::move(opt);
+  job->tools = std::move(tools);
   job->prompts.push_back(encode_prompt(m, text, /*parse_special=*/true));
   start_job(*this, job);
 }
@@ -692,7 +783,6 @@ void Service::completions(const HttpRequest& req, std::shared_ptr<ResponseWriter
     for (const auto& p : prompts) echo.push_back(m.tokenizer->decode(p));
   if (field(body, "suffix")) bad("suffix", "'suffix' is not supported", "unsupported_parameter");
   GenOptions opt = parse_gen_options(body, m.model->config().n_vocab, options_.max_n, /*chat=*/false);
-  keep_schema_order(req.body, opt);
   if (opt.stream && opt.echo) bad("echo", "'echo' is not supported with streaming", "unsupported_parameter");
   if (opt.n * static_cast<int>(prompts.size()) > 64) bad("n", "n times the number of prompts must be at most 64");
   check_capacity(m, options_.max_queue);

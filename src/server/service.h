@@ -38,6 +38,7 @@ struct ServedModel {
   engine::Engine* engine = nullptr;
   std::shared_ptr<const tmpl::Template> chat_template;  // null: the built-in chat format
   int builtin_chat_format = 0;            // triad::ChatFormat when chat_template is null
+  bool template_knows_tools = false;      // the template renders `tools` itself
   std::string bos_text, eos_text;         // for templates
   int64_t created = 0;                    // unix seconds (load time)
   std::unique_ptr<ModelMetrics> metrics = std::make_unique<ModelMetrics>();

@@ -35,3 +35,18 @@ target_compile_options(grammar_fuzz_replay PRIVATE ${TRIAD_WARNINGS})
 target_link_libraries(grammar_fuzz_replay PRIVATE triad_grammar)
 add_test(NAME grammar_fuzz_replay COMMAND grammar_fuzz_replay ${CMAKE_CURRENT_LIST_DIR}/corpus/grammar)
 set_tests_properties(grammar_fuzz_replay PROPERTIES LABELS cpp)
+
+# JSON Schemas and tool-call outputs.
+add_executable(schema_fuzz_replay
+  ${CMAKE_CURRENT_LIST_DIR}/replay_main.cpp ${CMAKE_CURRENT_LIST_DIR}/schema_fuzz.cpp)
+target_compile_options(schema_fuzz_replay PRIVATE ${TRIAD_WARNINGS})
+target_link_libraries(schema_fuzz_replay PRIVATE triad_grammar)
+add_test(NAME schema_fuzz_replay COMMAND schema_fuzz_replay ${CMAKE_CURRENT_LIST_DIR}/corpus/schema)
+set_tests_properties(schema_fuzz_replay PROPERTIES LABELS cpp)
+
+add_executable(tool_fuzz_replay
+  ${CMAKE_CURRENT_LIST_DIR}/replay_main.cpp ${CMAKE_CURRENT_LIST_DIR}/tool_fuzz.cpp)
+target_compile_options(tool_fuzz_replay PRIVATE ${TRIAD_WARNINGS})
+target_link_libraries(tool_fuzz_replay PRIVATE triad_server)
+add_test(NAME tool_fuzz_replay COMMAND tool_fuzz_replay ${CMAKE_CURRENT_LIST_DIR}/corpus/tool)
+set_tests_properties(tool_fuzz_replay PROPERTIES LABELS cpp)

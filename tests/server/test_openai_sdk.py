@@ -325,7 +325,7 @@ HOSTILE = [
     ("unknown response_format", {**GOOD, "response_format": {"type": "yaml"}}, 400, None, "response_format"),
     ("response_format not an object", {**GOOD, "response_format": "json"}, 400, None, "response_format"),
     ("bad grammar", {**GOOD, "grammar": "root ::= ("}, 400, "invalid_grammar", "grammar"),
-    ("tools not yet", {**GOOD, "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}, 400, None, "tools"),
+    ("tools not an array", {**GOOD, "tools": {"type": "function"}}, 400, None, "tools"),
     ("unknown model", {**GOOD, "model": "gpt-4o"}, 404, "model_not_found", "model"),
     ("context exceeded", {**GOOD, "messages": [{"role": "user", "content": "word " * 3000}]}, 400, "context_length_exceeded", None),
     ("prompt + max_tokens exceed", {**GOOD, "max_tokens": 2040}, 400, "context_length_exceeded", "max_tokens"),

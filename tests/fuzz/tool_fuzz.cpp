@@ -1,0 +1,35 @@
+// libFuzzer target for the tool-call output parser (src/server/tool_calls.h): model output is
+// untrusted. The input is split at its first byte into chunk sizes; the whole text goes through
+// parse_tool_output() and, chunk by chunk, through a ToolStreamSplitter. Both must find the
+// same calls (a mismatch aborts: a finding), every call's arguments must be a JSON object, and
+// nothing may crash, throw, hang or allocate without bound.
+// Also linked into tool_fuzz_replay (replay_main.cpp), which runs the corpus in ctest.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "server/tool_calls.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace triad::server;
+  if (size == 0) return 0;
+  const size_t step = 1 + data[0] % 7;
+  const std::string_view text(reinterpret_cast<const char*>(data) + 1, size - 1);
+  const ParsedOutput whole = parse_tool_output(text);
+  ToolStreamSplitter s;
+  std::vector<ToolCall> streamed;
+  for (size_t i = 0; i < text.size(); i += step) {
+    (void)s.feed(text.substr(i, step));
+    for (ToolCall& c : s.take_calls()) streamed.push_back(std::move(c));
+  }
+  (void)s.flush();
+  for (ToolCall& c : s.take_calls()) streamed.push_back(std::move(c));
+  if (streamed.size() != whole.calls.size()) std::abort();
+  for (size_t i = 0; i < streamed.size(); ++i) {
+    if (streamed[i].name != whole.calls[i].name || streamed[i].arguments != whole.calls[i].arguments) std::abort();
+    const json a = json::parse(streamed[i].arguments, nullptr, false);
+    if (!a.is_object()) std::abort();
+  }
+  return 0;
+}
