@@ -13,6 +13,7 @@
 #include "loaded_model.h"
 #include "base/error.h"
 #include "grammar/grammar.h"
+#include "grammar/json_schema.h"
 #include "grammar/matcher.h"
 
 namespace triad::app {
@@ -21,6 +22,7 @@ namespace {
 struct GrammarBenchOptions {
   CommonOptions common;
   std::string grammar_file;  // empty: JSON object grammar
+  std::vector<std::string> schemas;  // JSON Schema files: compile times; one: also its walks
   int walks = 20;
   int steps = 200;
   uint64_t seed = 1;
@@ -47,6 +49,23 @@ int run(const GrammarBenchOptions& o) {
     std::stringstream ss;
     ss << f.rdbuf();
     src = ss.str();
+  }
+  if (!o.schemas.empty()) {
+    std::vector<double> times;
+    for (const std::string& path : o.schemas) {
+      std::ifstream f(path, std::ios::binary);
+      TRIAD_CHECK(f, "bench grammar: cannot read ", path);
+      std::stringstream ss;
+      ss << f.rdbuf();
+      const auto schema = nlohmann::ordered_json::parse(ss.str());
+      const auto a = Clock::now();
+      src = grammar::json_schema_to_gbnf(schema);
+      (void)grammar::Grammar::from_gbnf(src);
+      times.push_back(us(Clock::now() - a));
+    }
+    std::printf("schema compile (JSON Schema -> grammar, %zu schemas): median %.1f us, max %.1f us\n", times.size(),
+                pct(times, 0.5), pct(times, 1.0));
+    if (o.schemas.size() > 1) return 0;
   }
   t0 = Clock::now();
   auto g = std::make_shared<const grammar::Grammar>(grammar::Grammar::from_gbnf(src));
@@ -100,6 +119,7 @@ Command add_bench_grammar(CLI::App& bench) {
   CLI::App* cmd = bench.add_subcommand("grammar", "constrained decoding: token-mask time per step on a model's vocabulary");
   o->common.add_to(*cmd, /*with_ctx=*/false);
   cmd->add_option("--grammar", o->grammar_file, "GBNF file (default: the JSON-object grammar of response_format json_object)");
+  cmd->add_option("--schema", o->schemas, "JSON Schema file(s): compile time over all; with one, its walks")->expected(1, -1);
   cmd->add_option("--walks", o->walks, "random walks through the grammar")->check(CLI::Range(1, 100000));
   cmd->add_option("--steps", o->steps, "tokens per walk at most")->check(CLI::Range(1, 1000000));
   cmd->add_option("--seed", o->seed, "seed of the walks");

@@ -3,6 +3,9 @@
 // Poisson rate, with at most --concurrency in flight; reports throughput, time to first token
 // and time per output token percentiles, and the KV memory in use.
 #include <algorithm>
+#include <fstream>
+#include <sstream>
+
 #include <memory>
 #include <chrono>
 #include <cmath>
@@ -16,6 +19,9 @@
 #include "collect_sink.h"
 #include "commands.h"
 #include "engine/engine_api.h"
+#include "grammar/grammar.h"
+#include "grammar/json_schema.h"
+#include "grammar/matcher.h"
 #include "engine_options.h"
 #include "loaded_model.h"
 
@@ -33,6 +39,7 @@ struct ServeBenchOptions {
   int shared_prefix = 0;          // tokens every prompt starts with
   uint64_t seed = 1;
   float temperature = 0.f;
+  std::string constraint;         // "", "json", "schema:FILE" or "gbnf:FILE": constrained decoding
 };
 
 struct Range {
@@ -77,6 +84,33 @@ int run(const ServeBenchOptions& o) {
   engine::Engine eng(*lm.model, ec);
 
   std::mt19937_64 rng(o.seed);
+  // Constrained decoding: every request shares one compiled constraint, as a server's do.
+  std::shared_ptr<grammar::Constraint> constraint;
+  if (!o.constraint.empty()) {
+    auto read = [](const std::string& path) {
+      std::ifstream f(path, std::ios::binary);
+      TRIAD_CHECK(f, "bench serve: cannot read ", path);
+      std::stringstream ss;
+      ss << f.rdbuf();
+      return ss.str();
+    };
+    std::string gbnf;
+    if (o.constraint == "json") {
+      gbnf = grammar::json_object_gbnf();
+    } else if (o.constraint.rfind("schema:", 0) == 0) {
+      gbnf = grammar::json_schema_to_gbnf(nlohmann::ordered_json::parse(read(o.constraint.substr(7))));
+    } else if (o.constraint.rfind("gbnf:", 0) == 0) {
+      gbnf = read(o.constraint.substr(5));
+    } else {
+      TRIAD_CHECK(false, "bench serve: --constraint takes json, schema:FILE or gbnf:FILE");
+    }
+    constraint = std::make_shared<grammar::Constraint>(std::make_shared<const grammar::Grammar>(grammar::Grammar::from_gbnf(gbnf)),
+                                                       grammar::Vocab::from_tokenizer(*lm.tokenizer));
+    const auto t = std::chrono::steady_clock::now();
+    grammar::warm_up(constraint, 4, 64, 1);
+    std::printf("constraint: %s (warm-up %.2f s)\n", o.constraint.c_str(),
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count());
+  }
   // Uniformly random token ids: the benchmark measures speed, not text.
   auto random_token = [&] {
     std::uniform_int_distribution<int32_t> d(0, c.n_vocab - 1);
@@ -92,6 +126,7 @@ int run(const ServeBenchOptions& o) {
     r.ignore_eos = true;
     r.sampling.temperature = o.temperature;
     r.sampling.seed = rng();
+    r.constraint = constraint;
     return r;
   };
   std::printf("model: %s\nthreads: %d; %s\n", c.summary().c_str(), threads, eng.kv_plan().describe().c_str());
@@ -223,6 +258,7 @@ Command add_bench_serve(CLI::App& bench) {
       ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--seed", o->seed, "seed of the request mix");
   cmd->add_option("--temp", o->temperature, "sampling temperature (0: greedy)");
+  cmd->add_option("--constraint", o->constraint, "constrained decoding for every request: json, schema:FILE.json or gbnf:FILE");
   return [o] { return run(*o); };
 }
 

@@ -1,7 +1,8 @@
 // Compiled grammars of one served model, shared by the requests that ask for the same one:
-// a bounded LRU keyed by the kind and text (json_object, a GBNF grammar), so that a flood of
-// distinct grammars costs at most `capacity` compiled forms and each repeated one is compiled,
-// and its masks computed, once.
+// a bounded LRU keyed by the kind and text (json_object, a JSON schema, a GBNF grammar), so
+// that a flood of distinct grammars costs at most `capacity` compiled forms and each repeated one
+// is compiled, and its masks computed, once. A new grammar's first masks are computed by a short
+// random walk on the calling (HTTP) thread, off the engine thread.
 // Thread-safety: get() may be called from any thread.
 #pragma once
 
@@ -51,6 +52,9 @@ class ConstraintCache {
     }
     auto g = std::make_shared<const grammar::Grammar>(grammar::Grammar::from_gbnf(src));
     auto c = std::make_shared<grammar::Constraint>(std::move(g), vocab_);
+    // Compute the masks near the grammar's start here, on the requesting thread, rather than
+    // on the engine thread where a first-time vocabulary walk would stall every sequence.
+    grammar::warm_up(c, 2, 48, 1);
     std::lock_guard<std::mutex> lk(mu_);
     auto it = index_.find(key);
     if (it != index_.end()) return it->second->second;
