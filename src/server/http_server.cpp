@@ -75,6 +75,11 @@ struct HttpServer::Impl {
   std::atomic<int> n_conn{0};
   std::atomic<bool> accepting{true};
   std::vector<std::thread> threads;
+  // Every session ever accepted (weak), so that run() can break the Session <-> Writer reference
+  // cycle of those still open when the server stops (their pending handlers are then destroyed
+  // with the io_context, and nothing else would free them).
+  std::mutex sessions_mu;
+  std::vector<std::weak_ptr<void>> sessions;
 
   Impl(HttpServerOptions o, HttpHandler h)
       : opt(std::move(o)), handler(std::move(h)), ioc(std::max(1, opt.io_threads)), acceptor(ioc),
@@ -138,6 +143,11 @@ class Session : public std::enable_shared_from_this<Session> {
   }
   bool keep_alive() const { return keep_alive_; }
   Writer* writer() const { return writer_.get(); }
+  // After the io_context has stopped for good (no handler runs any more).
+  void release_after_stop() {
+    writer_.reset();
+    out_.clear();
+  }
   auto executor() { return stream_.get_executor(); }
   uint64_t seq() const { return seq_; }
 
@@ -256,6 +266,7 @@ class Session : public std::enable_shared_from_this<Session> {
       beast::error_code ec;
       stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
       stream_.expires_after(std::chrono::seconds(5));
+      writer_.reset();  // the response is complete
       drain(0);
       return;
     }
@@ -375,7 +386,15 @@ void HttpServer::Impl::do_accept() {
         ++n_conn;
         beast::error_code ignore;
         socket.set_option(tcp::no_delay(true), ignore);
-        std::make_shared<Session>(std::move(socket), *this)->start();
+        auto session = std::make_shared<Session>(std::move(socket), *this);
+        {
+          std::lock_guard<std::mutex> lk(sessions_mu);
+          if (sessions.size() >= 1024 && sessions.size() >= 2 * static_cast<size_t>(n_conn.load()))
+            sessions.erase(std::remove_if(sessions.begin(), sessions.end(), [](const auto& w) { return w.expired(); }),
+                           sessions.end());
+          sessions.push_back(session);
+        }
+        session->start();
       }
     }
     do_accept();
@@ -413,6 +432,12 @@ void HttpServer::run() {
   for (auto& t : impl_->threads)
     if (t.joinable()) t.join();
   impl_->threads.clear();
+  if (impl_->ioc.stopped()) {
+    std::lock_guard<std::mutex> lk(impl_->sessions_mu);
+    for (const auto& w : impl_->sessions)
+      if (auto s = w.lock()) std::static_pointer_cast<Session>(s)->release_after_stop();
+    impl_->sessions.clear();
+  }
 }
 
 void HttpServer::stop_accepting() {

@@ -510,7 +510,7 @@ def test_shutdown_timeout_cancels_with_a_visible_error():
     rc = s.stop(signal.SIGTERM)
     for t in threads:
         t.join(60)
-    assert rc == 0
+    assert rc == 0, "".join(s.log[-60:])
     assert len(outcomes) == 32
     errors = [o for o in outcomes if o[0] == "error"]
     print("outcomes:", sum(o[0] == "done" for o in outcomes), "done,", len(errors), "errors")
