@@ -660,7 +660,13 @@ class Compiler {
       if (rx_class_escape(e, r)) return class_expr(json_safe(r));
       if (e == 'u') {
         if (rp_ + 4 > rx_.size()) fail("pattern: truncated \\u escape");
-        const uint32_t cp = static_cast<uint32_t>(std::stoul(rx_.substr(rp_, 4), nullptr, 16));
+        uint32_t cp = 0;
+        for (int k = 0; k < 4; ++k) {
+          const char h = rx_[rp_ + static_cast<size_t>(k)];
+          const int v = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+          if (v < 0) fail("pattern: bad \\u escape");
+          cp = cp << 4 | static_cast<uint32_t>(v);
+        }
         rp_ += 4;
         return rx_literal(cp);
       }

@@ -382,6 +382,8 @@ TEST(JsonSchema, Errors) {
   expect_schema_error(R"j({"type": "string", "pattern": "(?=a)"})j", "lookarounds");
   expect_schema_error(R"({"type": "string", "pattern": "a{5,2}"})", "n < m");
   expect_schema_error(R"({"type": "string", "pattern": "[a-"})", "unterminated");
+  expect_schema_error(R"({"type": "string", "pattern": "\\uZZZZ"})", "bad \\u escape");
+  EXPECT_TRUE(matches(schema_grammar(R"({"type": "string", "pattern": "^\\u00e9$"})"), "\"\xc3\xa9\""));
   expect_schema_error(R"({"type": "integer", "minimum": 5, "maximum": 4})", "no value");
   expect_schema_error(R"({"$ref": "#"})", "no finite string");
   std::string deep = "{\"type\": \"array\", \"items\": ";
