@@ -18,7 +18,9 @@ struct Item {
 using Seq = std::vector<Item>;
 using Alts = std::vector<Seq>;
 
-std::vector<CodeRange> normalize(std::vector<CodeRange> r) {
+}  // namespace
+
+std::vector<CodeRange> normalize_ranges(std::vector<CodeRange> r) {
   std::sort(r.begin(), r.end());
   std::vector<CodeRange> out;
   for (const CodeRange& c : r) {
@@ -31,7 +33,7 @@ std::vector<CodeRange> normalize(std::vector<CodeRange> r) {
   return out;
 }
 
-std::vector<CodeRange> negate(const std::vector<CodeRange>& r) {
+std::vector<CodeRange> complement_ranges(const std::vector<CodeRange>& r) {
   std::vector<CodeRange> out;
   uint32_t next = 0;
   for (const CodeRange& c : r) {
@@ -41,8 +43,6 @@ std::vector<CodeRange> negate(const std::vector<CodeRange>& r) {
   if (next <= kMaxCodePoint) out.push_back({next, kMaxCodePoint});
   return out;
 }
-
-}  // namespace
 
 class GbnfParser {
  public:
@@ -375,8 +375,8 @@ class GbnfParser {
         if (ranges.size() > 4096) fail("character class with more than 4096 ranges");
       }
       ++pos_;
-      ranges = normalize(std::move(ranges));
-      if (neg) ranges = negate(ranges);
+      ranges = normalize_ranges(std::move(ranges));
+      if (neg) ranges = complement_ranges(ranges);
       count(1);
       return Seq{Item{false, set_id(std::move(ranges))}};
     }

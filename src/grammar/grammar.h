@@ -62,6 +62,11 @@ struct Elem {
 
 using CodeRange = std::pair<uint32_t, uint32_t>;  // inclusive
 
+// Sorted, merged (overlapping and adjacent ranges joined) copy of a set of ranges.
+std::vector<CodeRange> normalize_ranges(std::vector<CodeRange> r);
+// Every code point in [0, U+10FFFF] that normalized ranges `r` leave out.
+std::vector<CodeRange> complement_ranges(const std::vector<CodeRange>& r);
+
 class Grammar {
  public:
   // Parses and checks GBNF source; the start rule is `root`. Throws GrammarError.

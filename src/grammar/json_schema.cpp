@@ -51,28 +51,8 @@ std::string class_char(uint32_t cp) {
 
 using Ranges = std::vector<CodeRange>;
 
-Ranges norm(Ranges r) {
-  std::sort(r.begin(), r.end());
-  Ranges o;
-  for (const CodeRange& c : r) {
-    if (!o.empty() && c.first <= o.back().second + 1) {
-      o.back().second = std::max(o.back().second, c.second);
-    } else {
-      o.push_back(c);
-    }
-  }
-  return o;
-}
-Ranges complement(const Ranges& r) {
-  Ranges o;
-  uint32_t next = 0;
-  for (const CodeRange& c : r) {
-    if (c.first > next) o.push_back({next, c.first - 1});
-    next = c.second + 1;
-  }
-  if (next <= 0x10FFFF) o.push_back({next, 0x10FFFF});
-  return o;
-}
+Ranges norm(Ranges r) { return normalize_ranges(std::move(r)); }
+Ranges complement(const Ranges& r) { return complement_ranges(r); }
 // Characters a JSON string may hold unescaped: no quote, backslash or control character.
 Ranges json_safe(const Ranges& r) {
   const Ranges safe = {{0x20, 0x21}, {0x23, 0x5B}, {0x5D, 0x10FFFF}};
