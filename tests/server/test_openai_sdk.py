@@ -483,7 +483,7 @@ def test_shutdown_timeout_cancels_with_a_visible_error():
 
     def run(stream):
         try:
-            kw = dict(model="stories", messages=[{"role": "user", "content": "Once"}], max_tokens=500,
+            kw = dict(model="stories", messages=[{"role": "user", "content": "Once"}], max_tokens=1500,
                       extra_body={"ignore_eos": True})
             if stream:
                 text, _, finish, _, _ = collect_stream(client(s).chat.completions.create(stream=True, **kw))
