@@ -234,8 +234,9 @@ struct Service::Job : std::enable_shared_from_this<Service::Job> {
       if (!rest.empty() && reason != engine::FinishReason::kError) emit(i, rest, nullptr, c.completion_tokens == 0);
       if (c.tools && reason != engine::FinishReason::kError) {
         emit_calls(i);
-        const std::string tail = c.tools->flush();  // an unfinished call is text
+        const std::string tail = c.tools->flush();  // an unfinished call is text; a bare call ends here
         if (!tail.empty()) emit(i, tail, nullptr, false);
+        emit_calls(i);
       }
     }
     if (c.finish == "stop" && ((c.tools && c.n_calls > 0) || (!opt.stream && tools.active() && !parse_tool_output(c.text).calls.empty())))

@@ -162,8 +162,12 @@ std::string tool_grammar(const ToolRequest& t) {
   const bool many = t.parallel && t.choice != "named";
   g += std::string("tc-calls ::= tc-call") + (many ? " ( \"\\n\" tc-call )*" : "") + "\n";
   if (t.choice == "auto") {
-    // Free text that never contains "<tool_call>" (a matcher of the tag's prefixes), then calls.
-    g += "root ::= tc-free0 tc-calls?\n";
+    // Free text that never contains "<tool_call>" (a matcher of the tag's prefixes), then calls;
+    // or one bare call object, the way many models answer (an answer that opens with "{" is
+    // one: free text starts with anything else).
+    g += "root ::= tc-start tc-calls? | tc-bare\n";
+    g += "tc-bare ::= " + lit("{\"name\": ") + " ( " + alts + " ) \"}\"\n";
+    g += "tc-start ::= [^<{] tc-free0 | \"<\" tc-free1 | \"\"\n";
     g += "tc-free0 ::= [^<] tc-free0 | \"<\" tc-free1 | \"\"\n";
     for (size_t j = 1; j < kOpen.size(); ++j) {
       const char c = kOpen[j];
@@ -196,6 +200,14 @@ std::string tool_instructions(const ToolRequest& t) {
 
 ParsedOutput parse_tool_output(std::string_view text) {
   ParsedOutput out;
+  const std::string whole = trim(text);
+  if (!whole.empty() && whole[0] == '{') {  // a bare call object
+    ToolCall call;
+    if (parse_call(whole, call)) {
+      out.calls.push_back(std::move(call));
+      return out;
+    }
+  }
   std::string content;
   size_t pos = 0;
   while (pos <= text.size()) {
@@ -224,6 +236,31 @@ ParsedOutput parse_tool_output(std::string_view text) {
 }
 
 std::string ToolStreamSplitter::feed(std::string_view piece) {
+  if (mode_ == Mode::kUndecided) {
+    // Leading whitespace is held until the first other character says whether the answer is a
+    // bare call object ("{") or text.
+    pre_ += piece;
+    const size_t first = pre_.find_first_not_of(" \n\t\r");
+    if (first == std::string::npos) return {};
+    if (pre_[first] == '{') {
+      mode_ = Mode::kBare;
+      bare_ = std::move(pre_);
+      pre_.clear();
+      return {};
+    }
+    mode_ = Mode::kText;
+    std::string p = std::move(pre_);
+    pre_.clear();
+    return feed_text(p);
+  }
+  if (mode_ == Mode::kBare) {
+    bare_ += piece;
+    return {};
+  }
+  return feed_text(piece);
+}
+
+std::string ToolStreamSplitter::feed_text(std::string_view piece) {
   std::string emit = feed_raw(piece);
   if (!saw_call_) return emit;
   // After a call, whitespace (the separators between calls) is not content unless real text
@@ -285,6 +322,24 @@ std::vector<ToolCall> ToolStreamSplitter::take_calls() {
 }
 
 std::string ToolStreamSplitter::flush() {
+  if (mode_ == Mode::kUndecided) {
+    std::string out = std::move(pre_);
+    pre_.clear();
+    return out;
+  }
+  if (mode_ == Mode::kBare) {
+    mode_ = Mode::kText;
+    ToolCall call;
+    if (parse_call(bare_, call)) {
+      done_.push_back(std::move(call));
+      saw_call_ = true;
+      bare_.clear();
+      return {};
+    }
+    std::string text = feed_text(bare_);  // not a call after all: text, with any tagged calls in it
+    bare_.clear();
+    return text + flush();
+  }
   std::string out = held_;
   held_.clear();
   if (ws_.find_first_not_of(" \n\t\r") != std::string::npos) out = ws_ + out;

@@ -9,7 +9,9 @@
 //   </tool_call>
 // Under tool_choice `auto`, free text may come first (text that never contains "<tool_call>"),
 // and once the model opens a call the grammar holds it to a declared tool name and that tool's
-// parameter schema (json_schema.h); `required` and a named tool force calls from the first
+// parameter schema (json_schema.h). Many models (Llama 3, small Qwen coders) answer with a bare
+// {"name": ..., "arguments": ...} object instead: under `auto` an answer that opens with "{" is
+// held to that form, and the parser reads it as one call; `required` and a named tool force calls from the first
 // token; `parallel_tool_calls: false` allows one call. After the calls only end-of-generation is
 // allowed.
 //
@@ -77,7 +79,12 @@ class ToolStreamSplitter {
   bool saw_call() const { return saw_call_; }
 
  private:
+  enum class Mode { kUndecided, kBare, kText };
+  std::string feed_text(std::string_view piece);
   std::string feed_raw(std::string_view piece);
+  Mode mode_ = Mode::kUndecided;
+  std::string pre_;      // leading whitespace while undecided
+  std::string bare_;     // a possible bare call object (the answer opened with "{")
   std::string held_;     // possible prefix of the open tag (content mode)
   std::string ws_;       // whitespace after a call, not yet known to be content
   std::string call_;     // inside a call: text since the open tag

@@ -61,6 +61,32 @@ TEST(ToolCalls, ParserSplitsTextAndCalls) {
   }
 }
 
+TEST(ToolCalls, BareCallObjects) {
+  const std::string bare = "{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}";
+  ParsedOutput p = parse_tool_output("\n" + bare + "\n");
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.content, "");
+  for (size_t step = 1; step <= 7; ++step) {
+    ToolStreamSplitter s;
+    std::string content;
+    const std::string text = " " + bare;
+    for (size_t i = 0; i < text.size(); i += step) content += s.feed(std::string_view(text).substr(i, step));
+    content += s.flush();
+    EXPECT_EQ(content, "");
+    EXPECT_EQ(s.take_calls().size(), 1u);
+  }
+  // A JSON answer that is not a call stays text, in the stream too.
+  p = parse_tool_output("{\"answer\": 42}");
+  EXPECT_TRUE(p.calls.empty());
+  EXPECT_EQ(p.content, "{\"answer\": 42}");
+  ToolStreamSplitter s;
+  std::string content = s.feed("{\"answer\"");
+  content += s.feed(": 42}");
+  content += s.flush();
+  EXPECT_EQ(content, "{\"answer\": 42}");
+  EXPECT_TRUE(s.take_calls().empty());
+}
+
 TEST(ToolCalls, StreamingSplitterMatchesTheParser) {
   const std::string text = "Sure" + std::string(" <tool") + " x\n" + kCallW + "\n" + kCallA + "\n";
   for (size_t step = 1; step <= 9; ++step) {
@@ -98,4 +124,9 @@ TEST(ToolCalls, GrammarAdmitsWellFormedCallsOnly) {
   EXPECT_FALSE(grammar_accepts(automatic, "text <tool_call>\n{\"name\": \"nope\"}"));
   EXPECT_FALSE(grammar_accepts(automatic, kCallW + " and more text"));
   EXPECT_FALSE(two_tools("none", true).active());
+  // auto: an answer opening with "{" is one bare call object, held to the tools' schemas.
+  EXPECT_TRUE(grammar_accepts(automatic, "{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}"));
+  EXPECT_FALSE(grammar_accepts(automatic, "{\"name\": \"add\", \"arguments\": {\"a\": \"x\", \"b\": 2}}"));
+  EXPECT_FALSE(grammar_accepts(automatic, "{\"answer\": 42}"));
+  EXPECT_TRUE(grammar_accepts(automatic, "The answer is {42}."));
 }
