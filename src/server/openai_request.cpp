@@ -1,7 +1,10 @@
 // Request parsing and validation for the OpenAI endpoints (see openai_request.h).
 #include "server/openai_request.h"
 
+#include <chrono>
 #include <cmath>
+#include <mutex>
+#include <random>
 
 #include "base/error.h"
 
@@ -236,5 +239,27 @@ GenOptions parse_gen_options(const json& b, int32_t n_vocab, int max_n, bool cha
   }
   return o;
 }
+
+void send_error(ResponseWriter& w, const ApiError& e) {
+  HeaderList h = e.headers;
+  if (e.status >= 500 && e.status != 503) h.emplace_back("x-should-retry", "false");
+  w.send(e.status, "application/json", error_body(e), h);
+}
+void send_json(ResponseWriter& w, const json& j, int status) {
+  w.send(status, "application/json", j.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+std::string random_id(const char* prefix) {
+  static std::mutex mu;
+  static std::mt19937_64 rng(std::random_device{}());
+  static const char* chars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  std::lock_guard<std::mutex> lk(mu);
+  std::string s = prefix;
+  for (int i = 0; i < 24; ++i) s += chars[rng() % 62];
+  return s;
+}
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 
 }  // namespace triad::server

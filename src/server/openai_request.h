@@ -34,6 +34,12 @@ struct ApiError {
                       int status = 400);
 // {"error": {"message", "type", "param", "code"}}
 std::string error_body(const ApiError& e);
+// Answers with an error in OpenAI's shape (5xx other than 503 say x-should-retry: false).
+void send_error(ResponseWriter& w, const ApiError& e);
+void send_json(ResponseWriter& w, const json& j, int status = 200);
+// prefix + 24 random alphanumerics (completion and tool-call ids).
+std::string random_id(const char* prefix);
+int64_t unix_now();  // seconds
 
 // Parses a request body: a JSON object nested at most 64 levels deep.
 json parse_json_body(const std::string& text);

@@ -59,7 +59,7 @@ class Service {
   // Number of requests in flight (accepted and not finished).
   int64_t in_flight() const { return in_flight_.load(); }
 
-  // Implementation details used by the request objects in service.cpp.
+  // Implementation details used by the request objects in job.cpp.
   struct Job;
   std::atomic<int64_t> in_flight_{0};
 
