@@ -84,10 +84,7 @@ int run(const GrammarBenchOptions& o) {
       m.fill_mask(mask);
       const double t = us(Clock::now() - a);
       (w == 0 ? first : rest).push_back(t);
-      std::vector<int32_t> allowed;
-      for (size_t wd = 0; wd < mask.bits.size(); ++wd)
-        for (uint64_t b = mask.bits[wd]; b; b &= b - 1)
-          allowed.push_back(static_cast<int32_t>(wd * 64 + static_cast<size_t>(__builtin_ctzll(b))));
+      const std::vector<int32_t> allowed = mask.ids();
       allowed_total += allowed.size();
       ++steps_total;
       std::vector<int32_t> nonend;

@@ -53,6 +53,13 @@ Vocab::Vocab(std::vector<std::string> pieces, const std::vector<char>& generable
   }
 }
 
+std::vector<int32_t> TokenMask::ids() const {
+  std::vector<int32_t> out;
+  for (size_t w = 0; w < bits.size(); ++w)
+    for (uint64_t b = bits[w]; b; b &= b - 1) out.push_back(static_cast<int32_t>(w * 64 + static_cast<size_t>(std::countr_zero(b))));
+  return out;
+}
+
 size_t TokenMask::count() const {
   size_t n = 0;
   for (uint64_t w : bits) n += static_cast<size_t>(std::popcount(w));
@@ -303,10 +310,7 @@ std::shared_ptr<const Constraint::PositionInfo> Matcher::position(uint32_t leaf)
     info->dense = true;
     info->bits = std::move(acc.bits);
   } else {
-    info->ids.reserve(n);
-    for (size_t w = 0; w < acc.bits.size(); ++w)
-      for (uint64_t b = acc.bits[w]; b; b &= b - 1)
-        info->ids.push_back(static_cast<int32_t>(w * 64 + static_cast<size_t>(std::countr_zero(b))));
+    info->ids = acc.ids();
   }
   std::lock_guard<std::mutex> lk(c_->mu_);
   ++c_->stats_.positions_computed;
@@ -423,11 +427,8 @@ int64_t warm_up(const std::shared_ptr<Constraint>& c, int walks, int steps, uint
     for (int s = 0; s < steps; ++s) {
       m.fill_mask(mask);
       allowed.clear();
-      for (size_t wd = 0; wd < mask.bits.size(); ++wd)
-        for (uint64_t b = mask.bits[wd]; b; b &= b - 1) {
-          const auto id = static_cast<int32_t>(wd * 64 + static_cast<size_t>(std::countr_zero(b)));
-          if (std::find(eog.begin(), eog.end(), id) == eog.end()) allowed.push_back(id);
-        }
+      for (int32_t id : mask.ids())
+        if (std::find(eog.begin(), eog.end(), id) == eog.end()) allowed.push_back(id);
       if (allowed.empty()) break;
       if (!m.accept_token(allowed[rng() % allowed.size()])) break;
       ++taken;

@@ -80,6 +80,7 @@ struct TokenMask {
   void set(int32_t id) { bits[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63); }
   bool test(int32_t id) const { return bits[static_cast<size_t>(id) >> 6] >> (id & 63) & 1; }
   size_t count() const;
+  std::vector<int32_t> ids() const;  // the set tokens, ascending
 };
 
 struct MatcherLimits {

@@ -256,9 +256,7 @@ void Service::chat_completions(const HttpRequest& req, std::shared_ptr<ResponseW
     if (tools.active() && m.template_knows_tools) {
       json list = json::array();
       for (const ToolSpec& t : tools.tools) {
-        json params = t.parameters;
-        params.erase("$triad_strict");
-        list.push_back({{"type", "function"}, {"function", {{"name", t.name}, {"description", t.description}, {"parameters", params}}}});
+        list.push_back({{"type", "function"}, {"function", {{"name", t.name}, {"description", t.description}, {"parameters", t.parameters}}}});
       }
       ctx["tools"] = list;
     }

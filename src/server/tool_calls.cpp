@@ -114,7 +114,7 @@ ToolRequest parse_tools(const json& body) {
         if (!f["parameters"].is_object()) bad(p + ".function.parameters", "'parameters' must be a JSON Schema object");
         s.parameters = f["parameters"];
       }
-      if (f.contains("strict") && f["strict"].is_boolean() && f["strict"].get<bool>()) s.parameters["$triad_strict"] = true;
+      s.strict = f.contains("strict") && f["strict"].is_boolean() && f["strict"].get<bool>();
       t.tools.push_back(std::move(s));
     }
   }
@@ -147,13 +147,11 @@ std::string tool_grammar(const ToolRequest& t) {
     const ToolSpec& s = t.tools[i];
     if (t.choice == "named" && s.name != t.named) continue;
     grammar::SchemaOptions o;
-    json params = s.parameters;
-    o.strict = params.contains("$triad_strict");
-    params.erase("$triad_strict");
+    o.strict = s.strict;
     o.root_name = "tc" + std::to_string(i) + "-args";
     o.prefix = "tc" + std::to_string(i) + "-";
     o.with_common = false;
-    g += grammar::json_schema_to_gbnf(params, o);
+    g += grammar::json_schema_to_gbnf(s.parameters, o);
     const std::string fn = "tc" + std::to_string(i) + "-fn";
     g += fn + " ::= " + lit(json(s.name).dump() + ", \"arguments\": ") + " " + o.root_name + "\n";
     alts += (alts.empty() ? "" : " | ") + fn;
@@ -186,9 +184,7 @@ std::string tool_grammar(const ToolRequest& t) {
 std::string tool_instructions(const ToolRequest& t) {
   std::string s = "You can call these functions:\n<tools>\n";
   for (const ToolSpec& f : t.tools) {
-    json params = f.parameters;
-    params.erase("$triad_strict");
-    json d = {{"type", "function"}, {"function", {{"name", f.name}, {"description", f.description}, {"parameters", params}}}};
+    json d = {{"type", "function"}, {"function", {{"name", f.name}, {"description", f.description}, {"parameters", f.parameters}}}};
     s += d.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
   }
   s += "</tools>\nTo call a function, write one block per call, each a JSON object with the function's name and "

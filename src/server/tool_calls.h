@@ -32,6 +32,7 @@ struct ToolSpec {
   std::string name;
   std::string description;
   json parameters;  // a JSON Schema (an empty object schema when the request gave none)
+  bool strict = false;  // function.strict: unknown formats in `parameters` are errors
 };
 
 struct ToolRequest {

@@ -33,6 +33,7 @@ def check_calls(calls):
 
 def test_required_and_named_choice_force_valid_calls(server):
     c = client(server)
+    checked = {"required": 0, "named": 0}
     for model in ("stories", "tiny"):
         for seed in range(6):
             r = c.chat.completions.create(model=model, messages=MSGS, tools=TOOLS, tool_choice="required",
@@ -43,12 +44,17 @@ def test_required_and_named_choice_force_valid_calls(server):
             assert ch.finish_reason == "tool_calls", ch
             assert len(ch.message.tool_calls) == 1
             check_calls(ch.message.tool_calls)
+            checked["required"] += 1
             r = c.chat.completions.create(model=model, messages=MSGS, tools=TOOLS, temperature=1.0, seed=seed,
                                           tool_choice={"type": "function", "function": {"name": "add"}}, max_tokens=120)
             ch = r.choices[0]
             if ch.finish_reason == "tool_calls":
                 assert [t.function.name for t in ch.message.tool_calls] == ["add"]
                 check_calls(ch.message.tool_calls)
+                checked["named"] += 1
+            else:
+                assert ch.finish_reason == "length"
+    assert checked["required"] > 0 and checked["named"] > 0, checked
 
 
 def test_parallel_calls_and_streaming_match(server):
