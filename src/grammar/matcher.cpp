@@ -237,6 +237,99 @@ std::string Matcher::state_key(const State& s) const {
 }
 
 void Matcher::walk(const State& start, TokenMask& accepted, std::vector<int32_t>* uncertain) {
+  if (!walk_memo(start, accepted, uncertain)) walk_plain(start, accepted, uncertain);
+}
+
+int32_t Matcher::intern_walk_state(const State& s, bool split_bottom) {
+  walk_key_.clear();
+  walk_key_.append(reinterpret_cast<const char*>(s.leaves.data()), s.leaves.size() * sizeof(uint32_t));
+  walk_key_.append(reinterpret_cast<const char*>(&s.partial), sizeof s.partial);
+  walk_key_.push_back(static_cast<char>(s.need));
+  walk_key_.push_back(static_cast<char>(s.next_lo));
+  walk_key_.push_back(static_cast<char>(s.next_hi));
+  if (auto it = walk_index_.find(walk_key_); it != walk_index_.end()) return it->second;
+  const auto id = static_cast<int32_t>(walk_states_.size());
+  walk_index_.emplace(walk_key_, id);
+  walk_states_.push_back(WalkState{s, false, kDeadState});
+  walk_trans_.resize(walk_states_.size() * 256, kUnknownStep);
+  if (split_bottom) {
+    auto it = std::find(s.leaves.begin(), s.leaves.end(), kBottom);
+    if (it != s.leaves.end()) {
+      State rest = s;
+      rest.leaves.erase(rest.leaves.begin() + (it - s.leaves.begin()));
+      const int32_t r = rest.leaves.empty() ? kDeadState : intern_walk_state(rest, false);
+      walk_states_[static_cast<size_t>(id)].bottom = true;
+      walk_states_[static_cast<size_t>(id)].rest = r;
+    }
+  }
+  return id;
+}
+
+bool Matcher::walk_memo(const State& start, TokenMask& accepted, std::vector<int32_t>* uncertain) {
+  const std::vector<Vocab::Node>& tn = v_.nodes();
+  const std::vector<int32_t>& toks = v_.node_tokens();
+  const size_t depth = static_cast<size_t>(v_.max_depth()) + 2;
+  const size_t mark = scratch_.size();
+  const size_t unc_mark = uncertain ? uncertain->size() : 0;
+  const size_t max_states = c_->limits().walk_states;
+  // Scratch nodes live until the walk ends (interned states refer to them); they are bounded
+  // with the states.
+  const size_t max_nodes = mark + 8 * max_states + 4096;
+  walk_states_.clear();
+  walk_index_.clear();
+  walk_trans_.clear();
+  walk_sid_.assign(depth, 0);
+  walk_sid_[0] = intern_walk_state(start, false);
+  bool ok = true;
+  uint32_t i = 1;
+  while (i < tn.size()) {
+    const Vocab::Node& nd = tn[i];
+    const size_t d = nd.depth;
+    const size_t slot = static_cast<size_t>(walk_sid_[d - 1]) * 256 + nd.byte;
+    int32_t t = walk_trans_[slot];
+    if (t == kUnknownStep) {
+      if (walk_states_.size() >= max_states || scratch_.size() >= max_nodes) {
+        ok = false;
+        break;
+      }
+      t = advance(walk_states_[static_cast<size_t>(walk_sid_[d - 1])].st, nd.byte, tmp_a_, true)
+              ? intern_walk_state(tmp_a_, uncertain != nullptr)
+              : kDeadState;
+      walk_trans_[slot] = t;
+    }
+    if (t == kDeadState) {
+      i = nd.end;
+      continue;
+    }
+    for (uint32_t k = nd.tok_begin; k < nd.tok_end; ++k) accepted.set(toks[k]);
+    if (uncertain) {
+      const WalkState& w = walk_states_[static_cast<size_t>(t)];
+      if (w.bottom) {
+        // The rule can end here: longer tokens depend on what follows the rule.
+        for (uint32_t j = i + 1; j < nd.end; ++j)
+          for (uint32_t k = tn[j].tok_begin; k < tn[j].tok_end; ++k) uncertain->push_back(toks[k]);
+        t = w.rest;
+        if (t == kDeadState) {
+          i = nd.end;
+          continue;
+        }
+      }
+    }
+    if (d < depth) walk_sid_[d] = t;
+    ++i;
+  }
+  walk_states_.clear();
+  walk_index_.clear();
+  if (walk_trans_.capacity() > 256 * 256) std::vector<int32_t>().swap(walk_trans_);  // a rare big walk
+  truncate_scratch(mark);
+  if (!ok) {
+    std::fill(accepted.bits.begin(), accepted.bits.end(), 0);
+    if (uncertain) uncertain->resize(unc_mark);
+  }
+  return ok;
+}
+
+void Matcher::walk_plain(const State& start, TokenMask& accepted, std::vector<int32_t>* uncertain) {
   const std::vector<Vocab::Node>& tn = v_.nodes();
   const std::vector<int32_t>& toks = v_.node_tokens();
   const size_t depth = static_cast<size_t>(v_.max_depth()) + 2;

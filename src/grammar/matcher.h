@@ -87,6 +87,7 @@ struct MatcherLimits {
   size_t max_stacks = 2048;      // stacks in one state
   int max_expand_depth = 4096;   // nested rule expansions without consuming a character
   size_t state_cache = 64;       // whole-state masks kept per Constraint
+  size_t walk_states = 4096;     // states one trie walk memoizes (1 KiB each; beyond: unmemoized)
 };
 
 // A grammar bound to a vocabulary, with the caches every sequence under it shares.
@@ -163,9 +164,16 @@ class Matcher {
   bool advance_cp(const State& in, uint32_t cp, State& out, bool scratch);
   std::string state_key(const State& s) const;
   std::shared_ptr<const Constraint::PositionInfo> position(uint32_t leaf);
-  // Tokens accepted from `start`, by a pre-order trie walk; with `bottom`, tokens that reach
-  // kBottom with bytes left go to `uncertain`.
+  // Tokens accepted from `start` (set in `accepted`, empty on entry), by a pre-order trie walk;
+  // with `uncertain`, tokens that reach kBottom with bytes left go there.
   void walk(const State& start, TokenMask& accepted, std::vector<int32_t>* uncertain);
+  // The walk with its transitions memoized: the states it meets are interned and each
+  // (state, byte) step is computed once, so a trie node costs a table lookup. False (and
+  // `accepted` emptied, `uncertain` as it was) when the walk meets more states than allowed.
+  bool walk_memo(const State& start, TokenMask& accepted, std::vector<int32_t>* uncertain);
+  // The same walk computing every step (the reference, and the fallback).
+  void walk_plain(const State& start, TokenMask& accepted, std::vector<int32_t>* uncertain);
+  int32_t intern_walk_state(const State& s, bool split_bottom);
   bool token_ok_from(const State& start, int32_t id);
 
   std::shared_ptr<Constraint> c_;
@@ -177,6 +185,19 @@ class Matcher {
   State state_;
   std::vector<State> walk_stack_;
   State tmp_a_, tmp_b_;
+  // walk_memo's tables, reused between walks: interned states, their index, and transitions
+  // (state * 256 + byte -> state, kDeadState, or kUnknownStep).
+  struct WalkState {
+    State st;
+    bool bottom = false;  // holds kBottom (the rule below can end here)
+    int32_t rest = -1;    // with `bottom`: the state without kBottom (kDeadState if empty)
+  };
+  static constexpr int32_t kDeadState = -1, kUnknownStep = -2;
+  std::vector<WalkState> walk_states_;
+  std::unordered_map<std::string, int32_t> walk_index_;
+  std::vector<int32_t> walk_trans_;
+  std::vector<int32_t> walk_sid_;
+  std::string walk_key_;
 };
 
 // Walks the grammar at random (uniformly among allowed tokens, end-of-generation excluded) so

@@ -12,6 +12,7 @@
 
 #include "gguf/gguf_file.h"
 #include "grammar/grammar.h"
+#include "grammar/json_schema.h"
 #include "grammar/matcher.h"
 #include "tokenizer/tokenizer.h"
 
@@ -157,14 +158,20 @@ TEST(Gbnf, JsonObjectGrammar) {
   EXPECT_TRUE(matches(g, R"({"a": "x)", false));
 }
 
-// The mask must equal what feeding each token's bytes says, in every state along random walks.
-TEST(Matcher, MaskEqualsBruteForce) {
+// The mask must equal what feeding each token's bytes says, in every state along random walks;
+// with the memoized trie walk, and with the unmemoized one it falls back to (walk_states 1).
+class MatcherBruteForce : public ::testing::TestWithParam<size_t> {};
+INSTANTIATE_TEST_SUITE_P(WalkStates, MatcherBruteForce, ::testing::Values(size_t{4096}, size_t{1}));
+
+TEST_P(MatcherBruteForce, MaskEqualsBruteForce) {
   std::vector<std::string> pieces = {"{", "}", "{\"", "\":", "\"", ",", " ", "\n", "a", "ab", "b\"", "\": \"",
                                      "1", "12", "-", ".", "e", "true", "tr", "ue", "null", "[", "]", "],",
                                      "\\", "\\n", "\\u", "00", "e9", "é", "\xc3", "\xa9", "\xe2\x82", "\xac",
                                      "\"}", "\"},", "}}", " {\"", "x\":1}", "\x01"};
   auto v = vocab(pieces);
-  auto c = std::make_shared<Constraint>(gbnf(json_object_gbnf()), v);
+  MatcherLimits lim;
+  lim.walk_states = GetParam();
+  auto c = std::make_shared<Constraint>(gbnf(json_object_gbnf()), v, lim);
   std::mt19937 rng(7);
   TokenMask mask;
   int checked_states = 0;
@@ -221,6 +228,18 @@ TEST(Matcher, EndOfGenerationOnlyWhenAccepting) {
 TEST(Matcher, RealVocabulariesNeverDeadEnd) {
   const char* td = std::getenv("TRIAD_TESTDATA");
   const std::filesystem::path dir = td ? td : "../shared/testdata";
+  // JSON mode, and a nested schema whose bounded repetitions, formats and enums give many
+  // distinct stack tops with context-dependent tokens.
+  const std::string schema_src = json_schema_to_gbnf(nlohmann::ordered_json::parse(R"({
+    "type": "object",
+    "properties": {
+      "id": {"type": "string", "format": "uuid"},
+      "who": {"type": "object", "properties": {"email": {"type": "string", "format": "email"},
+                                               "nick": {"type": "string", "maxLength": 12}}},
+      "tags": {"type": "array", "items": {"enum": ["a", "b\"c", "\u00e9"]}, "maxItems": 3},
+      "n": {"type": ["integer", "null"], "minimum": 1, "maximum": 300}
+    },
+    "required": ["id", "who", "tags", "n"]})"));
   int vocabs = 0;
   for (const char* name : {"models/stories260K.gguf", "tokenizer/ggml-vocab-llama-spm.gguf", "tokenizer/ggml-vocab-gpt-2.gguf"}) {
     const auto path = dir / name;
@@ -232,26 +251,28 @@ TEST(Matcher, RealVocabulariesNeverDeadEnd) {
     auto file = triad::gguf::GgufFile::open(path.string());
     auto tok = triad::Tokenizer::from_gguf(*file);
     auto v = Vocab::from_tokenizer(*tok);
-    auto c = std::make_shared<Constraint>(gbnf(json_object_gbnf()), v);
-    std::mt19937 rng(11);
-    TokenMask mask;
-    const bool brute = v->n_vocab() <= 4096;
-    for (int walk = 0; walk < 12; ++walk) {
-      Matcher m(c);
-      for (int step = 0; step < (brute ? 60 : 25); ++step) {
-        m.fill_mask(mask);
-        ASSERT_GT(mask.count(), 0u) << name << ": dead end at walk " << walk << " step " << step;
-        std::vector<int32_t> allowed;
-        for (int32_t id = 0; id < v->n_vocab(); ++id) {
-          if (brute || rng() % 64 == 0) {  // large vocabularies: a random sample
-            Matcher probe = m;
-            ASSERT_EQ(mask.test(id), probe.accept_token(id)) << name << ": token " << id << " '" << v->piece(id) << "'";
+    for (const std::string& src : {std::string(json_object_gbnf()), schema_src}) {
+      auto c = std::make_shared<Constraint>(gbnf(src), v);
+      std::mt19937 rng(11);
+      TokenMask mask;
+      const bool brute = v->n_vocab() <= 4096;
+      for (int walk = 0; walk < 12; ++walk) {
+        Matcher m(c);
+        for (int step = 0; step < (brute ? 60 : 25); ++step) {
+          m.fill_mask(mask);
+          ASSERT_GT(mask.count(), 0u) << name << ": dead end at walk " << walk << " step " << step;
+          std::vector<int32_t> allowed;
+          for (int32_t id = 0; id < v->n_vocab(); ++id) {
+            if (brute || rng() % 64 == 0) {  // large vocabularies: a random sample
+              Matcher probe = m;
+              ASSERT_EQ(mask.test(id), probe.accept_token(id)) << name << ": token " << id << " '" << v->piece(id) << "'";
+            }
+            if (mask.test(id) && std::find(v->eog_ids().begin(), v->eog_ids().end(), id) == v->eog_ids().end())
+              allowed.push_back(id);
           }
-          if (mask.test(id) && std::find(v->eog_ids().begin(), v->eog_ids().end(), id) == v->eog_ids().end())
-            allowed.push_back(id);
+          if (allowed.empty()) break;
+          ASSERT_TRUE(m.accept_token(allowed[rng() % allowed.size()]));
         }
-        if (allowed.empty()) break;
-        ASSERT_TRUE(m.accept_token(allowed[rng() % allowed.size()]));
       }
     }
   }
@@ -260,7 +281,6 @@ TEST(Matcher, RealVocabulariesNeverDeadEnd) {
 
 // ---- JSON Schema -> grammar
 
-#include "grammar/json_schema.h"
 
 namespace {
 
