@@ -130,6 +130,7 @@ class GbnfParser {
       fail_at(at, "more than " + std::to_string(lim_.max_rules) + " rules (after expanding repetitions)");
     const uint32_t id = static_cast<uint32_t>(rules_.size());
     rules_.emplace_back();
+    chain_.push_back({UINT32_MAX, 0});
     names_.push_back(name);
     defined_.push_back(false);
     first_use_.push_back(at);
@@ -327,12 +328,14 @@ class GbnfParser {
     } else if (hi > lo) {
       // o_k ::= x o_{k+1} | empty, innermost first
       count(2 * static_cast<size_t>(hi - lo));
-      uint32_t inner = 0;
+      uint32_t inner = 0, chain_base = 0;
       bool have_inner = false;
       for (uint32_t k = 0; k < hi - lo; ++k) {
         Seq s{x};
         if (have_inner) s.push_back(Item{true, inner});
         inner = helper_rule(rule, Alts{s, Seq{}});
+        if (k == 0) chain_base = inner;
+        chain_[inner] = {chain_base, k};
         have_inner = true;
       }
       out.push_back(Item{true, inner});
@@ -490,6 +493,7 @@ class GbnfParser {
     g.root_ = root;
     g.names_ = names_;
     g.sets_ = sets_;
+    g.chain_ = chain_;
     g.alts_.resize(rules_.size());
     g.elems_.reserve(n_elems_ + 2 * rules_.size());
     for (uint32_t r = 0; r < rules_.size(); ++r) {
@@ -499,6 +503,7 @@ class GbnfParser {
         for (const Item& it : alts[a])
           g.elems_.push_back(Elem{it.is_rule ? ElemKind::kRule : ElemKind::kChars, it.value});
         g.elems_.push_back(Elem{a + 1 == alts.size() ? ElemKind::kEndRule : ElemKind::kEndAlt, 0});
+        g.elem_rule_.resize(g.elems_.size(), r);
       }
     }
     return g;
@@ -509,6 +514,7 @@ class GbnfParser {
   size_t pos_ = 0;
   size_t n_elems_ = 0;
   std::vector<Alts> rules_;
+  std::vector<std::pair<uint32_t, uint32_t>> chain_;  // per rule: see Grammar::chain_
   std::vector<std::string> names_;
   std::vector<char> defined_;
   std::vector<size_t> first_use_;
@@ -526,6 +532,22 @@ bool Grammar::set_contains(uint32_t id, uint32_t cp) const {
   // First range whose end is >= cp.
   auto it = std::lower_bound(s.begin(), s.end(), cp, [](const CodeRange& r, uint32_t v) { return r.second < v; });
   return it != s.end() && it->first <= cp;
+}
+
+uint32_t Grammar::equivalent_position(uint32_t pos, uint32_t horizon) const {
+  if (horizon == 0 || pos >= elems_.size()) return pos;
+  const uint32_t r = elem_rule_[pos];
+  const auto [base, k] = chain_[r];
+  if (base == UINT32_MAX || k < horizon) return pos;  // not a chain rule, or near the bound
+  const uint32_t target = base + horizon - 1;        // the chain's rules have consecutive ids
+  if (chain_[target].first != base || chain_[target].second != horizon - 1) return pos;
+  // Both rules read `x o_(k-1) | empty` (k >= 1): the same offset in the same alternative.
+  const std::vector<uint32_t>& from = alts_[r];
+  const std::vector<uint32_t>& to = alts_[target];
+  if (from.size() != to.size()) return pos;
+  for (size_t a = from.size(); a-- > 0;)
+    if (pos >= from[a]) return to[a] + (pos - from[a]);
+  return pos;
 }
 
 bool Grammar::set_intersects(uint32_t id, uint32_t lo, uint32_t hi) const {

@@ -83,6 +83,12 @@ class Grammar {
   uint32_t root() const { return root_; }
   size_t n_rules() const { return alts_.size(); }
   const std::string& rule_name(uint32_t rule) const { return names_[rule]; }
+  // Bounded repetitions: x{m,n} leaves a chain of n-m nested optional rules, innermost first,
+  // o_0 ::= x | empty and o_k ::= x o_(k-1) | empty, where o_k allows k+1 more repetitions.
+  // Text that repeats x fewer than `horizon` times (or none) cannot tell o_k from o_(horizon-1)
+  // when k >= horizon, so a position in such an o_k has the same position in o_(horizon-1) as
+  // its equivalent; any other position is its own.
+  uint32_t equivalent_position(uint32_t pos, uint32_t horizon) const;
   bool is_end(uint32_t pos) const {
     return elems_[pos].kind == ElemKind::kEndAlt || elems_[pos].kind == ElemKind::kEndRule;
   }
@@ -93,6 +99,8 @@ class Grammar {
   std::vector<std::vector<uint32_t>> alts_;
   std::vector<std::vector<CodeRange>> sets_;
   std::vector<std::string> names_;
+  std::vector<uint32_t> elem_rule_;                   // the rule of each element
+  std::vector<std::pair<uint32_t, uint32_t>> chain_;  // per rule: (o_0's id, k) for chain rule o_k, else (UINT32_MAX, 0)
   uint32_t root_ = 0;
 };
 

@@ -45,6 +45,9 @@ Vocab::Vocab(std::vector<std::string> pieces, const std::vector<char>& generable
     tokens_.push_back(id);
     nodes_[path.back()].tok_end = static_cast<uint32_t>(tokens_.size());
     max_depth_ = std::max(max_depth_, static_cast<int>(s.size()));
+    max_chars_ = std::max(max_chars_, static_cast<int>(std::count_if(s.begin(), s.end(), [](char ch) {
+                                        return (static_cast<uint8_t>(ch) & 0xC0) != 0x80;
+                                      })));
     prev = &s;
   }
   while (!path.empty()) {
@@ -366,15 +369,20 @@ void Matcher::walk_plain(const State& start, TokenMask& accepted, std::vector<in
   }
 }
 
-std::shared_ptr<const Constraint::PositionInfo> Matcher::position(uint32_t leaf) {
+std::shared_ptr<const Constraint::PositionInfo> Matcher::position(uint32_t leaf, uint32_t& rest) {
   // The key: the positions of the stack's top entries, and whether the stack ends within them.
   uint32_t top[kTopLevels];
   int n_top = 0;
   uint32_t id = leaf;
+  // No token repeats anything more than max_chars() times, so a position deep inside a long
+  // bounded repetition (maxLength, {m,n}) shares its tokens with the same position nearer the
+  // bound (Grammar::equivalent_position): one trie walk serves them all.
+  const auto horizon = static_cast<uint32_t>(v_.max_chars()) + 2;
   while (n_top < kTopLevels && id != kAccept && id != kBottom) {
-    top[n_top++] = node(id).pos;
+    top[n_top++] = g_.equivalent_position(node(id).pos, horizon);
     id = node(id).parent;
   }
+  rest = id;
   const uint32_t below = id == kAccept ? kAccept : kBottom;  // a short stack keeps its real end
   std::string key(reinterpret_cast<const char*>(top), static_cast<size_t>(n_top) * 4);
   key.push_back(below == kAccept ? 'A' : 'B');
@@ -407,6 +415,7 @@ std::shared_ptr<const Constraint::PositionInfo> Matcher::position(uint32_t leaf)
   }
   std::lock_guard<std::mutex> lk(c_->mu_);
   ++c_->stats_.positions_computed;
+  info->id = static_cast<uint32_t>(c_->positions_.size());
   return c_->positions_.emplace(std::move(key), std::move(info)).first->second;
 }
 
@@ -446,18 +455,30 @@ void Matcher::fill_mask(TokenMask& mask) {
       State one;
       for (uint32_t leaf : state_.leaves) {
         if (leaf == kAccept) continue;
-        std::shared_ptr<const Constraint::PositionInfo> info = position(leaf);
+        uint32_t rest;
+        std::shared_ptr<const Constraint::PositionInfo> info = position(leaf, rest);
         if (info->dense) {
           for (size_t w = 0; w < mask.bits.size(); ++w) mask.bits[w] |= info->bits[w];
         } else {
           for (int32_t t : info->ids) mask.set(t);
         }
-        one.leaves.assign(1, leaf);
-        for (int32_t t : info->uncertain) {
-          if (mask.test(t)) continue;
-          ++checked;
-          if (token_ok_from(one, t)) mask.set(t);
+        if (info->uncertain.empty()) continue;
+        // Which of the context-dependent tokens the rest of the stack takes: it stays the same
+        // node while the sequence moves within the top entries (a string's characters, say),
+        // so the answer is kept per (stack top, rest of the stack) for this sequence.
+        const uint64_t key = static_cast<uint64_t>(rest) << 32 | info->id;
+        auto it = uncertain_ok_.find(key);
+        if (it == uncertain_ok_.end()) {
+          if (uncertain_ok_.size() >= 256) uncertain_ok_.clear();
+          std::vector<int32_t> ok;
+          one.leaves.assign(1, leaf);
+          for (int32_t t : info->uncertain) {
+            ++checked;
+            if (token_ok_from(one, t)) ok.push_back(t);
+          }
+          it = uncertain_ok_.emplace(key, std::move(ok)).first;
         }
+        for (int32_t t : it->second) mask.set(t);
       }
     }
   } catch (...) {

@@ -64,6 +64,8 @@ class Vocab {
   const std::vector<Node>& nodes() const { return nodes_; }
   const std::vector<int32_t>& node_tokens() const { return tokens_; }
   int max_depth() const { return max_depth_; }
+  // The most characters one token can start (its bytes that are not UTF-8 continuation bytes).
+  int max_chars() const { return max_chars_; }
 
  private:
   std::vector<std::string> pieces_;
@@ -71,6 +73,7 @@ class Vocab {
   std::vector<Node> nodes_;
   std::vector<int32_t> tokens_;
   int max_depth_ = 0;
+  int max_chars_ = 0;
 };
 
 // Bitset over the vocabulary.
@@ -111,6 +114,7 @@ class Constraint {
     std::vector<uint64_t> bits;       // dense: accepted tokens as a bitset
     std::vector<int32_t> ids;         // sparse: accepted tokens
     std::vector<int32_t> uncertain;   // tokens that leave the rule part-way
+    uint32_t id = 0;                  // distinct per position of one Constraint
   };
   std::shared_ptr<const Grammar> grammar_;
   std::shared_ptr<const Vocab> vocab_;
@@ -163,7 +167,9 @@ class Matcher {
   bool advance(const State& in, uint8_t byte, State& out, bool scratch);
   bool advance_cp(const State& in, uint32_t cp, State& out, bool scratch);
   std::string state_key(const State& s) const;
-  std::shared_ptr<const Constraint::PositionInfo> position(uint32_t leaf);
+  // The tokens of `leaf`'s stack top (computed once per Constraint); `rest` gets the stack
+  // below the entries the top covers (kAccept or kBottom when it covers the whole stack).
+  std::shared_ptr<const Constraint::PositionInfo> position(uint32_t leaf, uint32_t& rest);
   // Tokens accepted from `start` (set in `accepted`, empty on entry), by a pre-order trie walk;
   // with `uncertain`, tokens that reach kBottom with bytes left go there.
   void walk(const State& start, TokenMask& accepted, std::vector<int32_t>* uncertain);
@@ -183,6 +189,8 @@ class Matcher {
   std::vector<Node> scratch_;  // cleared after each mask computation
   std::unordered_map<uint64_t, uint32_t> intern_, scratch_intern_;  // (pos, parent) -> id
   State state_;
+  // (rest of the stack, position id) -> the position's uncertain tokens that stack accepts
+  std::unordered_map<uint64_t, std::vector<int32_t>> uncertain_ok_;
   std::vector<State> walk_stack_;
   State tmp_a_, tmp_b_;
   // walk_memo's tables, reused between walks: interned states, their index, and transitions

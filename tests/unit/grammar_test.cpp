@@ -204,6 +204,36 @@ TEST_P(MatcherBruteForce, MaskEqualsBruteForce) {
   EXPECT_GT(s.uncertain_checked, 0);  // deep stacks exercised the context-dependent path
 }
 
+// Long bounded repetitions (maxLength, {m,n}): positions farther from the bound than any token
+// is long share one trie walk, and the masks still equal brute force right up to the bound.
+TEST(Matcher, LongRepetitionsShareStackTops) {
+  auto v = vocab({"\"", "a", "b", "ab", "ba", "abc", "cab", "a\"", "ab\",", "\",", ",", ",ab", "bcab", "ccc\"", "x"});
+  ASSERT_EQ(v->max_chars(), 4);
+  auto g = gbnf(R"(root ::= "\"" [a-c]{0,60} "\"" ( "," [a-c]{2,50} )?)");
+  auto c = std::make_shared<Constraint>(g, v);
+  std::mt19937 rng(3);
+  TokenMask mask;
+  int steps = 0;
+  for (int walk = 0; walk < 30; ++walk) {
+    Matcher m(c);
+    for (int step = 0; step < 200; ++step, ++steps) {
+      m.fill_mask(mask);
+      std::vector<int32_t> allowed;
+      for (int32_t id = 0; id < v->n_vocab(); ++id) {
+        Matcher probe = m;
+        const bool ok = probe.accept_token(id);
+        ASSERT_EQ(mask.test(id), ok) << "token '" << v->piece(id) << "' at walk " << walk << " step " << step;
+        if (ok && id != 0) allowed.push_back(id);
+      }
+      if (allowed.empty()) break;
+      ASSERT_TRUE(m.accept_token(allowed[rng() % allowed.size()]));
+    }
+  }
+  EXPECT_GT(steps, 500);
+  // 110 repetition positions; only those within max_chars() + 2 of a bound are walked apart.
+  EXPECT_LT(c->stats().positions_computed, 40);
+}
+
 TEST(Matcher, EndOfGenerationOnlyWhenAccepting) {
   auto v = vocab({"{", "}", "\"a\":1"});
   auto c = std::make_shared<Constraint>(gbnf(json_object_gbnf()), v);
