@@ -146,7 +146,7 @@ class Matcher {
   static constexpr uint32_t kAccept = 0;        // the empty stack
   static constexpr uint32_t kBottom = 1;        // "the rule ended": position precomputation
   static constexpr uint32_t kScratch = 1u << 31;
-  static constexpr int kTopLevels = 4;
+  static constexpr int kTopLevels = 3;
 
   struct Node {
     uint32_t pos, parent;
