@@ -71,8 +71,9 @@ int run(const GrammarBenchOptions& o) {
   auto g = std::make_shared<const grammar::Grammar>(grammar::Grammar::from_gbnf(src));
   const double compile_us = us(Clock::now() - t0);
   auto c = std::make_shared<grammar::Constraint>(g, vocab);
-  std::printf("vocabulary: %d tokens, trie of %zu nodes, built in %.1f ms; grammar: %zu rules, compiled in %.1f us\n",
-              vocab->n_vocab(), vocab->nodes().size(), vocab_ms, g->n_rules(), compile_us);
+  std::printf("vocabulary: %d tokens (the longest %d characters), trie of %zu nodes, built in %.1f ms; grammar: %zu "
+              "rules, compiled in %.1f us\n",
+              vocab->n_vocab(), vocab->max_chars(), vocab->nodes().size(), vocab_ms, g->n_rules(), compile_us);
   std::mt19937_64 rng(o.seed);
   grammar::TokenMask mask;
   std::vector<double> first, rest;

@@ -13,7 +13,11 @@
 //     being matched and the few rules around it), the tokens it accepts without returning
 //     below those entries ("context-independent", computed once by a trie walk from that top
 //     alone) and the few tokens that return below them part-way and so depend on the rest of
-//     the stack ("uncertain", checked against the real stack per step);
+//     the stack ("uncertain": each sequence checks them against its real stack once per
+//     (top, rest of the stack) and keeps the answer). A position deep inside a long bounded
+//     repetition counts as the same position nearer the bound (Grammar::equivalent_position:
+//     no token is long enough to tell them apart), so maxLength strings share their walks.
+//     The trie walk memoizes its (state, byte) steps: a trie node costs a table lookup;
 //   - per whole state (the stacks' contents, not their arena ids), the finished mask (LRU).
 // End-of-generation tokens are allowed exactly when some stack is empty (the grammar accepts).
 //
