@@ -550,6 +550,12 @@ uint32_t Grammar::equivalent_position(uint32_t pos, uint32_t horizon) const {
   return pos;
 }
 
+bool Grammar::set_covers(uint32_t id, uint32_t lo, uint32_t hi) const {
+  const std::vector<CodeRange>& s = sets_[id];
+  auto it = std::lower_bound(s.begin(), s.end(), lo, [](const CodeRange& r, uint32_t v) { return r.second < v; });
+  return it != s.end() && it->first <= lo && it->second >= hi;  // ranges are merged: one must hold it all
+}
+
 bool Grammar::set_intersects(uint32_t id, uint32_t lo, uint32_t hi) const {
   const std::vector<CodeRange>& s = sets_[id];
   auto it = std::lower_bound(s.begin(), s.end(), lo, [](const CodeRange& r, uint32_t v) { return r.second < v; });

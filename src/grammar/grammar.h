@@ -78,6 +78,8 @@ class Grammar {
   const std::vector<uint32_t>& alt_starts(uint32_t rule) const { return alts_[rule]; }
   const std::vector<CodeRange>& char_set(uint32_t id) const { return sets_[id]; }
   bool set_contains(uint32_t id, uint32_t cp) const;
+  // Whether the set holds every code point in [lo, hi].
+  bool set_covers(uint32_t id, uint32_t lo, uint32_t hi) const;
   // Whether the set holds some code point in [lo, hi].
   bool set_intersects(uint32_t id, uint32_t lo, uint32_t hi) const;
   uint32_t root() const { return root_; }

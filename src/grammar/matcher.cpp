@@ -170,6 +170,36 @@ bool Matcher::advance_cp(const State& in, uint32_t cp, State& out, bool scratch)
   return !out.leaves.empty();
 }
 
+namespace {
+
+// The code points a partial UTF-8 character can still become: `partial` holds its bits so far,
+// `need` continuation bytes are missing and the next one lies in [next_lo, next_hi].
+std::pair<uint32_t, uint32_t> partial_range(uint32_t partial, int need, uint8_t next_lo, uint8_t next_hi) {
+  const int rest = 6 * (need - 1);
+  const uint32_t lo = (partial << 6 | (next_lo & 0x3Fu)) << rest;
+  const uint32_t hi = std::min<uint32_t>(((partial << 6 | (next_hi & 0x3Fu)) << rest) | ((1u << rest) - 1), 0x10FFFF);
+  return {lo, hi};
+}
+
+}  // namespace
+
+bool Matcher::canonicalize_partial(State& s) const {
+  // Representatives of the partial characters whose continuation bytes range over 80..BF:
+  // C2 (need 1), E1 (need 2), F1 (need 3). Other lead bytes restrict the next byte and keep
+  // their own states.
+  if (s.need == 0 || s.next_lo != 0x80 || s.next_hi != 0xBF) return false;
+  const uint32_t rep = s.need == 1 ? 0x02u : 0x01u;
+  if (s.partial == rep) return false;
+  const auto [lo, hi] = partial_range(s.partial, s.need, s.next_lo, s.next_hi);
+  const auto [rlo, rhi] = partial_range(rep, s.need, s.next_lo, s.next_hi);
+  for (uint32_t leaf : s.leaves) {
+    const uint32_t set = g_.elems()[node(leaf).pos].value;
+    if (!g_.set_covers(set, lo, hi) || !g_.set_covers(set, rlo, rhi)) return false;
+  }
+  s.partial = rep;
+  return true;
+}
+
 bool Matcher::advance(const State& in, uint8_t b, State& out, bool scratch) {
   uint32_t partial;
   int need;
@@ -197,9 +227,7 @@ bool Matcher::advance(const State& in, uint8_t b, State& out, bool scratch) {
   }
   // Keep the stacks whose set can still hold a character with this prefix (the next byte's
   // allowed range included, so that no kept stack waits for a character that cannot come).
-  const int rest = 6 * (need - 1);
-  const uint32_t lo = (partial << 6 | (next_lo & 0x3Fu)) << rest;
-  const uint32_t hi = std::min<uint32_t>(((partial << 6 | (next_hi & 0x3Fu)) << rest) | ((1u << rest) - 1), 0x10FFFF);
+  const auto [lo, hi] = partial_range(partial, need, next_lo, next_hi);
   out.leaves.clear();
   out.partial = partial;
   out.need = need;
@@ -295,9 +323,14 @@ bool Matcher::walk_memo(const State& start, TokenMask& accepted, std::vector<int
         ok = false;
         break;
       }
-      t = advance(walk_states_[static_cast<size_t>(walk_sid_[d - 1])].st, nd.byte, tmp_a_, true)
-              ? intern_walk_state(tmp_a_, uncertain != nullptr)
-              : kDeadState;
+      if (advance(walk_states_[static_cast<size_t>(walk_sid_[d - 1])].st, nd.byte, tmp_a_, true)) {
+        // Inside a character every stack takes whole (string contents, say), which character
+        // it becomes does not matter: one state stands for all of them.
+        canonicalize_partial(tmp_a_);
+        t = intern_walk_state(tmp_a_, uncertain != nullptr);
+      } else {
+        t = kDeadState;
+      }
       walk_trans_[slot] = t;
     }
     if (t == kDeadState) {

@@ -171,6 +171,9 @@ class Matcher {
   bool advance(const State& in, uint8_t byte, State& out, bool scratch);
   bool advance_cp(const State& in, uint32_t cp, State& out, bool scratch);
   std::string state_key(const State& s) const;
+  // A partial character whose every completion each stack takes behaves the same whichever
+  // character it is: gives it a representative's bits (true if it changed).
+  bool canonicalize_partial(State& s) const;
   // The tokens of `leaf`'s stack top (computed once per Constraint); `rest` gets the stack
   // below the entries the top covers (kAccept or kBottom when it covers the whole stack).
   std::shared_ptr<const Constraint::PositionInfo> position(uint32_t leaf, uint32_t& rest);

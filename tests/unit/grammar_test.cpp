@@ -234,6 +234,36 @@ TEST(Matcher, LongRepetitionsShareStackTops) {
   EXPECT_LT(c->stats().positions_computed, 40);
 }
 
+// Trie walks give one state to partial characters whose every completion each stack takes
+// (C3 and D0 stand for C2; E2 for E1); the masks must still equal brute force, including where
+// a set takes only some completions (U+3000-U+3005 of E3's U+3000-U+3FFF).
+TEST(Matcher, PartialCharactersMatchBruteForce) {
+  auto v = vocab({"x", "\xc2", "\xc3", "\xd0", "\xc3\xa9", "\xd0\x96", "\xc2\x80", "\x80", "\x85", "\x86", "\xbf",
+                  "\xe1", "\xe2", "\xe2\x80", "\xe2\x80\x94", "\xe1\xbf", "\xe3", "\xe3\x80", "\xe3\x80\x85",
+                  "\xe3\x80\x86", "\xe5\x80\x80", "\xf0\x9f", "\x98\x80", "x\xc3", "\xa9x", "\x80\x86x"});
+  auto g = gbnf(R"(root ::= ( [\u0080-\u07ff] | [\u1000-\u2fff] | [\u3000-\u3005] | "x" ){0,40})");
+  auto c = std::make_shared<Constraint>(g, v);
+  std::mt19937 rng(5);
+  TokenMask mask;
+  int steps = 0;
+  for (int walk = 0; walk < 40; ++walk) {
+    Matcher m(c);
+    for (int step = 0; step < 60; ++step, ++steps) {
+      m.fill_mask(mask);
+      std::vector<int32_t> allowed;
+      for (int32_t id = 0; id < v->n_vocab(); ++id) {
+        Matcher probe = m;
+        const bool ok = probe.accept_token(id);
+        ASSERT_EQ(mask.test(id), ok) << "token " << id << " at walk " << walk << " step " << step;
+        if (ok && id != 0) allowed.push_back(id);
+      }
+      if (allowed.empty()) break;
+      ASSERT_TRUE(m.accept_token(allowed[rng() % allowed.size()]));
+    }
+  }
+  EXPECT_GT(steps, 1000);
+}
+
 TEST(Matcher, EndOfGenerationOnlyWhenAccepting) {
   auto v = vocab({"{", "}", "\"a\":1"});
   auto c = std::make_shared<Constraint>(gbnf(json_object_gbnf()), v);
