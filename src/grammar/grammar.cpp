@@ -534,6 +534,12 @@ bool Grammar::set_contains(uint32_t id, uint32_t cp) const {
   return it != s.end() && it->first <= cp;
 }
 
+uint32_t Grammar::chain_remaining(uint32_t pos) const {
+  if (pos >= elems_.size()) return 0;
+  const auto [base, k] = chain_[elem_rule_[pos]];
+  return base == UINT32_MAX ? 0 : k + 1;
+}
+
 uint32_t Grammar::equivalent_position(uint32_t pos, uint32_t horizon) const {
   if (horizon == 0 || pos >= elems_.size()) return pos;
   const uint32_t r = elem_rule_[pos];

@@ -91,6 +91,8 @@ class Grammar {
   // when k >= horizon, so a position in such an o_k has the same position in o_(horizon-1) as
   // its equivalent; any other position is its own.
   uint32_t equivalent_position(uint32_t pos, uint32_t horizon) const;
+  // k + 1 for a position in chain rule o_k (the repetitions it still allows), else 0.
+  uint32_t chain_remaining(uint32_t pos) const;
   bool is_end(uint32_t pos) const {
     return elems_[pos].kind == ElemKind::kEndAlt || elems_[pos].kind == ElemKind::kEndRule;
   }

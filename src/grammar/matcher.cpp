@@ -2,6 +2,9 @@
 #include "grammar/matcher.h"
 
 #include <algorithm>
+#include <iterator>
+#include <map>
+#include <tuple>
 #include <bit>
 #include <random>
 
@@ -12,48 +15,57 @@ namespace triad::grammar {
 
 Vocab::Vocab(std::vector<std::string> pieces, const std::vector<char>& generable, std::vector<int32_t> eog_ids)
     : pieces_(std::move(pieces)), eog_(std::move(eog_ids)) {
-  for (size_t i = 0; i < pieces_.size(); ++i)
-    if (i >= generable.size() || !generable[i] || pieces_[i].size() >= 4096) pieces_[i].clear();
-  std::vector<int32_t> order;
-  order.reserve(pieces_.size());
-  for (size_t i = 0; i < pieces_.size(); ++i)
-    if (!pieces_[i].empty())
-      order.push_back(static_cast<int32_t>(i));
+  std::vector<int32_t> ids;
+  ids.reserve(pieces_.size());
+  for (size_t i = 0; i < pieces_.size(); ++i) {
+    std::string& p = pieces_[i];
+    if (i >= generable.size() || !generable[i] || p.size() >= 4096) p.clear();
+    if (p.empty()) continue;
+    ids.push_back(static_cast<int32_t>(i));
+    const auto chars = static_cast<int>(
+        std::count_if(p.begin(), p.end(), [](char ch) { return (static_cast<uint8_t>(ch) & 0xC0) != 0x80; }));
+    max_chars_ = std::max(max_chars_, chars);
+    if (chars >= kLongChars) long_ids_.push_back(static_cast<int32_t>(i));
+  }
+  trie_ = build_trie(pieces_, std::move(ids));
+  long_trie_ = build_trie(pieces_, long_ids_);
+}
+
+Vocab::Trie Vocab::build_trie(const std::vector<std::string>& pieces, std::vector<int32_t> order) {
+  Trie t;
   std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-    const int c = pieces_[static_cast<size_t>(a)].compare(pieces_[static_cast<size_t>(b)]);
+    const int c = pieces[static_cast<size_t>(a)].compare(pieces[static_cast<size_t>(b)]);
     return c != 0 ? c < 0 : a < b;
   });
-  nodes_.push_back(Node{0, 0, 0, 0, 0});
+  t.nodes.push_back(Node{0, 0, 0, 0, 0});
   std::vector<uint32_t> path{0};
   const std::string* prev = nullptr;
   for (int32_t id : order) {
-    const std::string& s = pieces_[static_cast<size_t>(id)];
+    const std::string& s = pieces[static_cast<size_t>(id)];
     size_t common = 0;
     if (prev) {
       const size_t lim = std::min({prev->size(), s.size(), path.size() - 1});
       while (common < lim && (*prev)[common] == s[common]) ++common;
     }
     while (path.size() - 1 > common) {
-      nodes_[path.back()].end = static_cast<uint32_t>(nodes_.size());
+      t.nodes[path.back()].end = static_cast<uint32_t>(t.nodes.size());
       path.pop_back();
     }
     for (size_t k = common; k < s.size(); ++k) {
-      const auto t = static_cast<uint32_t>(tokens_.size());
-      nodes_.push_back(Node{static_cast<uint8_t>(s[k]), static_cast<uint16_t>(k + 1), 0, t, t});
-      path.push_back(static_cast<uint32_t>(nodes_.size() - 1));
+      const auto n = static_cast<uint32_t>(t.tokens.size());
+      t.nodes.push_back(Node{static_cast<uint8_t>(s[k]), static_cast<uint16_t>(k + 1), 0, n, n});
+      path.push_back(static_cast<uint32_t>(t.nodes.size() - 1));
     }
-    tokens_.push_back(id);
-    nodes_[path.back()].tok_end = static_cast<uint32_t>(tokens_.size());
-    max_depth_ = std::max(max_depth_, static_cast<int>(s.size()));
-    max_chars_ = std::max(max_chars_, static_cast<int>(std::count_if(s.begin(), s.end(), [](char ch) {
-                                        return (static_cast<uint8_t>(ch) & 0xC0) != 0x80;
-                                      })));
+    t.tokens.push_back(id);
+    t.nodes[path.back()].tok_end = static_cast<uint32_t>(t.tokens.size());
+    t.max_depth = std::max(t.max_depth, static_cast<int>(s.size()));
     prev = &s;
   }
   while (!path.empty()) {
-    nodes_[path.back()].end = static_cast<uint32_t>(nodes_.size());
+    t.nodes[path.back()].end = static_cast<uint32_t>(t.nodes.size());
     path.pop_back();
   }
+  return t;
 }
 
 std::vector<int32_t> TokenMask::ids() const {
@@ -267,8 +279,8 @@ std::string Matcher::state_key(const State& s) const {
   return key;
 }
 
-void Matcher::walk(const State& start, TokenMask& accepted, std::vector<int32_t>* uncertain) {
-  if (!walk_memo(start, accepted, uncertain)) walk_plain(start, accepted, uncertain);
+void Matcher::walk(const Vocab::Trie& trie, const State& start, TokenMask& accepted, std::vector<int32_t>* uncertain) {
+  if (!walk_memo(trie, start, accepted, uncertain)) walk_plain(trie, start, accepted, uncertain);
 }
 
 int32_t Matcher::intern_walk_state(const State& s, bool split_bottom) {
@@ -296,10 +308,11 @@ int32_t Matcher::intern_walk_state(const State& s, bool split_bottom) {
   return id;
 }
 
-bool Matcher::walk_memo(const State& start, TokenMask& accepted, std::vector<int32_t>* uncertain) {
-  const std::vector<Vocab::Node>& tn = v_.nodes();
-  const std::vector<int32_t>& toks = v_.node_tokens();
-  const size_t depth = static_cast<size_t>(v_.max_depth()) + 2;
+bool Matcher::walk_memo(const Vocab::Trie& trie, const State& start, TokenMask& accepted,
+                        std::vector<int32_t>* uncertain) {
+  const std::vector<Vocab::Node>& tn = trie.nodes;
+  const std::vector<int32_t>& toks = trie.tokens;
+  const size_t depth = static_cast<size_t>(trie.max_depth) + 2;
   const size_t mark = scratch_.size();
   const size_t unc_mark = uncertain ? uncertain->size() : 0;
   const size_t max_states = c_->limits().walk_states;
@@ -365,10 +378,11 @@ bool Matcher::walk_memo(const State& start, TokenMask& accepted, std::vector<int
   return ok;
 }
 
-void Matcher::walk_plain(const State& start, TokenMask& accepted, std::vector<int32_t>* uncertain) {
-  const std::vector<Vocab::Node>& tn = v_.nodes();
-  const std::vector<int32_t>& toks = v_.node_tokens();
-  const size_t depth = static_cast<size_t>(v_.max_depth()) + 2;
+void Matcher::walk_plain(const Vocab::Trie& trie, const State& start, TokenMask& accepted,
+                         std::vector<int32_t>* uncertain) {
+  const std::vector<Vocab::Node>& tn = trie.nodes;
+  const std::vector<int32_t>& toks = trie.tokens;
+  const size_t depth = static_cast<size_t>(trie.max_depth) + 2;
   if (walk_stack_.size() < depth) walk_stack_.resize(depth);
   std::vector<size_t> mark(depth, 0);
   walk_stack_[0] = start;
@@ -402,19 +416,31 @@ void Matcher::walk_plain(const State& start, TokenMask& accepted, std::vector<in
   }
 }
 
-std::shared_ptr<const Constraint::PositionInfo> Matcher::position(uint32_t leaf, uint32_t& rest) {
+std::shared_ptr<const Constraint::PositionInfo> Matcher::position(uint32_t leaf, uint32_t& rest, bool& far) {
   // The key: the positions of the stack's top entries, and whether the stack ends within them.
   uint32_t top[kTopLevels];
   int n_top = 0;
   uint32_t id = leaf;
-  // No token repeats anything more than max_chars() times, so a position deep inside a long
-  // bounded repetition (maxLength, {m,n}) shares its tokens with the same position nearer the
-  // bound (Grammar::equivalent_position): one trie walk serves them all.
-  const auto horizon = static_cast<uint32_t>(v_.max_chars()) + 2;
+  // A token repeats anything at most as many times as it has characters, so a position deep
+  // inside a long bounded repetition (maxLength, {m,n}) accepts the same tokens as the same
+  // position `horizon` repetitions from the bound (Grammar::equivalent_position): one trie walk
+  // serves them all. Tokens too long for that (Vocab::long_ids, only in vocabularies whose
+  // longest tokens reach kLongChars characters) are then left out of the walk's answer and
+  // checked against the real stack (fill_mask).
+  const auto max_chars = static_cast<uint32_t>(v_.max_chars());
+  const uint32_t horizon = std::min<uint32_t>(max_chars + 2, Vocab::kLongChars);
+  bool shared = false;
+  far = true;
   while (n_top < kTopLevels && id != kAccept && id != kBottom) {
-    top[n_top++] = g_.equivalent_position(node(id).pos, horizon);
+    const uint32_t exact = node(id).pos;
+    top[n_top] = g_.equivalent_position(exact, horizon);
+    if (g_.chain_remaining(top[n_top]) == horizon) shared = true;
+    const uint32_t r = g_.chain_remaining(exact);
+    if (r != 0 && r < max_chars + 2) far = false;  // a long token could reach this bound
+    ++n_top;
     id = node(id).parent;
   }
+  const bool split_long = shared && !v_.long_ids().empty();
   rest = id;
   const uint32_t below = id == kAccept ? kAccept : kBottom;  // a short stack keeps its real end
   std::string key(reinterpret_cast<const char*>(top), static_cast<size_t>(n_top) * 4);
@@ -432,13 +458,21 @@ std::shared_ptr<const Constraint::PositionInfo> Matcher::position(uint32_t leaf,
   TokenMask acc;
   acc.reset(v_.n_vocab());
   std::vector<int32_t> unc;
-  walk(start, acc, &unc);
+  walk(v_.trie(), start, acc, &unc);
   truncate_scratch(mark);
   auto info = std::make_shared<Constraint::PositionInfo>();
   std::sort(unc.begin(), unc.end());
   unc.erase(std::unique(unc.begin(), unc.end()), unc.end());
   for (int32_t t : unc)
     if (!acc.test(t)) info->uncertain.push_back(t);
+  if (split_long) {
+    info->long_tokens = true;
+    for (int32_t t : v_.long_ids()) acc.bits[static_cast<size_t>(t) >> 6] &= ~(uint64_t{1} << (t & 63));
+    std::vector<int32_t> kept;
+    std::set_difference(info->uncertain.begin(), info->uncertain.end(), v_.long_ids().begin(), v_.long_ids().end(),
+                        std::back_inserter(kept));
+    info->uncertain = std::move(kept);
+  }
   const size_t n = acc.count();
   if (n * 32 > static_cast<size_t>(v_.n_vocab())) {
     info->dense = true;
@@ -483,17 +517,35 @@ void Matcher::fill_mask(TokenMask& mask) {
   int64_t checked = 0;
   try {
     if (state_.need > 0) {
-      walk(state_, mask, nullptr);
+      walk(v_.trie(), state_, mask, nullptr);
     } else {
       State one;
       for (uint32_t leaf : state_.leaves) {
         if (leaf == kAccept) continue;
         uint32_t rest;
-        std::shared_ptr<const Constraint::PositionInfo> info = position(leaf, rest);
+        bool far;
+        std::shared_ptr<const Constraint::PositionInfo> info = position(leaf, rest, far);
         if (info->dense) {
           for (size_t w = 0; w < mask.bits.size(); ++w) mask.bits[w] |= info->bits[w];
         } else {
           for (int32_t t : info->ids) mask.set(t);
+        }
+        if (info->long_tokens) {
+          // The long tokens, from the real stack. Far from every bound they are accepted
+          // alike wherever the stack top sits, so the answer is kept per (top, rest); near a
+          // bound, per stack.
+          const std::tuple<uint32_t, uint32_t, uint32_t> lkey{rest, info->id, far ? UINT32_MAX : leaf};
+          auto it = long_ok_.find(lkey);
+          if (it == long_ok_.end()) {
+            if (long_ok_.size() >= 256) long_ok_.clear();
+            TokenMask acc;
+            acc.reset(v_.n_vocab());
+            one.leaves.assign(1, leaf);
+            walk(v_.long_trie(), one, acc, nullptr);
+            checked += static_cast<int64_t>(v_.long_ids().size());
+            it = long_ok_.emplace(lkey, acc.ids()).first;
+          }
+          for (int32_t t : it->second) mask.set(t);
         }
         if (info->uncertain.empty()) continue;
         // Which of the context-dependent tokens the rest of the stack takes: it stays the same

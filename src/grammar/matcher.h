@@ -30,6 +30,8 @@
 
 #include <cstdint>
 #include <list>
+#include <map>
+#include <tuple>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -63,20 +65,33 @@ class Vocab {
     uint8_t byte;
     uint16_t depth;
     uint32_t end;
-    uint32_t tok_begin, tok_end;  // tokens whose piece ends here: tokens_[tok_begin, tok_end)
+    uint32_t tok_begin, tok_end;  // tokens whose piece ends here: tokens[tok_begin, tok_end)
   };
-  const std::vector<Node>& nodes() const { return nodes_; }
-  const std::vector<int32_t>& node_tokens() const { return tokens_; }
-  int max_depth() const { return max_depth_; }
+  struct Trie {
+    std::vector<Node> nodes;
+    std::vector<int32_t> tokens;
+    int max_depth = 0;
+  };
+  // Every generable token.
+  const Trie& trie() const { return trie_; }
+  const std::vector<Node>& nodes() const { return trie_.nodes; }
+  int max_depth() const { return trie_.max_depth; }
   // The most characters one token can start (its bytes that are not UTF-8 continuation bytes).
   int max_chars() const { return max_chars_; }
+  // Tokens of at least kLongChars characters (runs of spaces or dashes in code vocabularies),
+  // in their own trie: masks treat them apart (see Matcher) so that bounded repetitions longer
+  // than that share their work whatever the vocabulary's longest token.
+  static constexpr int kLongChars = 33;
+  const Trie& long_trie() const { return long_trie_; }
+  const std::vector<int32_t>& long_ids() const { return long_ids_; }  // ascending
 
  private:
+  static Trie build_trie(const std::vector<std::string>& pieces, std::vector<int32_t> ids);
+
   std::vector<std::string> pieces_;
   std::vector<int32_t> eog_;
-  std::vector<Node> nodes_;
-  std::vector<int32_t> tokens_;
-  int max_depth_ = 0;
+  Trie trie_, long_trie_;
+  std::vector<int32_t> long_ids_;
   int max_chars_ = 0;
 };
 
@@ -119,6 +134,7 @@ class Constraint {
     std::vector<int32_t> ids;         // sparse: accepted tokens
     std::vector<int32_t> uncertain;   // tokens that leave the rule part-way
     uint32_t id = 0;                  // distinct per position of one Constraint
+    bool long_tokens = false;         // Vocab::long_ids are left out: check them on the real stack
   };
   std::shared_ptr<const Grammar> grammar_;
   std::shared_ptr<const Vocab> vocab_;
@@ -176,16 +192,17 @@ class Matcher {
   bool canonicalize_partial(State& s) const;
   // The tokens of `leaf`'s stack top (computed once per Constraint); `rest` gets the stack
   // below the entries the top covers (kAccept or kBottom when it covers the whole stack).
-  std::shared_ptr<const Constraint::PositionInfo> position(uint32_t leaf, uint32_t& rest);
+  // `far`: no long token (Vocab::long_ids) could reach the bound of a repetition the top is in.
+  std::shared_ptr<const Constraint::PositionInfo> position(uint32_t leaf, uint32_t& rest, bool& far);
   // Tokens accepted from `start` (set in `accepted`, empty on entry), by a pre-order trie walk;
   // with `uncertain`, tokens that reach kBottom with bytes left go there.
-  void walk(const State& start, TokenMask& accepted, std::vector<int32_t>* uncertain);
+  void walk(const Vocab::Trie& trie, const State& start, TokenMask& accepted, std::vector<int32_t>* uncertain);
   // The walk with its transitions memoized: the states it meets are interned and each
   // (state, byte) step is computed once, so a trie node costs a table lookup. False (and
   // `accepted` emptied, `uncertain` as it was) when the walk meets more states than allowed.
-  bool walk_memo(const State& start, TokenMask& accepted, std::vector<int32_t>* uncertain);
+  bool walk_memo(const Vocab::Trie& trie, const State& start, TokenMask& accepted, std::vector<int32_t>* uncertain);
   // The same walk computing every step (the reference, and the fallback).
-  void walk_plain(const State& start, TokenMask& accepted, std::vector<int32_t>* uncertain);
+  void walk_plain(const Vocab::Trie& trie, const State& start, TokenMask& accepted, std::vector<int32_t>* uncertain);
   int32_t intern_walk_state(const State& s, bool split_bottom);
   bool token_ok_from(const State& start, int32_t id);
 
@@ -198,6 +215,9 @@ class Matcher {
   State state_;
   // (rest of the stack, position id) -> the position's uncertain tokens that stack accepts
   std::unordered_map<uint64_t, std::vector<int32_t>> uncertain_ok_;
+  // (rest of the stack, position id, the stack's leaf or UINT32_MAX when far from bounds) ->
+  // the long tokens the stack accepts
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, std::vector<int32_t>> long_ok_;
   std::vector<State> walk_stack_;
   State tmp_a_, tmp_b_;
   // walk_memo's tables, reused between walks: interned states, their index, and transitions

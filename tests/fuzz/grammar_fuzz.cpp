@@ -1,8 +1,8 @@
 // libFuzzer target for grammars (src/grammar): the input is GBNF source, optionally followed by
 // a NUL byte and text. The grammar is compiled under tight limits; when it compiles, a matcher
 // over a small fixed vocabulary (ASCII pieces, JSON-ish pieces, UTF-8 lead and continuation
-// bytes) follows the text byte by byte, and at every step the token mask must equal what
-// feeding each token says (a mismatch aborts: a finding). A GrammarError is the expected outcome
+// bytes, two tokens longer than Vocab::kLongChars) follows the text byte by byte, and at every
+// step the token mask must equal what feeding each token says (a mismatch aborts: a finding). A GrammarError is the expected outcome
 // for bad input; a crash, sanitizer report, other exception, hang or huge allocation is a finding.
 // Also linked into grammar_fuzz_replay (replay_main.cpp), which runs the corpus in ctest.
 #include <cstddef>
@@ -22,7 +22,9 @@ std::shared_ptr<const triad::grammar::Vocab> fuzz_vocab() {
     std::vector<std::string> pieces = {"</s>", "a", "b", "ab", "ba", "x", "{", "}", "[", "]", "\"", ",", ":", " ",
                                        "\n", "0", "1", "12", "-", ".", "e", "true", "null", "\\", "\\n", "\"a\"",
                                        "{\"", "\":", "é", "\xc3", "\xa9", "\xe2\x82", "\xac", "\xf0\x9f", "\x98\x80",
-                                       "\xed", "\xa0", "\x80", "\xff", "\x01", "aaaa", "yes", "no"};
+                                       "\xed", "\xa0", "\x80", "\xff", "\x01", "aaaa", "yes", "no",
+                                       // long tokens (Vocab::kLongChars): checked apart from the walks
+                                       std::string(40, 'a'), std::string(34, ' ') + "\""};
     std::vector<char> gen(pieces.size(), 1);
     gen[0] = 0;
     return std::make_shared<const triad::grammar::Vocab>(pieces, gen, std::vector<int32_t>{0});

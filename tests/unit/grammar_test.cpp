@@ -234,6 +234,43 @@ TEST(Matcher, LongRepetitionsShareStackTops) {
   EXPECT_LT(c->stats().positions_computed, 40);
 }
 
+// A vocabulary with tokens of kLongChars characters and more (code vocabularies have runs of
+// 100+ spaces or dashes): repetitions share their walks from kLongChars on, the long tokens are
+// checked on the real stack, and the masks still equal brute force far from and near the bounds.
+TEST(Matcher, LongTokensAreCheckedOnTheRealStack) {
+  const std::string a33(33, 'a'), a40(40, 'a'), b40(40, 'b');
+  auto v = vocab({"\"", "a", "b", "ab", "abc", "a\"", "\",", ",", ",ab", a33, a40, a33 + "\"", b40 + "\",", "\"," + a40,
+                  std::string(90, 'c'), "x"});
+  ASSERT_GE(v->max_chars(), Vocab::kLongChars);
+  ASSERT_EQ(v->long_ids().size(), 6u);
+  auto g = gbnf(R"(root ::= "\"" [a-c]{0,150} "\"" ( "," [a-c]{2,120} )?)");
+  auto c = std::make_shared<Constraint>(g, v);
+  std::mt19937 rng(9);
+  TokenMask mask;
+  int steps = 0, long_taken = 0;
+  for (int walk = 0; walk < 60; ++walk) {
+    Matcher m(c);
+    for (int step = 0; step < 200; ++step, ++steps) {
+      m.fill_mask(mask);
+      std::vector<int32_t> allowed;
+      for (int32_t id = 0; id < v->n_vocab(); ++id) {
+        Matcher probe = m;
+        const bool ok = probe.accept_token(id);
+        ASSERT_EQ(mask.test(id), ok) << "token '" << v->piece(id) << "' at walk " << walk << " step " << step;
+        if (ok && id != 0) allowed.push_back(id);
+      }
+      if (allowed.empty()) break;
+      const int32_t pick = allowed[rng() % allowed.size()];
+      long_taken += v->piece(pick).size() >= 33;
+      ASSERT_TRUE(m.accept_token(pick));
+    }
+  }
+  EXPECT_GT(steps, 1000);
+  EXPECT_GT(long_taken, 50);
+  // 268 repetition positions; apart from those within kLongChars of a bound, they share walks.
+  EXPECT_LT(c->stats().positions_computed, 90);
+}
+
 // Trie walks give one state to partial characters whose every completion each stack takes
 // (C3 and D0 stand for C2; E2 for E1); the masks must still equal brute force, including where
 // a set takes only some completions (U+3000-U+3005 of E3's U+3000-U+3FFF).
