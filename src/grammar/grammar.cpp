@@ -541,18 +541,35 @@ uint32_t Grammar::chain_remaining(uint32_t pos) const {
 }
 
 uint32_t Grammar::equivalent_position(uint32_t pos, uint32_t horizon) const {
-  if (horizon == 0 || pos >= elems_.size()) return pos;
+  return horizon != 0 && chain_remaining(pos) > horizon ? chain_position(pos, horizon) : pos;
+}
+
+uint32_t Grammar::chain_length(uint32_t pos) const {
+  if (pos >= elems_.size()) return 0;
+  const uint32_t base = chain_[elem_rule_[pos]].first;
+  if (base == UINT32_MAX) return 0;
+  uint32_t n = 0;
+  while (base + n < chain_.size() && chain_[base + n].first == base) ++n;
+  return n;
+}
+
+uint32_t Grammar::chain_position(uint32_t pos, uint32_t remaining) const {
+  if (pos >= elems_.size() || remaining == 0) return pos;
   const uint32_t r = elem_rule_[pos];
   const auto [base, k] = chain_[r];
-  if (base == UINT32_MAX || k < horizon) return pos;  // not a chain rule, or near the bound
-  const uint32_t target = base + horizon - 1;        // the chain's rules have consecutive ids
-  if (chain_[target].first != base || chain_[target].second != horizon - 1) return pos;
-  // Both rules read `x o_(k-1) | empty` (k >= 1): the same offset in the same alternative.
+  if (base == UINT32_MAX || k + 1 == remaining) return pos;
+  const uint32_t target = base + remaining - 1;  // the chain's rules have consecutive ids
+  if (target >= chain_.size() || chain_[target].first != base || chain_[target].second != remaining - 1) return pos;
+  // The rules read `x o_(k-1) | empty` (o_0: `x | empty`): the same offset in the same
+  // alternative, where the target has an element of the same kind there.
   const std::vector<uint32_t>& from = alts_[r];
   const std::vector<uint32_t>& to = alts_[target];
   if (from.size() != to.size()) return pos;
-  for (size_t a = from.size(); a-- > 0;)
-    if (pos >= from[a]) return to[a] + (pos - from[a]);
+  for (size_t a = from.size(); a-- > 0;) {
+    if (pos < from[a]) continue;
+    const uint32_t p = to[a] + (pos - from[a]);
+    return p < elems_.size() && elems_[p].kind == elems_[pos].kind && !is_end(p) ? p : pos;
+  }
   return pos;
 }
 

@@ -93,6 +93,11 @@ class Grammar {
   uint32_t equivalent_position(uint32_t pos, uint32_t horizon) const;
   // k + 1 for a position in chain rule o_k (the repetitions it still allows), else 0.
   uint32_t chain_remaining(uint32_t pos) const;
+  // The number of rules in pos's chain (0 outside chains).
+  uint32_t chain_length(uint32_t pos) const;
+  // The same position in the chain rule allowing `remaining` repetitions (pos itself when the
+  // chain has no such rule or no such position there).
+  uint32_t chain_position(uint32_t pos, uint32_t remaining) const;
   bool is_end(uint32_t pos) const {
     return elems_[pos].kind == ElemKind::kEndAlt || elems_[pos].kind == ElemKind::kEndRule;
   }

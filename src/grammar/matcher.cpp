@@ -2,11 +2,11 @@
 #include "grammar/matcher.h"
 
 #include <algorithm>
+#include <bit>
 #include <iterator>
 #include <map>
-#include <tuple>
-#include <bit>
 #include <random>
+#include <tuple>
 
 
 namespace triad::grammar {
@@ -17,6 +17,8 @@ Vocab::Vocab(std::vector<std::string> pieces, const std::vector<char>& generable
     : pieces_(std::move(pieces)), eog_(std::move(eog_ids)) {
   std::vector<int32_t> ids;
   ids.reserve(pieces_.size());
+  chars_.assign(pieces_.size(), 0);
+  up_to_.assign(kLongChars, std::vector<uint64_t>((pieces_.size() + 63) / 64, 0));
   for (size_t i = 0; i < pieces_.size(); ++i) {
     std::string& p = pieces_[i];
     if (i >= generable.size() || !generable[i] || p.size() >= 4096) p.clear();
@@ -24,8 +26,10 @@ Vocab::Vocab(std::vector<std::string> pieces, const std::vector<char>& generable
     ids.push_back(static_cast<int32_t>(i));
     const auto chars = static_cast<int>(
         std::count_if(p.begin(), p.end(), [](char ch) { return (static_cast<uint8_t>(ch) & 0xC0) != 0x80; }));
+    chars_[i] = static_cast<uint8_t>(std::min(chars, 255));
     max_chars_ = std::max(max_chars_, chars);
     if (chars >= kLongChars) long_ids_.push_back(static_cast<int32_t>(i));
+    for (int n = chars; n < kLongChars; ++n) up_to_[static_cast<size_t>(n)][i >> 6] |= uint64_t{1} << (i & 63);
   }
   trie_ = build_trie(pieces_, std::move(ids));
   long_trie_ = build_trie(pieces_, long_ids_);
@@ -37,7 +41,7 @@ Vocab::Trie Vocab::build_trie(const std::vector<std::string>& pieces, std::vecto
     const int c = pieces[static_cast<size_t>(a)].compare(pieces[static_cast<size_t>(b)]);
     return c != 0 ? c < 0 : a < b;
   });
-  t.nodes.push_back(Node{0, 0, 0, 0, 0});
+  t.nodes.push_back(Node{0, 0, 0, 0, 0, 0});
   std::vector<uint32_t> path{0};
   const std::string* prev = nullptr;
   for (int32_t id : order) {
@@ -53,11 +57,14 @@ Vocab::Trie Vocab::build_trie(const std::vector<std::string>& pieces, std::vecto
     }
     for (size_t k = common; k < s.size(); ++k) {
       const auto n = static_cast<uint32_t>(t.tokens.size());
-      t.nodes.push_back(Node{static_cast<uint8_t>(s[k]), static_cast<uint16_t>(k + 1), 0, n, n});
+      t.nodes.push_back(Node{static_cast<uint8_t>(s[k]), 0, static_cast<uint16_t>(k + 1), 0, n, n});
       path.push_back(static_cast<uint32_t>(t.nodes.size() - 1));
     }
     t.tokens.push_back(id);
     t.nodes[path.back()].tok_end = static_cast<uint32_t>(t.tokens.size());
+    const auto chars = static_cast<uint8_t>(std::min<ptrdiff_t>(
+        std::count_if(s.begin(), s.end(), [](char ch) { return (static_cast<uint8_t>(ch) & 0xC0) != 0x80; }), 255));
+    for (uint32_t n : path) t.nodes[n].sub_chars = std::max(t.nodes[n].sub_chars, chars);
     t.max_depth = std::max(t.max_depth, static_cast<int>(s.size()));
     prev = &s;
   }
@@ -279,8 +286,9 @@ std::string Matcher::state_key(const State& s) const {
   return key;
 }
 
-void Matcher::walk(const Vocab::Trie& trie, const State& start, TokenMask& accepted, std::vector<int32_t>* uncertain) {
-  if (!walk_memo(trie, start, accepted, uncertain)) walk_plain(trie, start, accepted, uncertain);
+void Matcher::walk(const Vocab::Trie& trie, const State& start, TokenMask& accepted, std::vector<int32_t>* uncertain,
+                   int min_chars) {
+  if (!walk_memo(trie, start, accepted, uncertain, min_chars)) walk_plain(trie, start, accepted, uncertain, min_chars);
 }
 
 int32_t Matcher::intern_walk_state(const State& s, bool split_bottom) {
@@ -309,7 +317,7 @@ int32_t Matcher::intern_walk_state(const State& s, bool split_bottom) {
 }
 
 bool Matcher::walk_memo(const Vocab::Trie& trie, const State& start, TokenMask& accepted,
-                        std::vector<int32_t>* uncertain) {
+                        std::vector<int32_t>* uncertain, int min_chars) {
   const std::vector<Vocab::Node>& tn = trie.nodes;
   const std::vector<int32_t>& toks = trie.tokens;
   const size_t depth = static_cast<size_t>(trie.max_depth) + 2;
@@ -328,6 +336,10 @@ bool Matcher::walk_memo(const Vocab::Trie& trie, const State& start, TokenMask& 
   uint32_t i = 1;
   while (i < tn.size()) {
     const Vocab::Node& nd = tn[i];
+    if (nd.sub_chars <= min_chars) {  // the caller knows these tokens already
+      i = nd.end;
+      continue;
+    }
     const size_t d = nd.depth;
     const size_t slot = static_cast<size_t>(walk_sid_[d - 1]) * 256 + nd.byte;
     int32_t t = walk_trans_[slot];
@@ -350,13 +362,15 @@ bool Matcher::walk_memo(const Vocab::Trie& trie, const State& start, TokenMask& 
       i = nd.end;
       continue;
     }
-    for (uint32_t k = nd.tok_begin; k < nd.tok_end; ++k) accepted.set(toks[k]);
+    for (uint32_t k = nd.tok_begin; k < nd.tok_end; ++k)
+      if (v_.chars(toks[k]) > min_chars) accepted.set(toks[k]);
     if (uncertain) {
       const WalkState& w = walk_states_[static_cast<size_t>(t)];
       if (w.bottom) {
         // The rule can end here: longer tokens depend on what follows the rule.
         for (uint32_t j = i + 1; j < nd.end; ++j)
-          for (uint32_t k = tn[j].tok_begin; k < tn[j].tok_end; ++k) uncertain->push_back(toks[k]);
+          for (uint32_t k = tn[j].tok_begin; k < tn[j].tok_end; ++k)
+            if (v_.chars(toks[k]) > min_chars) uncertain->push_back(toks[k]);
         t = w.rest;
         if (t == kDeadState) {
           i = nd.end;
@@ -379,7 +393,7 @@ bool Matcher::walk_memo(const Vocab::Trie& trie, const State& start, TokenMask& 
 }
 
 void Matcher::walk_plain(const Vocab::Trie& trie, const State& start, TokenMask& accepted,
-                         std::vector<int32_t>* uncertain) {
+                         std::vector<int32_t>* uncertain, int min_chars) {
   const std::vector<Vocab::Node>& tn = trie.nodes;
   const std::vector<int32_t>& toks = trie.tokens;
   const size_t depth = static_cast<size_t>(trie.max_depth) + 2;
@@ -390,6 +404,10 @@ void Matcher::walk_plain(const Vocab::Trie& trie, const State& start, TokenMask&
   uint32_t i = 1;
   while (i < tn.size()) {
     const Vocab::Node& nd = tn[i];
+    if (nd.sub_chars <= min_chars) {
+      i = nd.end;
+      continue;
+    }
     const size_t d = nd.depth;
     truncate_scratch(mark[d]);  // nodes made for the previous sibling's subtree are dead
     State& cur = walk_stack_[d];
@@ -397,14 +415,16 @@ void Matcher::walk_plain(const Vocab::Trie& trie, const State& start, TokenMask&
       i = nd.end;
       continue;
     }
-    for (uint32_t t = nd.tok_begin; t < nd.tok_end; ++t) accepted.set(toks[t]);
+    for (uint32_t t = nd.tok_begin; t < nd.tok_end; ++t)
+      if (v_.chars(toks[t]) > min_chars) accepted.set(toks[t]);
     if (uncertain) {
       auto it = std::find(cur.leaves.begin(), cur.leaves.end(), kBottom);
       if (it != cur.leaves.end()) {
         // The rule can end here: longer tokens depend on what follows the rule.
         cur.leaves.erase(it);
         for (uint32_t j = i + 1; j < nd.end; ++j)
-          for (uint32_t t = tn[j].tok_begin; t < tn[j].tok_end; ++t) uncertain->push_back(toks[t]);
+          for (uint32_t t = tn[j].tok_begin; t < tn[j].tok_end; ++t)
+            if (v_.chars(toks[t]) > min_chars) uncertain->push_back(toks[t]);
         if (cur.leaves.empty()) {
           i = nd.end;
           continue;
@@ -418,37 +438,62 @@ void Matcher::walk_plain(const Vocab::Trie& trie, const State& start, TokenMask&
 
 std::shared_ptr<const Constraint::PositionInfo> Matcher::position(uint32_t leaf, uint32_t& rest, bool& far) {
   // The key: the positions of the stack's top entries, and whether the stack ends within them.
-  uint32_t top[kTopLevels];
-  int n_top = 0;
-  uint32_t id = leaf;
   // A token repeats anything at most as many times as it has characters, so a position deep
   // inside a long bounded repetition (maxLength, {m,n}) accepts the same tokens as the same
   // position `horizon` repetitions from the bound (Grammar::equivalent_position): one trie walk
   // serves them all. Tokens too long for that (Vocab::long_ids, only in vocabularies whose
   // longest tokens reach kLongChars characters) are then left out of the walk's answer and
   // checked against the real stack (fill_mask).
+  uint32_t top[kTopLevels];
+  int n_top = 0;
+  uint32_t id = leaf;
   const auto max_chars = static_cast<uint32_t>(v_.max_chars());
   const uint32_t horizon = std::min<uint32_t>(max_chars + 2, Vocab::kLongChars);
-  bool shared = false;
   far = true;
   while (n_top < kTopLevels && id != kAccept && id != kBottom) {
     const uint32_t exact = node(id).pos;
-    top[n_top] = g_.equivalent_position(exact, horizon);
-    if (g_.chain_remaining(top[n_top]) == horizon) shared = true;
+    top[n_top++] = g_.equivalent_position(exact, horizon);
     const uint32_t r = g_.chain_remaining(exact);
     if (r != 0 && r < max_chars + 2) far = false;  // a long token could reach this bound
-    ++n_top;
     id = node(id).parent;
   }
-  const bool split_long = shared && !v_.long_ids().empty();
   rest = id;
-  const uint32_t below = id == kAccept ? kAccept : kBottom;  // a short stack keeps its real end
+  return position_info(top, n_top, id == kAccept ? kAccept : kBottom);  // a short stack keeps its real end
+}
+
+std::shared_ptr<const Constraint::PositionInfo> Matcher::position_info(const uint32_t* top, int n_top, uint32_t below) {
+  const auto max_chars = static_cast<uint32_t>(v_.max_chars());
+  const uint32_t horizon = std::min<uint32_t>(max_chars + 2, Vocab::kLongChars);
+  bool shared = false;          // some entry stands for every position `horizon` or more from its bound
+  uint32_t near = UINT32_MAX;   // the fewest repetitions left at an entry nearer its bound than that
+  uint32_t far_top[kTopLevels];  // the same top with those entries as far from their bounds as can be
+  bool derivable = false;
+  for (int k = 0; k < n_top; ++k) {
+    const uint32_t r = g_.chain_remaining(top[k]);
+    far_top[k] = top[k];
+    if (r == horizon) shared = true;
+    if (r != 0 && r < horizon) {
+      near = std::min(near, r);
+      far_top[k] = g_.chain_position(top[k], std::min(horizon, g_.chain_length(top[k])));
+      derivable |= far_top[k] != top[k];
+    }
+  }
+  const bool split_long = shared && !v_.long_ids().empty();
   std::string key(reinterpret_cast<const char*>(top), static_cast<size_t>(n_top) * 4);
   key.push_back(below == kAccept ? 'A' : 'B');
   {
     std::lock_guard<std::mutex> lk(c_->mu_);
     auto it = c_->positions_.find(key);
     if (it != c_->positions_.end()) return it->second;
+  }
+  // Near a bound, a token of fewer characters than the repetitions left cannot reach it (a
+  // repetition in progress counted too): it fares as at the far position, whose answer is
+  // shared. Only the longer tokens need this walk, which skips the trie's other subtrees.
+  std::shared_ptr<const Constraint::PositionInfo> base;
+  int min_chars = -1;
+  if (derivable && near >= 2) {
+    base = position_info(far_top, n_top, below);
+    min_chars = static_cast<int>(near) - 1;
   }
   const size_t mark = scratch_.size();
   State start;
@@ -458,8 +503,19 @@ std::shared_ptr<const Constraint::PositionInfo> Matcher::position(uint32_t leaf,
   TokenMask acc;
   acc.reset(v_.n_vocab());
   std::vector<int32_t> unc;
-  walk(v_.trie(), start, acc, &unc);
+  walk(v_.trie(), start, acc, &unc, min_chars);
   truncate_scratch(mark);
+  if (base) {
+    const std::vector<uint64_t>& up_to = v_.tokens_up_to(min_chars);
+    if (base->dense) {
+      for (size_t w = 0; w < acc.bits.size(); ++w) acc.bits[w] |= base->bits[w] & up_to[w];
+    } else {
+      for (int32_t t : base->ids)
+        if (v_.chars(t) <= min_chars) acc.set(t);
+    }
+    for (int32_t t : base->uncertain)
+      if (v_.chars(t) <= min_chars) unc.push_back(t);
+  }
   auto info = std::make_shared<Constraint::PositionInfo>();
   std::sort(unc.begin(), unc.end());
   unc.erase(std::unique(unc.begin(), unc.end()), unc.end());

@@ -16,8 +16,10 @@
 //     the stack ("uncertain": each sequence checks them against its real stack once per
 //     (top, rest of the stack) and keeps the answer). A position deep inside a long bounded
 //     repetition counts as the same position nearer the bound (Grammar::equivalent_position:
-//     no token is long enough to tell them apart), so maxLength strings share their walks.
-//     The trie walk memoizes its (state, byte) steps: a trie node costs a table lookup;
+//     no token is long enough to tell them apart), so maxLength strings share their walks;
+//     tokens of Vocab::kLongChars characters or more are then checked on the real stack.
+//     The trie walk memoizes its (state, byte) steps, so a trie node costs a table lookup, and
+//     gives one state to the partial UTF-8 characters every stack takes whole;
 //   - per whole state (the stacks' contents, not their arena ids), the finished mask (LRU).
 // End-of-generation tokens are allowed exactly when some stack is empty (the grammar accepts).
 //
@@ -31,10 +33,10 @@
 #include <cstdint>
 #include <list>
 #include <map>
-#include <tuple>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -63,6 +65,7 @@ class Vocab {
   // Trie in pre-order: node 0 is the root (empty prefix); node i's subtree is [i, end).
   struct Node {
     uint8_t byte;
+    uint8_t sub_chars;  // the most characters of a token in this subtree (at most 255)
     uint16_t depth;
     uint32_t end;
     uint32_t tok_begin, tok_end;  // tokens whose piece ends here: tokens[tok_begin, tok_end)
@@ -84,6 +87,10 @@ class Vocab {
   static constexpr int kLongChars = 33;
   const Trie& long_trie() const { return long_trie_; }
   const std::vector<int32_t>& long_ids() const { return long_ids_; }  // ascending
+  // Token id's characters (at most 255).
+  int chars(int32_t id) const { return chars_[static_cast<size_t>(id)]; }
+  // Bitset of the tokens of at most n characters, n < kLongChars.
+  const std::vector<uint64_t>& tokens_up_to(int n) const { return up_to_[static_cast<size_t>(n)]; }
 
  private:
   static Trie build_trie(const std::vector<std::string>& pieces, std::vector<int32_t> ids);
@@ -92,6 +99,8 @@ class Vocab {
   std::vector<int32_t> eog_;
   Trie trie_, long_trie_;
   std::vector<int32_t> long_ids_;
+  std::vector<uint8_t> chars_;
+  std::vector<std::vector<uint64_t>> up_to_;
   int max_chars_ = 0;
 };
 
@@ -194,15 +203,22 @@ class Matcher {
   // below the entries the top covers (kAccept or kBottom when it covers the whole stack).
   // `far`: no long token (Vocab::long_ids) could reach the bound of a repetition the top is in.
   std::shared_ptr<const Constraint::PositionInfo> position(uint32_t leaf, uint32_t& rest, bool& far);
+  // The tokens of the stack top whose entries are at positions top[0..n_top), above `below`
+  // (kAccept: the stack ends there; kBottom: it goes on).
+  std::shared_ptr<const Constraint::PositionInfo> position_info(const uint32_t* top, int n_top, uint32_t below);
   // Tokens accepted from `start` (set in `accepted`, empty on entry), by a pre-order trie walk;
-  // with `uncertain`, tokens that reach kBottom with bytes left go there.
-  void walk(const Vocab::Trie& trie, const State& start, TokenMask& accepted, std::vector<int32_t>* uncertain);
+  // with `uncertain`, tokens that reach kBottom with bytes left go there. Only tokens of more
+  // than `min_chars` characters are looked at.
+  void walk(const Vocab::Trie& trie, const State& start, TokenMask& accepted, std::vector<int32_t>* uncertain,
+            int min_chars = -1);
   // The walk with its transitions memoized: the states it meets are interned and each
   // (state, byte) step is computed once, so a trie node costs a table lookup. False (and
   // `accepted` emptied, `uncertain` as it was) when the walk meets more states than allowed.
-  bool walk_memo(const Vocab::Trie& trie, const State& start, TokenMask& accepted, std::vector<int32_t>* uncertain);
+  bool walk_memo(const Vocab::Trie& trie, const State& start, TokenMask& accepted, std::vector<int32_t>* uncertain,
+                 int min_chars);
   // The same walk computing every step (the reference, and the fallback).
-  void walk_plain(const Vocab::Trie& trie, const State& start, TokenMask& accepted, std::vector<int32_t>* uncertain);
+  void walk_plain(const Vocab::Trie& trie, const State& start, TokenMask& accepted, std::vector<int32_t>* uncertain,
+                  int min_chars);
   int32_t intern_walk_state(const State& s, bool split_bottom);
   bool token_ok_from(const State& start, int32_t id);
 
