@@ -41,8 +41,10 @@ Vocab::Trie Vocab::build_trie(const std::vector<std::string>& pieces, std::vecto
     const int c = pieces[static_cast<size_t>(a)].compare(pieces[static_cast<size_t>(b)]);
     return c != 0 ? c < 0 : a < b;
   });
-  t.nodes.push_back(Node{0, 0, 0, 0, 0, 0});
+  auto clamp8 = [](size_t v) { return static_cast<uint8_t>(std::min<size_t>(v, 255)); };
+  t.nodes.push_back(Node{0, 0, 0, 0, 0, 0, 0, 0});
   std::vector<uint32_t> path{0};
+  std::vector<size_t> path_chars{0};
   const std::string* prev = nullptr;
   for (int32_t id : order) {
     const std::string& s = pieces[static_cast<size_t>(id)];
@@ -54,16 +56,19 @@ Vocab::Trie Vocab::build_trie(const std::vector<std::string>& pieces, std::vecto
     while (path.size() - 1 > common) {
       t.nodes[path.back()].end = static_cast<uint32_t>(t.nodes.size());
       path.pop_back();
+      path_chars.pop_back();
     }
+    if (path.size() - 1 == s.size() && t.nodes[path.back()].n_tok == UINT16_MAX) continue;  // absurd duplicates
     for (size_t k = common; k < s.size(); ++k) {
-      const auto n = static_cast<uint32_t>(t.tokens.size());
-      t.nodes.push_back(Node{static_cast<uint8_t>(s[k]), 0, static_cast<uint16_t>(k + 1), 0, n, n});
+      const size_t chars = path_chars.back() + ((static_cast<uint8_t>(s[k]) & 0xC0) != 0x80 ? 1 : 0);
+      t.nodes.push_back(Node{static_cast<uint8_t>(s[k]), 0, clamp8(chars), 0, static_cast<uint16_t>(k + 1), 0, 0,
+                             static_cast<uint32_t>(t.tokens.size())});
       path.push_back(static_cast<uint32_t>(t.nodes.size() - 1));
+      path_chars.push_back(chars);
     }
     t.tokens.push_back(id);
-    t.nodes[path.back()].tok_end = static_cast<uint32_t>(t.tokens.size());
-    const auto chars = static_cast<uint8_t>(std::min<ptrdiff_t>(
-        std::count_if(s.begin(), s.end(), [](char ch) { return (static_cast<uint8_t>(ch) & 0xC0) != 0x80; }), 255));
+    ++t.nodes[path.back()].n_tok;
+    const uint8_t chars = clamp8(path_chars.back());
     for (uint32_t n : path) t.nodes[n].sub_chars = std::max(t.nodes[n].sub_chars, chars);
     t.max_depth = std::max(t.max_depth, static_cast<int>(s.size()));
     prev = &s;
@@ -336,6 +341,7 @@ bool Matcher::walk_memo(const Vocab::Trie& trie, const State& start, TokenMask& 
   uint32_t i = 1;
   while (i < tn.size()) {
     const Vocab::Node& nd = tn[i];
+    if (nd.end < tn.size()) __builtin_prefetch(&tn[nd.end]);  // where a dead or skipped subtree resumes
     if (nd.sub_chars <= min_chars) {  // the caller knows these tokens already
       i = nd.end;
       continue;
@@ -362,15 +368,15 @@ bool Matcher::walk_memo(const Vocab::Trie& trie, const State& start, TokenMask& 
       i = nd.end;
       continue;
     }
-    for (uint32_t k = nd.tok_begin; k < nd.tok_end; ++k)
-      if (v_.chars(toks[k]) > min_chars) accepted.set(toks[k]);
+    if (nd.chars > min_chars)
+      for (uint32_t k = nd.tok_begin; k < nd.tok_begin + nd.n_tok; ++k) accepted.set(toks[k]);
     if (uncertain) {
       const WalkState& w = walk_states_[static_cast<size_t>(t)];
       if (w.bottom) {
         // The rule can end here: longer tokens depend on what follows the rule.
         for (uint32_t j = i + 1; j < nd.end; ++j)
-          for (uint32_t k = tn[j].tok_begin; k < tn[j].tok_end; ++k)
-            if (v_.chars(toks[k]) > min_chars) uncertain->push_back(toks[k]);
+          if (tn[j].chars > min_chars)
+            for (uint32_t k = tn[j].tok_begin; k < tn[j].tok_begin + tn[j].n_tok; ++k) uncertain->push_back(toks[k]);
         t = w.rest;
         if (t == kDeadState) {
           i = nd.end;
@@ -415,16 +421,16 @@ void Matcher::walk_plain(const Vocab::Trie& trie, const State& start, TokenMask&
       i = nd.end;
       continue;
     }
-    for (uint32_t t = nd.tok_begin; t < nd.tok_end; ++t)
-      if (v_.chars(toks[t]) > min_chars) accepted.set(toks[t]);
+    if (nd.chars > min_chars)
+      for (uint32_t t = nd.tok_begin; t < nd.tok_begin + nd.n_tok; ++t) accepted.set(toks[t]);
     if (uncertain) {
       auto it = std::find(cur.leaves.begin(), cur.leaves.end(), kBottom);
       if (it != cur.leaves.end()) {
         // The rule can end here: longer tokens depend on what follows the rule.
         cur.leaves.erase(it);
         for (uint32_t j = i + 1; j < nd.end; ++j)
-          for (uint32_t t = tn[j].tok_begin; t < tn[j].tok_end; ++t)
-            if (v_.chars(toks[t]) > min_chars) uncertain->push_back(toks[t]);
+          if (tn[j].chars > min_chars)
+            for (uint32_t t = tn[j].tok_begin; t < tn[j].tok_begin + tn[j].n_tok; ++t) uncertain->push_back(toks[t]);
         if (cur.leaves.empty()) {
           i = nd.end;
           continue;

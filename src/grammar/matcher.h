@@ -66,9 +66,12 @@ class Vocab {
   struct Node {
     uint8_t byte;
     uint8_t sub_chars;  // the most characters of a token in this subtree (at most 255)
-    uint16_t depth;
+    uint8_t chars;      // the characters of the bytes up to here (at most 255)
+    uint8_t unused = 0;
+    uint16_t depth;     // bytes up to here
+    uint16_t n_tok;     // tokens whose piece ends here: tokens[tok_begin, tok_begin + n_tok)
     uint32_t end;
-    uint32_t tok_begin, tok_end;  // tokens whose piece ends here: tokens[tok_begin, tok_end)
+    uint32_t tok_begin;
   };
   struct Trie {
     std::vector<Node> nodes;
