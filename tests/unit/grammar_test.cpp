@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -204,6 +205,42 @@ TEST_P(MatcherBruteForce, MaskEqualsBruteForce) {
   EXPECT_GT(s.uncertain_checked, 0);  // deep stacks exercised the context-dependent path
 }
 
+// Random walks (uniform among the allowed tokens, id 0 = end-of-generation excluded) that check
+// at every step that the mask equals what feeding each token's bytes says. Returns the steps
+// taken; on_pick sees every token taken.
+int walk_against_brute_force(const std::shared_ptr<Constraint>& c, uint32_t seed, int walks, int steps,
+                             const std::function<void(int32_t)>& on_pick = nullptr) {
+  const Vocab& v = c->vocab();
+  std::mt19937 rng(seed);
+  TokenMask mask;
+  int taken = 0;
+  for (int w = 0; w < walks; ++w) {
+    Matcher m(c);
+    for (int s = 0; s < steps; ++s, ++taken) {
+      m.fill_mask(mask);
+      std::vector<int32_t> allowed;
+      for (int32_t id = 0; id < v.n_vocab(); ++id) {
+        Matcher probe = m;
+        const bool ok = probe.accept_token(id);
+        if (mask.test(id) != ok) {
+          ADD_FAILURE() << "token " << id << " '" << v.piece(id) << "': mask says " << mask.test(id) << ", its bytes say "
+                        << ok << " (walk " << w << ", step " << s << ")";
+          return taken;
+        }
+        if (ok && id != 0) allowed.push_back(id);
+      }
+      if (allowed.empty()) break;
+      const int32_t pick = allowed[rng() % allowed.size()];
+      if (on_pick) on_pick(pick);
+      if (!m.accept_token(pick)) {
+        ADD_FAILURE() << "an allowed token was refused: " << pick;
+        return taken;
+      }
+    }
+  }
+  return taken;
+}
+
 // Long bounded repetitions (maxLength, {m,n}): positions farther from the bound than any token
 // is long share one trie walk, and the masks still equal brute force right up to the bound.
 TEST(Matcher, LongRepetitionsShareStackTops) {
@@ -211,24 +248,7 @@ TEST(Matcher, LongRepetitionsShareStackTops) {
   ASSERT_EQ(v->max_chars(), 4);
   auto g = gbnf(R"(root ::= "\"" [a-c]{0,60} "\"" ( "," [a-c]{2,50} )?)");
   auto c = std::make_shared<Constraint>(g, v);
-  std::mt19937 rng(3);
-  TokenMask mask;
-  int steps = 0;
-  for (int walk = 0; walk < 30; ++walk) {
-    Matcher m(c);
-    for (int step = 0; step < 200; ++step, ++steps) {
-      m.fill_mask(mask);
-      std::vector<int32_t> allowed;
-      for (int32_t id = 0; id < v->n_vocab(); ++id) {
-        Matcher probe = m;
-        const bool ok = probe.accept_token(id);
-        ASSERT_EQ(mask.test(id), ok) << "token '" << v->piece(id) << "' at walk " << walk << " step " << step;
-        if (ok && id != 0) allowed.push_back(id);
-      }
-      if (allowed.empty()) break;
-      ASSERT_TRUE(m.accept_token(allowed[rng() % allowed.size()]));
-    }
-  }
+  const int steps = walk_against_brute_force(c, 3, 30, 200);
   EXPECT_GT(steps, 500);
   // 110 repetition positions; only those within max_chars() + 2 of a bound are walked apart.
   EXPECT_LT(c->stats().positions_computed, 40);
@@ -245,26 +265,9 @@ TEST(Matcher, LongTokensAreCheckedOnTheRealStack) {
   ASSERT_EQ(v->long_ids().size(), 6u);
   auto g = gbnf(R"(root ::= "\"" [a-c]{0,150} "\"" ( "," [a-c]{2,120} )?)");
   auto c = std::make_shared<Constraint>(g, v);
-  std::mt19937 rng(9);
-  TokenMask mask;
-  int steps = 0, long_taken = 0;
-  for (int walk = 0; walk < 60; ++walk) {
-    Matcher m(c);
-    for (int step = 0; step < 200; ++step, ++steps) {
-      m.fill_mask(mask);
-      std::vector<int32_t> allowed;
-      for (int32_t id = 0; id < v->n_vocab(); ++id) {
-        Matcher probe = m;
-        const bool ok = probe.accept_token(id);
-        ASSERT_EQ(mask.test(id), ok) << "token '" << v->piece(id) << "' at walk " << walk << " step " << step;
-        if (ok && id != 0) allowed.push_back(id);
-      }
-      if (allowed.empty()) break;
-      const int32_t pick = allowed[rng() % allowed.size()];
-      long_taken += v->piece(pick).size() >= 33;
-      ASSERT_TRUE(m.accept_token(pick));
-    }
-  }
+  int long_taken = 0;
+  const int steps =
+      walk_against_brute_force(c, 9, 60, 200, [&](int32_t pick) { long_taken += v->piece(pick).size() >= 33; });
   EXPECT_GT(steps, 1000);
   EXPECT_GT(long_taken, 50);
   // 268 repetition positions; apart from those within kLongChars of a bound, they share walks.
@@ -280,24 +283,7 @@ TEST(Matcher, PartialCharactersMatchBruteForce) {
                   "\xe3\x80\x86", "\xe5\x80\x80", "\xf0\x9f", "\x98\x80", "x\xc3", "\xa9x", "\x80\x86x"});
   auto g = gbnf(R"(root ::= ( [\u0080-\u07ff] | [\u1000-\u2fff] | [\u3000-\u3005] | "x" ){0,40})");
   auto c = std::make_shared<Constraint>(g, v);
-  std::mt19937 rng(5);
-  TokenMask mask;
-  int steps = 0;
-  for (int walk = 0; walk < 40; ++walk) {
-    Matcher m(c);
-    for (int step = 0; step < 60; ++step, ++steps) {
-      m.fill_mask(mask);
-      std::vector<int32_t> allowed;
-      for (int32_t id = 0; id < v->n_vocab(); ++id) {
-        Matcher probe = m;
-        const bool ok = probe.accept_token(id);
-        ASSERT_EQ(mask.test(id), ok) << "token " << id << " at walk " << walk << " step " << step;
-        if (ok && id != 0) allowed.push_back(id);
-      }
-      if (allowed.empty()) break;
-      ASSERT_TRUE(m.accept_token(allowed[rng() % allowed.size()]));
-    }
-  }
+  const int steps = walk_against_brute_force(c, 5, 40, 60);
   EXPECT_GT(steps, 1000);
 }
 
