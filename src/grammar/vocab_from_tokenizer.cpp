@@ -1,5 +1,5 @@
 // Vocab::from_tokenizer, apart so that the grammar core (and its fuzz target) needs no tokenizer.
-#include "grammar/matcher.h"
+#include "grammar/vocab.h"
 #include "tokenizer/tokenizer.h"
 
 namespace triad::grammar {
