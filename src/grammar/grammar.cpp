@@ -130,7 +130,7 @@ class GbnfParser {
       fail_at(at, "more than " + std::to_string(lim_.max_rules) + " rules (after expanding repetitions)");
     const uint32_t id = static_cast<uint32_t>(rules_.size());
     rules_.emplace_back();
-    chain_.push_back({UINT32_MAX, 0});
+    chain_.emplace_back();
     names_.push_back(name);
     defined_.push_back(false);
     first_use_.push_back(at);
@@ -335,7 +335,7 @@ class GbnfParser {
         if (have_inner) s.push_back(Item{true, inner});
         inner = helper_rule(rule, Alts{s, Seq{}});
         if (k == 0) chain_base = inner;
-        chain_[inner] = {chain_base, k};
+        chain_[inner] = Grammar::Chain{chain_base, k, hi - lo};
         have_inner = true;
       }
       out.push_back(Item{true, inner});
@@ -514,7 +514,7 @@ class GbnfParser {
   size_t pos_ = 0;
   size_t n_elems_ = 0;
   std::vector<Alts> rules_;
-  std::vector<std::pair<uint32_t, uint32_t>> chain_;  // per rule: see Grammar::chain_
+  std::vector<Grammar::Chain> chain_;  // per rule
   std::vector<std::string> names_;
   std::vector<char> defined_;
   std::vector<size_t> first_use_;
@@ -536,8 +536,8 @@ bool Grammar::set_contains(uint32_t id, uint32_t cp) const {
 
 uint32_t Grammar::chain_remaining(uint32_t pos) const {
   if (pos >= elems_.size()) return 0;
-  const auto [base, k] = chain_[elem_rule_[pos]];
-  return base == UINT32_MAX ? 0 : k + 1;
+  const Chain& c = chain_[elem_rule_[pos]];
+  return c.length == 0 ? 0 : c.k + 1;
 }
 
 uint32_t Grammar::equivalent_position(uint32_t pos, uint32_t horizon) const {
@@ -545,21 +545,15 @@ uint32_t Grammar::equivalent_position(uint32_t pos, uint32_t horizon) const {
 }
 
 uint32_t Grammar::chain_length(uint32_t pos) const {
-  if (pos >= elems_.size()) return 0;
-  const uint32_t base = chain_[elem_rule_[pos]].first;
-  if (base == UINT32_MAX) return 0;
-  uint32_t n = 0;
-  while (base + n < chain_.size() && chain_[base + n].first == base) ++n;
-  return n;
+  return pos < elems_.size() ? chain_[elem_rule_[pos]].length : 0;
 }
 
 uint32_t Grammar::chain_position(uint32_t pos, uint32_t remaining) const {
-  if (pos >= elems_.size() || remaining == 0) return pos;
+  if (pos >= elems_.size()) return pos;
   const uint32_t r = elem_rule_[pos];
-  const auto [base, k] = chain_[r];
-  if (base == UINT32_MAX || k + 1 == remaining) return pos;
-  const uint32_t target = base + remaining - 1;  // the chain's rules have consecutive ids
-  if (target >= chain_.size() || chain_[target].first != base || chain_[target].second != remaining - 1) return pos;
+  const Chain& c = chain_[r];
+  if (remaining == 0 || remaining > c.length || c.k + 1 == remaining) return pos;
+  const uint32_t target = c.base + remaining - 1;  // a chain's rules are made one after another
   // The rules read `x o_(k-1) | empty` (o_0: `x | empty`): the same offset in the same
   // alternative, where the target has an element of the same kind there.
   const std::vector<uint32_t>& from = alts_[r];

@@ -98,6 +98,11 @@ class Grammar {
   // The same position in the chain rule allowing `remaining` repetitions (pos itself when the
   // chain has no such rule or no such position there).
   uint32_t chain_position(uint32_t pos, uint32_t remaining) const;
+  // A rule's place in a chain: o_k of a chain of `length` rules starting at rule `base` (its
+  // o_0); length 0 outside chains.
+  struct Chain {
+    uint32_t base = 0, k = 0, length = 0;
+  };
   bool is_end(uint32_t pos) const {
     return elems_[pos].kind == ElemKind::kEndAlt || elems_[pos].kind == ElemKind::kEndRule;
   }
@@ -108,8 +113,8 @@ class Grammar {
   std::vector<std::vector<uint32_t>> alts_;
   std::vector<std::vector<CodeRange>> sets_;
   std::vector<std::string> names_;
-  std::vector<uint32_t> elem_rule_;                   // the rule of each element
-  std::vector<std::pair<uint32_t, uint32_t>> chain_;  // per rule: (o_0's id, k) for chain rule o_k, else (UINT32_MAX, 0)
+  std::vector<uint32_t> elem_rule_;  // the rule of each element
+  std::vector<Chain> chain_;         // per rule
   uint32_t root_ = 0;
 };
 

@@ -124,21 +124,20 @@ std::pair<uint32_t, uint32_t> partial_range(uint32_t partial, int need, uint8_t 
 
 }  // namespace
 
-bool Matcher::canonicalize_partial(State& s) const {
+void Matcher::canonicalize_partial(State& s) const {
   // Representatives of the partial characters whose continuation bytes range over 80..BF:
   // C2 (need 1), E1 (need 2), F1 (need 3). Other lead bytes restrict the next byte and keep
   // their own states.
-  if (s.need == 0 || s.next_lo != 0x80 || s.next_hi != 0xBF) return false;
+  if (s.need == 0 || s.next_lo != 0x80 || s.next_hi != 0xBF) return;
   const uint32_t rep = s.need == 1 ? 0x02u : 0x01u;
-  if (s.partial == rep) return false;
+  if (s.partial == rep) return;
   const auto [lo, hi] = partial_range(s.partial, s.need, s.next_lo, s.next_hi);
   const auto [rlo, rhi] = partial_range(rep, s.need, s.next_lo, s.next_hi);
   for (uint32_t leaf : s.leaves) {
     const uint32_t set = g_.elems()[node(leaf).pos].value;
-    if (!g_.set_covers(set, lo, hi) || !g_.set_covers(set, rlo, rhi)) return false;
+    if (!g_.set_covers(set, lo, hi) || !g_.set_covers(set, rlo, rhi)) return;
   }
   s.partial = rep;
-  return true;
 }
 
 bool Matcher::advance(const State& in, uint8_t b, State& out, bool scratch) {
@@ -371,7 +370,7 @@ std::shared_ptr<const Constraint::PositionInfo> Matcher::position(uint32_t leaf,
   int n_top = 0;
   uint32_t id = leaf;
   const auto max_chars = static_cast<uint32_t>(v_.max_chars());
-  const uint32_t horizon = std::min<uint32_t>(max_chars + 2, Vocab::kLongChars);
+  const uint32_t horizon = v_.repeat_horizon();
   far = true;
   while (n_top < kTopLevels && id != kAccept && id != kBottom) {
     const uint32_t exact = node(id).pos;
@@ -385,8 +384,14 @@ std::shared_ptr<const Constraint::PositionInfo> Matcher::position(uint32_t leaf,
 }
 
 std::shared_ptr<const Constraint::PositionInfo> Matcher::position_info(const uint32_t* top, int n_top, uint32_t below) {
-  const auto max_chars = static_cast<uint32_t>(v_.max_chars());
-  const uint32_t horizon = std::min<uint32_t>(max_chars + 2, Vocab::kLongChars);
+  std::string key(reinterpret_cast<const char*>(top), static_cast<size_t>(n_top) * 4);
+  key.push_back(below == kAccept ? 'A' : 'B');
+  {
+    std::lock_guard<std::mutex> lk(c_->mu_);
+    auto it = c_->positions_.find(key);
+    if (it != c_->positions_.end()) return it->second;
+  }
+  const uint32_t horizon = v_.repeat_horizon();
   bool shared = false;          // some entry stands for every position `horizon` or more from its bound
   uint32_t near = UINT32_MAX;   // the fewest repetitions left at an entry nearer its bound than that
   uint32_t far_top[kTopLevels];  // the same top with those entries as far from their bounds as can be
@@ -400,14 +405,6 @@ std::shared_ptr<const Constraint::PositionInfo> Matcher::position_info(const uin
       far_top[k] = g_.chain_position(top[k], std::min(horizon, g_.chain_length(top[k])));
       derivable |= far_top[k] != top[k];
     }
-  }
-  const bool split_long = shared && !v_.long_ids().empty();
-  std::string key(reinterpret_cast<const char*>(top), static_cast<size_t>(n_top) * 4);
-  key.push_back(below == kAccept ? 'A' : 'B');
-  {
-    std::lock_guard<std::mutex> lk(c_->mu_);
-    auto it = c_->positions_.find(key);
-    if (it != c_->positions_.end()) return it->second;
   }
   // Near a bound, a token of fewer characters than the repetitions left cannot reach it (a
   // repetition in progress counted too): it fares as at the far position, whose answer is
@@ -444,7 +441,7 @@ std::shared_ptr<const Constraint::PositionInfo> Matcher::position_info(const uin
   unc.erase(std::unique(unc.begin(), unc.end()), unc.end());
   for (int32_t t : unc)
     if (!acc.test(t)) info->uncertain.push_back(t);
-  if (split_long) {
+  if (shared && !v_.long_ids().empty()) {
     info->long_tokens = true;
     for (int32_t t : v_.long_ids()) acc.bits[static_cast<size_t>(t) >> 6] &= ~(uint64_t{1} << (t & 63));
     std::vector<int32_t> kept;

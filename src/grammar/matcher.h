@@ -128,8 +128,8 @@ class Matcher {
   bool advance_cp(const State& in, uint32_t cp, State& out, bool scratch);
   std::string state_key(const State& s) const;
   // A partial character whose every completion each stack takes behaves the same whichever
-  // character it is: gives it a representative's bits (true if it changed).
-  bool canonicalize_partial(State& s) const;
+  // character it is: gives it a representative's bits.
+  void canonicalize_partial(State& s) const;
   // The tokens of `leaf`'s stack top (computed once per Constraint); `rest` gets the stack
   // below the entries the top covers (kAccept or kBottom when it covers the whole stack).
   // `far`: no long token (Vocab::long_ids) could reach the bound of a repetition the top is in.

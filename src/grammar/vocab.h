@@ -5,6 +5,7 @@
 // Thread-safety: a Vocab is immutable after construction; share it freely.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -56,6 +57,12 @@ class Vocab {
   // in their own trie: masks treat them apart (see Matcher) so that bounded repetitions longer
   // than that share their work whatever the vocabulary's longest token.
   static constexpr int kLongChars = 33;
+  // Bounded repetitions this many or more repetitions from their bound accept the same tokens
+  // (none but the long ones can reach the bound): the longest token's characters plus 2, at
+  // most kLongChars.
+  uint32_t repeat_horizon() const {
+    return static_cast<uint32_t>(std::min(max_chars_ + 2, kLongChars));
+  }
   const Trie& long_trie() const { return long_trie_; }
   const std::vector<int32_t>& long_ids() const { return long_ids_; }  // ascending
   // Token id's characters (at most 255).
