@@ -245,31 +245,29 @@ struct Service::Job : std::enable_shared_from_this<Service::Job> {
     finish_all();
   }
 
+  // Ends the answer with an error: an `error` event closing the stream, or an error response.
+  void answer_error(const ApiError& e) {
+    if (opt.stream) {
+      event(json::parse(error_body(e)));
+      writer->end();
+    } else {
+      send_error(*writer, e);
+    }
+  }
+
   void finish_all() {
     model->metrics->e2e.observe(std::chrono::duration<double>(Clock::now() - t0).count());
     --service->in_flight_;
     if (failed) {
       ++model->metrics->requests_error;
-      ApiError e{500, "generation failed: " + error_message, "server_error", "", "", {}};
-      if (opt.stream) {
-        event(json::parse(error_body(e)));
-        writer->end();
-      } else {
-        send_error(*writer, e);
-      }
+      answer_error({500, "generation failed: " + error_message, "server_error", "", "", {}});
       return;
     }
     if (failed_cancelled) {  // the client went away (or the server is shutting down)
       ++model->metrics->requests_cancelled;
       // A client that left reads nothing; one cut off by shutdown gets an error it can see
       // (the SDK raises on an `error` event) instead of a stream that just stops without [DONE].
-      const ApiError e{503, "the request was cancelled (server shutting down)", "server_error", "", "server_is_overloaded", {}};
-      if (opt.stream) {
-        event(json::parse(error_body(e)));
-        writer->end();
-      } else {
-        send_error(*writer, e);
-      }
+      answer_error({503, "the request was cancelled (server shutting down)", "server_error", "", "server_is_overloaded", {}});
       return;
     }
     ++model->metrics->requests_ok;
@@ -445,8 +443,7 @@ void start_job(Service& svc, JobSpec spec) {
     --svc.in_flight_;
     const ApiError e{400, error, "invalid_request_error", "", "invalid_value", {}};
     if (!job->opt.stream) throw e;
-    job->event(json::parse(error_body(e)));
-    job->writer->end();
+    job->answer_error(e);
     return;
   }
   std::weak_ptr<Service::Job> weak = job;
@@ -456,6 +453,5 @@ void start_job(Service& svc, JobSpec spec) {
         if (c.engine_id) j->model->engine->cancel(c.engine_id);
   });
 }
-
 
 }  // namespace triad::server
