@@ -21,6 +21,7 @@ Command add_tokenize(CLI::App& app);
 Command add_eval_logits(CLI::App& app);
 Command add_template(CLI::App& app);  // `triad template render`
 Command add_serve(CLI::App& app);     // `triad serve`
+Command add_quantize(CLI::App& app);  // `triad quantize`
 
 // Options every model-running command shares.
 struct CommonOptions {

@@ -214,8 +214,30 @@ void GgufWriter::add_tensor_ref(std::string name, DType type, const std::vector<
   add_tensor_impl(std::move(name), type, dims, data, size, false);
 }
 
+void GgufWriter::add_tensor_producer(std::string name, DType type, const std::vector<int64_t>& dims,
+                                     Producer produce) {
+  if (!produce) fail("GgufWriter: tensor ", qn(name), ": empty producer");
+  const auto tr = dtype_traits(static_cast<uint32_t>(type));
+  if (!tr) fail("GgufWriter: tensor ", qn(name), ": unknown type id ", static_cast<uint32_t>(type));
+  uint64_t n = 1;
+  for (int64_t d : dims) {
+    const auto p = d > 0 ? checked_mul(n, static_cast<uint64_t>(d)) : std::optional<uint64_t>(0);
+    n = p ? *p : 0;
+  }
+  const uint64_t size = n / tr->block_size * tr->block_bytes;  // checked by add_tensor_impl
+  add_tensor_impl(std::move(name), type, dims, nullptr, static_cast<size_t>(size), false,
+                  std::move(produce));
+}
+
+const uint8_t* GgufWriter::tensor_bytes(const Tensor& t, std::vector<uint8_t>& scratch) const {
+  if (!t.produce) return t.data;
+  scratch.resize(static_cast<size_t>(t.size));
+  t.produce(scratch.data());
+  return scratch.data();
+}
+
 void GgufWriter::add_tensor_impl(std::string name, DType type, const std::vector<int64_t>& dims,
-                                 const void* data, size_t size, bool copy) {
+                                 const void* data, size_t size, bool copy, Producer produce) {
   const std::string tn = qn(name);
   if (name.empty()) fail("GgufWriter: empty tensor name");
   for (const Tensor& t : tensors_)
@@ -239,8 +261,9 @@ void GgufWriter::add_tensor_impl(std::string name, DType type, const std::vector
   if (!bytes || *bytes != size)
     fail("GgufWriter: tensor ", tn, ": ", size, " bytes given, ", tr->name, " with these dims needs ",
          bytes ? std::to_string(*bytes) : std::string("more than 2^64"));
-  if (size > 0 && data == nullptr) fail("GgufWriter: tensor ", tn, ": null data");
+  if (size > 0 && data == nullptr && !produce) fail("GgufWriter: tensor ", tn, ": null data");
   Tensor t;
+  t.produce = std::move(produce);
   t.name = std::move(name);
   t.type = type;
   t.dims = dims;
@@ -283,8 +306,9 @@ std::vector<uint8_t> GgufWriter::serialize_head() const {
 std::vector<uint8_t> GgufWriter::serialize() const {
   std::vector<uint8_t> out = serialize_head();
   Sink s(out);
+  std::vector<uint8_t> scratch;
   for (const Tensor& t : tensors_) {
-    s.bytes(t.data, static_cast<size_t>(t.size));
+    s.bytes(tensor_bytes(t, scratch), static_cast<size_t>(t.size));
     s.pad_to(alignment_);  // the head ends aligned, so file and data-section alignment agree
   }
   return out;
@@ -301,14 +325,22 @@ void GgufWriter::write_file(const std::string& path) const {
   const std::vector<uint8_t> head = serialize_head();
   write(head.data(), head.size());
   static const uint8_t kZeros[256] = {};
-  for (const Tensor& t : tensors_) {
-    write(t.data, static_cast<size_t>(t.size));
-    uint64_t padding = (alignment_ - t.size % alignment_) % alignment_;
-    while (padding > 0) {
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(padding, sizeof kZeros));
-      write(kZeros, n);
-      padding -= n;
+  std::vector<uint8_t> scratch;
+  try {
+    for (const Tensor& t : tensors_) {
+      write(tensor_bytes(t, scratch), static_cast<size_t>(t.size));
+      uint64_t padding = (alignment_ - t.size % alignment_) % alignment_;
+      while (padding > 0) {
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(padding, sizeof kZeros));
+        write(kZeros, n);
+        padding -= n;
+      }
+      if (!ok) break;
     }
+  } catch (...) {
+    std::fclose(f);
+    std::remove(tmp.c_str());
+    throw;
   }
   const int err = ok ? 0 : errno;
   if (std::fclose(f) != 0 && ok) ok = false;

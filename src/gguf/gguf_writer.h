@@ -9,11 +9,16 @@
 //   reject. Tests that need malformed images patch the serialized bytes or build them by hand.
 // - The alignment is 32 unless set_alignment() (or adding "general.alignment") changes it.
 // - add_tensor() copies the bytes; add_tensor_ref() borrows them (the caller keeps them alive
-//   until serialize()/write_file() return), so large tensors can be streamed from a mapping.
+//   until serialize()/write_file() return), so large tensors can be streamed from a mapping;
+//   add_tensor_producer() defers them to a callback that write_file() calls, in tensor order,
+//   into one reused buffer (peak memory: the largest tensor), e.g. to quantize while writing.
+// - write_file() writes a temporary file beside the target and renames it into place only when
+//   everything was written: on any error (a producer throwing included) no file is left.
 // Thread-safety: none; use one writer from one thread.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -61,6 +66,12 @@ class GgufWriter {
   void add_tensor_ref(std::string name, DType type, const std::vector<int64_t>& dims, const void* data,
                       size_t size);
 
+  // Like add_tensor, but the bytes come from produce(dst) at write time (dst holds exactly the
+  // tensor's byte size). A producer may throw; write_file then removes its temporary file.
+  using Producer = std::function<void(uint8_t* dst)>;
+  void add_tensor_producer(std::string name, DType type, const std::vector<int64_t>& dims,
+                           Producer produce);
+
   size_t metadata_count() const { return kv_.size(); }
   size_t tensor_count() const { return tensors_.size(); }
 
@@ -76,10 +87,13 @@ class GgufWriter {
     std::vector<int64_t> dims;
     std::vector<uint8_t> owned;      // empty when borrowed
     const uint8_t* data = nullptr;   // owned.data() or the borrowed pointer
+    Producer produce;                // set for add_tensor_producer tensors (data is null)
     uint64_t size = 0;
   };
   void add_tensor_impl(std::string name, DType type, const std::vector<int64_t>& dims,
-                       const void* data, size_t size, bool copy);
+                       const void* data, size_t size, bool copy, Producer produce = {});
+  // A tensor's bytes: its data, or its producer's output in `scratch`.
+  const uint8_t* tensor_bytes(const Tensor& t, std::vector<uint8_t>& scratch) const;
   // Header, metadata and tensor infos, padded to the alignment (everything before the data).
   std::vector<uint8_t> serialize_head() const;
 

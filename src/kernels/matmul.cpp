@@ -32,7 +32,12 @@ uint8_t* scratch(size_t bytes) {
   return buf.data();
 }
 
-MatmulRowsFn rows_fn(IsaLevel level) {
+// Weight types that only the scalar kernels compute (no SIMD kernels yet): every level runs the
+// reference rows for them.
+bool scalar_only(DType t) { return t == DType::kQ2_K || t == DType::kQ3_K; }
+
+MatmulRowsFn rows_fn(IsaLevel level, DType t) {
+  if (scalar_only(t)) return matmul_rows_ref;
   switch (level) {
     case IsaLevel::kAvx512: return matmul_rows_avx512;
     case IsaLevel::kAvx2: return matmul_rows_avx2;
@@ -153,7 +158,7 @@ void matmul_isa(IsaLevel level, const WeightMatrix& w, const float* x, int64_t n
   j.y = y;
   j.y_stride = y_stride;
   prepare_activations(level, j, pool);
-  const MatmulRowsFn fn = rows_fn(level);
+  const MatmulRowsFn fn = rows_fn(level, w.type);
   const int nth = pool.size();
   if (nth == 1) {
     fn(j, 0, w.rows, 0, n_tokens);

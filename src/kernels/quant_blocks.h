@@ -74,6 +74,27 @@ struct BlockQ8_0 {
   int8_t qs[kQK8_0];
 };
 
+// Q2_K: 256 elements in 16 sub-blocks of 16, 2-bit q with a 4-bit scale and a 4-bit min per
+// sub-block: x = (d * (scales[s] & 15)) * q - dmin * (scales[s] >> 4), s = i / 16. Element
+// 128h + 32k + l (h < 2, k < 4, l < 32) has q = (qs[32h + l] >> 2k) & 3.
+struct BlockQ2_K {
+  uint8_t scales[kQK_K / 16];  // low nibble: scale, high nibble: min
+  uint8_t qs[kQK_K / 4];       // 2-bit codes, see above
+  uint16_t d;                  // fp16 super-block scale of the scales
+  uint16_t dmin;               // fp16 super-block scale of the mins
+};
+
+// Q3_K: 256 elements in 16 sub-blocks of 16, 3-bit q (value q - 4) with a signed 6-bit scale
+// per sub-block: x = (d * (sc_s - 32)) * (q - 4), s = i / 16. Element 128h + 32k + l has its
+// low two bits at (qs[32h + l] >> 2k) & 3 and its high bit at bit 4h + k of hmask[l]. The 16
+// 6-bit scales are packed in 12 bytes (unpack with get_scales_q3k).
+struct BlockQ3_K {
+  uint8_t hmask[kQK_K / 8];  // high bits
+  uint8_t qs[kQK_K / 4];     // low 2 bits
+  uint8_t scales[12];        // 16 x 6-bit scales (biased by 32)
+  uint16_t d;                // fp16 super-block scale
+};
+
 // Q4_K: 256 elements in 8 sub-blocks of 32. Sub-block j has a 6-bit scale sc_j and 6-bit min
 // mn_j packed in `scales` (unpack with get_scale_min_k4). qs holds 4 chunks of 32 bytes: chunk c
 // (bytes 32c .. 32c+31) gives sub-block 2c in its low nibbles and sub-block 2c+1 in its high
@@ -123,6 +144,8 @@ static_assert(sizeof(BlockQ4_1) == 20, "Q4_1 block must be 20 bytes");
 static_assert(sizeof(BlockQ5_0) == 22, "Q5_0 block must be 22 bytes");
 static_assert(sizeof(BlockQ5_1) == 24, "Q5_1 block must be 24 bytes");
 static_assert(sizeof(BlockQ8_0) == 34, "Q8_0 block must be 34 bytes");
+static_assert(sizeof(BlockQ2_K) == 84, "Q2_K block must be 84 bytes");
+static_assert(sizeof(BlockQ3_K) == 110, "Q3_K block must be 110 bytes");
 static_assert(sizeof(BlockQ4_K) == 144, "Q4_K block must be 144 bytes");
 static_assert(sizeof(BlockQ5_K) == 176, "Q5_K block must be 176 bytes");
 static_assert(sizeof(BlockQ6_K) == 210, "Q6_K block must be 210 bytes");
@@ -143,6 +166,17 @@ inline void get_scale_min_k4(int j, const uint8_t* q, uint8_t* scale, uint8_t* m
   } else {
     *scale = static_cast<uint8_t>((q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4));
     *min = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
+
+// Unpacks the 16 6-bit Q3_K scales (still biased by 32) from their 12 packed bytes. Scale s:
+// its low nibble is the low (s < 8) or high (s >= 8) nibble of q[s % 8]; its two high bits are
+// bits 2 * (s / 4) of q[8 + s % 4].
+inline void get_scales_q3k(const uint8_t* q, uint8_t out[16]) {
+  for (int s = 0; s < 16; ++s) {
+    const int lo = s < 8 ? (q[s] & 15) : (q[s - 8] >> 4);
+    const int hi = (q[8 + s % 4] >> (2 * (s / 4))) & 3;
+    out[s] = static_cast<uint8_t>(lo | hi << 4);
   }
 }
 

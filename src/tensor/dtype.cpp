@@ -35,7 +35,8 @@ bool dtype_supported_for_weights(DType t) {
   switch (t) {
     case DType::kF32: case DType::kF16: case DType::kBF16: case DType::kQ8_0:
     case DType::kQ4_0: case DType::kQ4_1: case DType::kQ5_0: case DType::kQ5_1:
-    case DType::kQ4_K: case DType::kQ5_K: case DType::kQ6_K:
+    case DType::kQ2_K: case DType::kQ3_K: case DType::kQ4_K: case DType::kQ5_K:
+    case DType::kQ6_K:
       return true;
     default:
       return false;

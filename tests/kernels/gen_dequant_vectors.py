@@ -4,8 +4,8 @@ of PyPI gguf.quants.dequantize for them (the ground truth dequant_test compares 
 
 Usage: gen_dequant_vectors.py OUT_DIR
 
-Writes into OUT_DIR, for each type NAME (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K,
-Q5_K, Q6_K): NAME.raw (the packed blocks) and NAME.f32 (expected little-endian float32), then
+Writes into OUT_DIR, for each type NAME (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K,
+Q3_K, Q4_K, Q5_K, Q6_K): NAME.raw (the packed blocks) and NAME.f32 (expected little-endian float32), then
 MANIFEST (one line per type: "NAME ggml_type_id n_elements", written last so a partial run is
 never mistaken for a complete one). Blocks are random bytes, except that every fp16 scale/min
 field is overwritten with a finite fp16 value of moderate size (signed, including zeros and a
@@ -29,6 +29,8 @@ QUANT_TYPES = {
     "Q4_1": (3, 32, 20, [0, 2]),
     "Q5_0": (6, 32, 22, [0]),
     "Q5_1": (7, 32, 24, [0, 2]),
+    "Q2_K": (10, 256, 84, [80, 82]),
+    "Q3_K": (11, 256, 110, [108]),
     "Q4_K": (12, 256, 144, [0, 2]),
     "Q5_K": (13, 256, 176, [0, 2]),
     "Q6_K": (14, 256, 210, [208]),

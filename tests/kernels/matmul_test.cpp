@@ -51,6 +51,8 @@ std::vector<int> fp16_fields(DType t) {
     case DType::kQ4_0: case DType::kQ5_0: case DType::kQ8_0: return {0};
     case DType::kQ4_1: case DType::kQ5_1: case DType::kQ4_K: case DType::kQ5_K: return {0, 2};
     case DType::kQ6_K: return {208};
+    case DType::kQ2_K: return {80, 82};
+    case DType::kQ3_K: return {108};
     default: return {};
   }
 }
@@ -103,7 +105,8 @@ std::string describe(const Case& c) {
 std::vector<Case> table() {
   std::vector<Case> cases;
   const DType quant[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
-                         DType::kQ8_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+                         DType::kQ8_0, DType::kQ2_K, DType::kQ3_K, DType::kQ4_K,
+                         DType::kQ5_K, DType::kQ6_K};
   for (DType t : quant) {
     const int64_t bs = traits(t).block_size;
     // cols = one block; odd block counts (a lone 32-block tail for the 32-block types).
@@ -279,8 +282,8 @@ TEST(MatmulTest, RejectsBadArguments) {
 TEST(MatmulTest, RowsDoNotDependOnTheBatch) {
   std::mt19937 rng(99);
   const DType types[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ4_0, DType::kQ4_1,
-                         DType::kQ5_0, DType::kQ5_1, DType::kQ8_0, DType::kQ4_K, DType::kQ5_K,
-                         DType::kQ6_K};
+                         DType::kQ5_0, DType::kQ5_1, DType::kQ8_0, DType::kQ2_K, DType::kQ3_K,
+                         DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
   ThreadPool pool1(1), pool2(2);
   for (IsaLevel level : levels()) {
     for (DType t : types) {

@@ -110,7 +110,8 @@ TEST(DType, Traits) {
   EXPECT_FALSE(dtype_traits(4).has_value());  // removed Q4_2
   EXPECT_FALSE(dtype_traits(1000).has_value());
   EXPECT_TRUE(dtype_supported_for_weights(DType::kQ5_1));
-  EXPECT_FALSE(dtype_supported_for_weights(DType::kQ2_K));
+  EXPECT_TRUE(dtype_supported_for_weights(DType::kQ2_K));
+  EXPECT_FALSE(dtype_supported_for_weights(DType::kQ8_K));
 }
 
 TEST(Cpu, ReportsALevel) {

@@ -118,6 +118,37 @@ void deq_q5_1(const uint8_t* src, float* dst, int64_t nb) {
   }
 }
 
+void deq_q2_k(const uint8_t* src, float* dst, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const auto blk = load_block<BlockQ2_K>(src + b * sizeof(BlockQ2_K));
+    const float d = fp16_to_f32(blk.d), dmin = fp16_to_f32(blk.dmin);
+    float* y = dst + b * kQK_K;
+    for (int i = 0; i < kQK_K; ++i) {
+      const int s = i / 16, h = i / 128, k = (i / 32) % 4, l = i % 32;
+      const float dl = d * static_cast<float>(blk.scales[s] & 15);
+      const float ml = dmin * static_cast<float>(blk.scales[s] >> 4);
+      y[i] = dl * static_cast<float>((blk.qs[32 * h + l] >> (2 * k)) & 3) - ml;
+    }
+  }
+}
+
+void deq_q3_k(const uint8_t* src, float* dst, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const auto blk = load_block<BlockQ3_K>(src + b * sizeof(BlockQ3_K));
+    const float d = fp16_to_f32(blk.d);
+    uint8_t sc[16];
+    get_scales_q3k(blk.scales, sc);
+    float* y = dst + b * kQK_K;
+    for (int i = 0; i < kQK_K; ++i) {
+      const int h = i / 128, k = (i / 32) % 4, l = i % 32;
+      const float dl = d * static_cast<float>(static_cast<int>(sc[i / 16]) - 32);
+      const int lo = (blk.qs[32 * h + l] >> (2 * k)) & 3;
+      const int hi = (blk.hmask[l] >> (4 * h + k)) & 1;
+      y[i] = dl * static_cast<float>(lo - (hi ? 0 : 4));
+    }
+  }
+}
+
 void deq_q4_k(const uint8_t* src, float* dst, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b) {
     const auto blk = load_block<BlockQ4_K>(src + b * sizeof(BlockQ4_K));
@@ -229,6 +260,12 @@ void dequantize_row_ref(DType t, const void* src, float* dst, int64_t n) {
       return;
     case DType::kQ5_1:
       deq_q5_1(s, dst, nb);
+      return;
+    case DType::kQ2_K:
+      deq_q2_k(s, dst, nb);
+      return;
+    case DType::kQ3_K:
+      deq_q3_k(s, dst, nb);
       return;
     case DType::kQ4_K:
       deq_q4_k(s, dst, nb);

@@ -31,11 +31,13 @@ inline float f16(const uint8_t* p) {
 }
 
 // One decoded weight row: vals[i] = q_i - offset, the scale of group g (of `group` elements),
-// and the minimum coefficient of 32-block b (added as mins[b] * xs[b]).
+// and the minimum coefficient of 32-block b (added as mins[b] * xs[b]); Q2_K has a minimum per
+// 16 elements instead (mins16[s], added as mins16[s] * dx * sum of the 16 activation codes).
 struct DecodedRow {
   std::vector<int8_t> vals;
   std::vector<float> scales;
   std::vector<float> mins;
+  std::vector<float> mins16;
   int group = 32;
   bool has_mins = false;
 };
@@ -50,7 +52,8 @@ inline Block load(const uint8_t* p) {
 void decode_row(DType t, const uint8_t* row, int64_t cols, DecodedRow& out) {
   out.vals.resize(static_cast<size_t>(cols));
   out.mins.assign(static_cast<size_t>(cols / 32), 0.f);
-  out.group = (t == DType::kQ6_K) ? 16 : 32;
+  out.group = (t == DType::kQ6_K || t == DType::kQ2_K || t == DType::kQ3_K) ? 16 : 32;
+  out.mins16.clear();
   out.scales.resize(static_cast<size_t>(cols / out.group));
   out.has_mins = t == DType::kQ4_1 || t == DType::kQ5_1 || t == DType::kQ4_K || t == DType::kQ5_K;
   int8_t* v = out.vals.data();
@@ -133,6 +136,35 @@ void decode_row(DType t, const uint8_t* row, int64_t cols, DecodedRow& out) {
       }
       break;
     }
+    case DType::kQ2_K:
+      out.mins16.resize(static_cast<size_t>(cols / 16));
+      for (int64_t sb = 0; sb < cols / kQK_K; ++sb) {
+        const BlockQ2_K blk = load<BlockQ2_K>(row + sb * sizeof(BlockQ2_K));
+        const float d = fp16_to_f32(blk.d), dmin = fp16_to_f32(blk.dmin);
+        for (int s = 0; s < 16; ++s) {
+          sc[16 * sb + s] = d * static_cast<float>(blk.scales[s] & 15);
+          out.mins16[static_cast<size_t>(16 * sb + s)] = -(dmin * static_cast<float>(blk.scales[s] >> 4));
+        }
+        for (int i = 0; i < kQK_K; ++i)
+          v[sb * kQK_K + i] =
+              static_cast<int8_t>((blk.qs[32 * (i / 128) + i % 32] >> (2 * ((i / 32) % 4))) & 3);
+      }
+      break;
+    case DType::kQ3_K:
+      for (int64_t sb = 0; sb < cols / kQK_K; ++sb) {
+        const BlockQ3_K blk = load<BlockQ3_K>(row + sb * sizeof(BlockQ3_K));
+        const float d = fp16_to_f32(blk.d);
+        uint8_t s6[16];
+        get_scales_q3k(blk.scales, s6);
+        for (int s = 0; s < 16; ++s) sc[16 * sb + s] = d * static_cast<float>(int{s6[s]} - 32);
+        for (int i = 0; i < kQK_K; ++i) {
+          const int h = i / 128, k = (i / 32) % 4, l = i % 32;
+          const int lo = (blk.qs[32 * h + l] >> (2 * k)) & 3;
+          const int hi = (blk.hmask[l] >> (4 * h + k)) & 1;
+          v[sb * kQK_K + i] = static_cast<int8_t>(lo - (hi ? 0 : 4));
+        }
+      }
+      break;
     case DType::kQ6_K:
       for (int64_t sb = 0; sb < cols / kQK_K; ++sb) {
         const BlockQ6_K blk = load<BlockQ6_K>(row + sb * sizeof(BlockQ6_K));
@@ -172,6 +204,12 @@ double dot_quant(const DecodedRow& w, const int8_t* xq, const float* xd, const f
   if (w.has_mins) {
     for (int64_t b = 0; b < cols / 32; ++b)
       acc += static_cast<double>(w.mins[b]) * static_cast<double>(xs[b]);
+  }
+  for (size_t s = 0; s < w.mins16.size(); ++s) {
+    int32_t xsum = 0;
+    for (int i = 0; i < 16; ++i) xsum += xq[16 * s + i];
+    acc += static_cast<double>(w.mins16[s]) * static_cast<double>(xd[s / 2]) *
+           static_cast<double>(xsum);
   }
   return acc;
 }
