@@ -109,7 +109,7 @@ Command add_quantize(CLI::App& app) {
       "quantize", "write a quantized copy of a GGUF model (llama.cpp's mixes and bit layouts)");
   cmd->footer("TYPE is one of:" + mix_list() +
               "\nSingle types for --tensor-type and friends: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 "
-              "Q2_K Q3_K Q4_K Q5_K Q6_K");
+              "Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS MXFP4");
   cmd->add_option("input", c->in, "input GGUF (F32/F16/BF16 weights)")->required()->check(CLI::ExistingFile);
   cmd->add_option("output", c->out, "output GGUF (written via OUTPUT.tmp)")->required();
   cmd->add_option("type", c->type, "quantization mix, e.g. Q4_K_M")->required();

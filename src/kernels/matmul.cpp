@@ -34,7 +34,10 @@ uint8_t* scratch(size_t bytes) {
 
 // Weight types that only the scalar kernels compute (no SIMD kernels yet): every level runs the
 // reference rows for them.
-bool scalar_only(DType t) { return t == DType::kQ2_K || t == DType::kQ3_K; }
+bool scalar_only(DType t) {
+  return t == DType::kQ2_K || t == DType::kQ3_K || t == DType::kIQ4_NL || t == DType::kIQ4_XS ||
+         t == DType::kMXFP4;
+}
 
 MatmulRowsFn rows_fn(IsaLevel level, DType t) {
   if (scalar_only(t)) return matmul_rows_ref;

@@ -95,6 +95,46 @@ struct BlockQ3_K {
   uint16_t d;                // fp16 super-block scale
 };
 
+// The 16 values of IQ4_NL / IQ4_XS codes: a non-uniform 4-bit grid, denser near zero.
+inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                            1,    13,   25,  38,  53,  69,  89,  113};
+// The 16 values of MXFP4 codes: FP4 E2M1 (sign, 2-bit exponent, 1-bit mantissa), doubled so
+// they are integers; the block scale is halved to match (e8m0_half).
+inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// IQ4_NL: 32 elements, x = d * kIq4nlValues[q]; nibble layout as Q4_0 (qs[j] low nibble:
+// element j, high nibble: element j + 16).
+struct BlockIQ4_NL {
+  uint16_t d;  // fp16 scale
+  uint8_t qs[16];
+};
+
+// IQ4_XS: 256 elements in 8 sub-blocks of 32 with a 6-bit scale each (biased by 32):
+// x = (d * (ls_j - 32)) * kIq4nlValues[q], ls_j = low nibble j of scales_l (nibble j % 2 of
+// byte j / 2) | bits 2j..2j+1 of scales_h << 4. Sub-block j's codes are qs[16j .. 16j+15] in
+// the Q4_0 nibble layout.
+struct BlockIQ4_XS {
+  uint16_t d;           // fp16 super-block scale
+  uint16_t scales_h;    // high 2 bits of the 8 sub-block scales
+  uint8_t scales_l[4];  // low 4 bits of the 8 sub-block scales
+  uint8_t qs[kQK_K / 2];
+};
+
+// MXFP4 (OCP microscaling FP4): 32 elements, x = e8m0_half(e) * kMxfp4Values[q], nibbles as
+// Q4_0. e is a power-of-two exponent byte: e8m0_half(e) = 2^(e - 128) (exact in f32 for every
+// e; e < 2 gives the f32 subnormals 2^-128 and 2^-127).
+struct BlockMXFP4 {
+  uint8_t e;
+  uint8_t qs[16];
+};
+
+inline float e8m0_half(uint8_t e) {
+  const uint32_t bits = e < 2 ? (0x00200000u << e) : (static_cast<uint32_t>(e - 1) << 23);
+  float f;
+  __builtin_memcpy(&f, &bits, 4);
+  return f;
+}
+
 // Q4_K: 256 elements in 8 sub-blocks of 32. Sub-block j has a 6-bit scale sc_j and 6-bit min
 // mn_j packed in `scales` (unpack with get_scale_min_k4). qs holds 4 chunks of 32 bytes: chunk c
 // (bytes 32c .. 32c+31) gives sub-block 2c in its low nibbles and sub-block 2c+1 in its high
@@ -146,6 +186,9 @@ static_assert(sizeof(BlockQ5_1) == 24, "Q5_1 block must be 24 bytes");
 static_assert(sizeof(BlockQ8_0) == 34, "Q8_0 block must be 34 bytes");
 static_assert(sizeof(BlockQ2_K) == 84, "Q2_K block must be 84 bytes");
 static_assert(sizeof(BlockQ3_K) == 110, "Q3_K block must be 110 bytes");
+static_assert(sizeof(BlockIQ4_NL) == 18, "IQ4_NL block must be 18 bytes");
+static_assert(sizeof(BlockIQ4_XS) == 136, "IQ4_XS block must be 136 bytes");
+static_assert(sizeof(BlockMXFP4) == 17, "MXFP4 block must be 17 bytes");
 static_assert(sizeof(BlockQ4_K) == 144, "Q4_K block must be 144 bytes");
 static_assert(sizeof(BlockQ5_K) == 176, "Q5_K block must be 176 bytes");
 static_assert(sizeof(BlockQ6_K) == 210, "Q6_K block must be 210 bytes");

@@ -34,7 +34,8 @@ bool use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n 
 DType fallback_for(DType t) {
   switch (t) {
     case DType::kQ2_K:
-    case DType::kQ3_K: return DType::kQ4_0;  // llama.cpp uses IQ4_NL (not yet written by Triad)
+    case DType::kQ3_K:
+    case DType::kIQ4_XS: return DType::kIQ4_NL;
     case DType::kQ4_K: return DType::kQ5_0;
     case DType::kQ5_K: return DType::kQ5_1;
     case DType::kQ6_K: return DType::kQ8_0;
@@ -50,7 +51,10 @@ const std::vector<Mix>& mixes() {
       {"Q3_K_S", DType::kQ3_K, 11, "3.4 bpw: Q3_K throughout"},
       {"Q3_K_M", DType::kQ3_K, 12, "3.7 bpw: Q3_K, attn_v/attn_output/ffn_down Q4_K-Q5_K"},
       {"Q3_K_L", DType::kQ3_K, 13, "4.0 bpw: Q3_K, attn_v/attn_output/ffn_down Q5_K"},
+      {"IQ4_XS", DType::kIQ4_XS, 30, "4.25 bpw: non-linear 4-bit grid, 6-bit sub-block scales"},
       {"Q4_0", DType::kQ4_0, 2, "4.5 bpw: legacy 32-blocks, symmetric"},
+      {"IQ4_NL", DType::kIQ4_NL, 25, "4.5 bpw: non-linear 4-bit grid, 32-blocks"},
+      {"MXFP4_MOE", DType::kMXFP4, 38, "MoE experts MXFP4 (4.25 bpw), everything else Q8_0"},
       {"Q4_1", DType::kQ4_1, 3, "5.0 bpw: legacy 32-blocks with a minimum"},
       {"Q4_K_S", DType::kQ4_K, 14, "4.6 bpw: Q4_K, first attn_v/ffn_down layers Q5_K"},
       {"Q4_K_M", DType::kQ4_K, 15, "4.9 bpw: Q4_K, half of attn_v/ffn_down Q6_K (recommended)"},
@@ -68,7 +72,9 @@ const std::vector<Mix>& mixes() {
 }
 
 std::optional<Mix> find_mix(std::string_view name) {
-  const std::string u = upper(name);
+  std::string u = upper(name);
+  // llama.cpp's aliases: the bare K-quant names mean their _M mix.
+  if (u == "Q3_K" || u == "Q4_K" || u == "Q5_K") u += "_M";
   for (const Mix& m : mixes())
     if (m.name == u) return m;
   return std::nullopt;
@@ -78,7 +84,7 @@ std::optional<DType> parse_type_name(std::string_view name) {
   const std::string u = upper(name);
   for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1,
                   DType::kQ5_0, DType::kQ5_1, DType::kQ2_K, DType::kQ3_K, DType::kQ4_K,
-                  DType::kQ5_K, DType::kQ6_K})
+                  DType::kQ5_K, DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS, DType::kMXFP4})
     if (dtype_name(t) == u) return t;
   return std::nullopt;
 }
@@ -114,7 +120,8 @@ void MixCounters::count(std::string_view name) {
 }
 
 TypeChoice choose_type(const Mix& mix, const MixOptions& opt, const ModelShape& shape,
-                       std::string_view name, int64_t ne0, MixCounters& counters) {
+                       std::string_view name, int64_t ne0, MixCounters& counters,
+                       int64_t n_mat) {
   DType t = mix.base;
   const bool quantized_mix = traits(mix.base).block_size > 1;
   const bool is_output = name == "output.weight" || (!shape.has_output && name == "token_embd.weight");
@@ -122,10 +129,13 @@ TypeChoice choose_type(const Mix& mix, const MixOptions& opt, const ModelShape& 
   int il = std::max(0, layer_of(name));
   const int n_gqa = shape.n_head_kv > 0 ? shape.n_head / shape.n_head_kv : 1;
   const std::string& f = mix.name;
+  const bool iq4 = f == "IQ4_NL" || f == "IQ4_XS";
   if (!opt.pure && quantized_mix) {
     if (is_output) {
-      if (ne0 % 256 != 0 || shape.arch == "falcon") t = DType::kQ8_0;
+      if (f == "MXFP4_MOE" || ne0 % 256 != 0 || shape.arch == "falcon") t = DType::kQ8_0;
       else if (t != DType::kQ8_0) t = DType::kQ6_K;
+    } else if (f == "MXFP4_MOE") {
+      t = n_mat > 1 ? DType::kMXFP4 : DType::kQ8_0;  // stacked experts only
     } else if (contains(name, "attn_v.weight")) {
       il = counters.i_attn_v++;
       n = std::max(1, counters.n_attn_v);
@@ -134,6 +144,7 @@ TypeChoice choose_type(const Mix& mix, const MixOptions& opt, const ModelShape& 
       else if (f == "Q3_K_L") t = DType::kQ5_K;
       else if ((f == "Q4_K_M" || f == "Q5_K_M") && use_more_bits(il, n)) t = DType::kQ6_K;
       else if (f == "Q4_K_S" && il < 4) t = DType::kQ5_K;
+      else if (iq4 && n_gqa >= 4) t = DType::kQ5_K;
       if (shape.n_expert == 8) t = DType::kQ8_0;
     } else if (contains(name, "attn_k.weight")) {
       if (shape.n_expert == 8) t = DType::kQ8_0;
@@ -151,14 +162,15 @@ TypeChoice choose_type(const Mix& mix, const MixOptions& opt, const ModelShape& 
       else if (f == "Q4_K_M") {
         if (falcon) t = il < n / 16 ? DType::kQ6_K : use_more_bits(il, n) ? DType::kQ5_K : DType::kQ4_K;
         else if (use_more_bits(il, n)) t = DType::kQ6_K;
-      } else if (f == "Q5_K_M" && use_more_bits(il, n)) t = DType::kQ6_K;
+      } else if (iq4 && il < n / 8 && !opt.has_imatrix) t = DType::kQ5_K;
+      else if (f == "Q5_K_M" && use_more_bits(il, n)) t = DType::kQ6_K;
       else if (f == "Q4_K_S" && !falcon && il < n / 8) t = DType::kQ5_K;
       else if ((f == "Q4_0" || f == "Q5_0") && opt.has_imatrix && il < n / 8)
         t = f == "Q4_0" ? DType::kQ4_1 : DType::kQ5_1;
     } else if (contains(name, "attn_output.weight")) {
       if (shape.arch != "falcon") {
         if (shape.n_expert == 8) {
-          if (f == "Q2_K" || f == "Q3_K_S" || f == "Q3_K_M" || f == "Q4_K_S" || f == "Q4_K_M")
+          if (f == "Q2_K" || f == "Q3_K_S" || f == "Q3_K_M" || f == "Q4_K_S" || f == "Q4_K_M" || iq4)
             t = DType::kQ5_K;
         } else {
           if (f == "Q2_K") t = DType::kQ3_K;

@@ -10,7 +10,7 @@
 //   "use_more_bits" layers: the first and last eighth and every third layer between), Q2_K and
 //   Q3_K mixes raise attention output, and so on (mix.cpp lists each rule).
 // - Rows that the chosen type cannot hold (not a multiple of its block size) fall back:
-//   Q2_K/Q3_K -> IQ4_NL-class 32-blocks (Q4_0 until IQ4_NL lands), Q4_K -> Q5_0, Q5_K -> Q5_1,
+//   Q2_K/Q3_K/IQ4_XS -> IQ4_NL, Q4_K -> Q5_0, Q5_K -> Q5_1,
 //   Q6_K -> Q8_0, and F16 when even 32 does not divide the row.
 // - User choices win over the mix: --tensor-type REGEX=TYPE (first match, honoured even when
 //   it names the mix's base type), --output-tensor-type, --token-embedding-type; --pure turns
@@ -38,7 +38,8 @@ struct Mix {
 
 // The mixes `triad quantize` offers, in order of size.
 const std::vector<Mix>& mixes();
-// Case-insensitive lookup ("q4_k_m" works); nullopt when unknown.
+// Case-insensitive lookup ("q4_k_m" works; "Q3_K", "Q4_K", "Q5_K" mean their _M mix, as in
+// llama.cpp); nullopt when unknown.
 std::optional<Mix> find_mix(std::string_view name);
 // A single type by GGUF name ("q6_k", "f16", ...), case-insensitive; nullopt when unknown.
 std::optional<DType> parse_type_name(std::string_view name);
@@ -90,8 +91,10 @@ struct MixCounters {
   void count(std::string_view name);
 };
 
-// The type for one quantized tensor (call in file order). ne0 is its row length.
+// The type for one quantized tensor (call in file order). ne0 is its row length, n_mat the
+// number of stacked matrices (experts; ne[2]).
 TypeChoice choose_type(const Mix& mix, const MixOptions& opt, const ModelShape& shape,
-                       std::string_view name, int64_t ne0, MixCounters& counters);
+                       std::string_view name, int64_t ne0, MixCounters& counters,
+                       int64_t n_mat = 1);
 
 }  // namespace triad::quant

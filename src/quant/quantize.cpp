@@ -466,6 +466,157 @@ void q2k(const float* x, const float* imp, uint8_t* out) {
   std::memcpy(out, &b, sizeof b);
 }
 
+// ---- non-linear 4-bit grids ----
+
+// Index of the grid value nearest to v (values ascending; ties to the lower one).
+int best_index(const int8_t* values, int n, float v) {
+  if (v <= values[0]) return 0;
+  if (v >= values[n - 1]) return n - 1;
+  int lo = 0, hi = n - 1;
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (v < values[mid]) hi = mid;
+    else lo = mid;
+  }
+  return v - static_cast<float>(values[hi - 1]) < static_cast<float>(values[hi]) - v ? hi - 1 : hi;
+}
+
+// Scale of one 32-element IQ4 group: the weighted least-squares scale over 15 candidate
+// inverse scales (both signs of the grid's asymmetric ends). Codes go to L.
+float iq4_group_scale(const float* x, const float* w, uint8_t* L) {
+  constexpr int kTry = 7;
+  float amax = 0, max = 0;
+  for (int j = 0; j < 32; ++j) {
+    if (std::fabs(x[j]) > amax) {
+      amax = std::fabs(x[j]);
+      max = x[j];
+    }
+  }
+  if (amax < kEps) {
+    for (int j = 0; j < 32; ++j) L[j] = 0;
+    return 0;
+  }
+  const float v0 = kIq4nlValues[0];
+  auto fit = [&](float id, float* sumqx, float* sumq2) {
+    *sumqx = *sumq2 = 0;
+    for (int j = 0; j < 32; ++j) {
+      const float q = kIq4nlValues[best_index(kIq4nlValues, 16, id * x[j])];
+      *sumqx += w[j] * q * x[j];
+      *sumq2 += w[j] * q * q;
+    }
+  };
+  float d = -max / v0;
+  float sumqx, sumq2;
+  fit(1 / d, &sumqx, &sumq2);
+  d = sumq2 > 0 ? sumqx / sumq2 : d;
+  float best = d * sumqx;
+  for (int itry = -kTry; itry <= kTry; ++itry) {
+    const float id = (static_cast<float>(itry) + v0) / max;
+    fit(id, &sumqx, &sumq2);
+    if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+      d = sumqx / sumq2;
+      best = d * sumqx;
+    }
+  }
+  const float id = d != 0 ? 1 / d : 0;
+  for (int j = 0; j < 32; ++j) L[j] = static_cast<uint8_t>(best_index(kIq4nlValues, 16, id * x[j]));
+  return d;
+}
+
+void iq4_weights(const float* x, const float* imp, int n, float sigma2, float* w) {
+  for (int j = 0; j < n; ++j)
+    w[j] = imp ? imp[j] * std::sqrt(sigma2 + x[j] * x[j]) : x[j] * x[j];
+}
+
+void iq4_nl(const float* x, const float* imp, uint8_t* out) {
+  float s2 = 0, w[32];
+  for (int j = 0; j < 32; ++j) s2 += x[j] * x[j];
+  iq4_weights(x, imp, 32, 2 * s2 / 32, w);
+  uint8_t L[32];
+  const float d = iq4_group_scale(x, w, L);
+  BlockIQ4_NL b{};
+  b.d = h(d);
+  pack_q4(L, b.qs);
+  std::memcpy(out, &b, sizeof b);
+}
+
+void iq4_xs(const float* x, const float* imp, uint8_t* out) {
+  float s2 = 0;
+  for (int j = 0; j < kQK_K; ++j) s2 += x[j] * x[j];
+  const float sigma2 = 2 * s2 / kQK_K;
+  float scales[8], w[32];
+  uint8_t L[kQK_K];
+  float max_scale = 0, amax_scale = 0;
+  for (int ib = 0; ib < 8; ++ib) {
+    iq4_weights(x + 32 * ib, imp ? imp + 32 * ib : nullptr, 32, sigma2, w);
+    scales[ib] = iq4_group_scale(x + 32 * ib, w, L + 32 * ib);
+    if (std::fabs(scales[ib]) > amax_scale) {
+      amax_scale = std::fabs(scales[ib]);
+      max_scale = scales[ib];
+    }
+  }
+  BlockIQ4_XS b{};
+  const float d = -max_scale / 32;
+  b.d = h(d);
+  const float id = d != 0 ? 1 / d : 0;
+  for (int ib = 0; ib < 8; ++ib) {
+    const int l = std::clamp(nearest_int(id * scales[ib]), -32, 31);
+    const float dl = hf(b.d) * static_cast<float>(l);
+    const float idl = dl != 0 ? 1 / dl : 0;
+    for (int j = 0; j < 32; ++j)
+      L[32 * ib + j] = static_cast<uint8_t>(best_index(kIq4nlValues, 16, idl * x[32 * ib + j]));
+    const int u = l + 32;
+    b.scales_l[ib / 2] |= static_cast<uint8_t>((u & 15) << (4 * (ib % 2)));
+    b.scales_h = static_cast<uint16_t>(b.scales_h | ((u >> 4) << (2 * ib)));
+    pack_q4(L + 32 * ib, b.qs + 16 * ib);
+  }
+  std::memcpy(out, &b, sizeof b);
+}
+
+// MXFP4: the exponent puts the block's largest magnitude in the grid's top octave (as ggml and
+// gguf.quants do); each code is the nearest grid value (first of equals). With importance
+// weights the neighbouring exponents are tried too and the smallest weighted error kept.
+void mxfp4(const float* x, const float* imp, uint8_t* out) {
+  float amax = 0;
+  for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+  int e = amax > 0 ? std::clamp(std::ilogb(amax) - 2 + 127, 0, 255) : 0;
+  auto encode = [&](int ee, BlockMXFP4& b) {
+    b.e = static_cast<uint8_t>(ee);
+    const float d = e8m0_half(b.e);
+    double err = 0;
+    uint8_t q[32];
+    for (int j = 0; j < 32; ++j) {
+      int best = 0;
+      float best_err = std::fabs(d * kMxfp4Values[0] - x[j]);
+      for (int k = 1; k < 16; ++k) {
+        const float er = std::fabs(d * kMxfp4Values[k] - x[j]);
+        if (er < best_err) {
+          best_err = er;
+          best = k;
+        }
+      }
+      q[j] = static_cast<uint8_t>(best);
+      if (imp) err += static_cast<double>(imp[j]) * best_err * best_err;
+    }
+    pack_q4(q, b.qs);
+    return err;
+  };
+  BlockMXFP4 b{};
+  double best = encode(e, b);
+  if (imp) {
+    for (int ee : {e - 1, e + 1}) {
+      if (ee < 0 || ee > 255) continue;
+      BlockMXFP4 c{};
+      const double err = encode(ee, c);
+      if (err < best) {
+        best = err;
+        b = c;
+      }
+    }
+  }
+  std::memcpy(out, &b, sizeof b);
+}
+
 void kquant(DType t, const float* x, const float* imp, uint8_t* out) {
   switch (t) {
     case DType::kQ2_K: q2k(x, imp, out); return;
@@ -473,13 +624,18 @@ void kquant(DType t, const float* x, const float* imp, uint8_t* out) {
     case DType::kQ4_K: q45k<false>(x, imp, out); return;
     case DType::kQ5_K: q45k<true>(x, imp, out); return;
     case DType::kQ6_K: q6k(x, imp, out); return;
+    case DType::kIQ4_NL: iq4_nl(x, imp, out); return;
+    case DType::kIQ4_XS: iq4_xs(x, imp, out); return;
+    case DType::kMXFP4: mxfp4(x, imp, out); return;
     default: fail("quantize: no K-quantizer for ", dtype_name(t));
   }
 }
 
+// Formats whose quantizer takes the importance weights block by block (kquant): the K-quants
+// and the non-linear grids.
 bool is_kquant(DType t) {
   return t == DType::kQ2_K || t == DType::kQ3_K || t == DType::kQ4_K || t == DType::kQ5_K ||
-         t == DType::kQ6_K;
+         t == DType::kQ6_K || t == DType::kIQ4_NL || t == DType::kIQ4_XS || t == DType::kMXFP4;
 }
 
 }  // namespace
@@ -489,7 +645,7 @@ bool can_quantize(DType t) {
     case DType::kF32: case DType::kF16: case DType::kBF16: case DType::kQ8_0:
     case DType::kQ4_0: case DType::kQ4_1: case DType::kQ5_0: case DType::kQ5_1:
     case DType::kQ2_K: case DType::kQ3_K: case DType::kQ4_K: case DType::kQ5_K:
-    case DType::kQ6_K:
+    case DType::kQ6_K: case DType::kIQ4_NL: case DType::kIQ4_XS: case DType::kMXFP4:
       return true;
     default:
       return false;

@@ -58,7 +58,8 @@ QuantizeSummary quantize_model(const std::string& in_path, const std::string& ou
   for (const gguf::TensorInfo& t : f->tensors()) {
     Plan p{&t, std::vector<int64_t>(t.ne, t.ne + t.n_dims), t.type, false, false};
     if (should_quantize(t.name, t.n_dims)) {
-      const TypeChoice c = choose_type(opt.mix, opt.mix_options, shape, t.name, t.ne[0], counters);
+      const TypeChoice c = choose_type(opt.mix, opt.mix_options, shape, t.name, t.ne[0], counters,
+                                            t.n_dims >= 3 ? t.ne[2] : 1);
       if (c.fallback && c.user)
         fail("tensor '", t.name, "' has rows of ", t.ne[0], " values, which ", dtype_name(c.wanted),
              " (blocks of ", traits(c.wanted).block_size, ") cannot hold; choose another type for it");

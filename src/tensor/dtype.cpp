@@ -13,9 +13,10 @@ constexpr Entry kTable[] = {
     {3, {"Q4_1", 32, 20}},   {6, {"Q5_0", 32, 22}},    {7, {"Q5_1", 32, 24}},
     {8, {"Q8_0", 32, 34}},   {9, {"Q8_1", 32, 36}},    {10, {"Q2_K", 256, 84}},
     {11, {"Q3_K", 256, 110}}, {12, {"Q4_K", 256, 144}}, {13, {"Q5_K", 256, 176}},
-    {14, {"Q6_K", 256, 210}}, {15, {"Q8_K", 256, 292}}, {24, {"I8", 1, 1}},
+    {14, {"Q6_K", 256, 210}}, {15, {"Q8_K", 256, 292}}, {20, {"IQ4_NL", 32, 18}},
+    {23, {"IQ4_XS", 256, 136}}, {24, {"I8", 1, 1}},
     {25, {"I16", 1, 2}},     {26, {"I32", 1, 4}},      {27, {"I64", 1, 8}},
-    {28, {"F64", 1, 8}},     {30, {"BF16", 1, 2}},
+    {28, {"F64", 1, 8}},     {30, {"BF16", 1, 2}},     {39, {"MXFP4", 32, 17}},
 };
 }  // namespace
 
@@ -36,7 +37,7 @@ bool dtype_supported_for_weights(DType t) {
     case DType::kF32: case DType::kF16: case DType::kBF16: case DType::kQ8_0:
     case DType::kQ4_0: case DType::kQ4_1: case DType::kQ5_0: case DType::kQ5_1:
     case DType::kQ2_K: case DType::kQ3_K: case DType::kQ4_K: case DType::kQ5_K:
-    case DType::kQ6_K:
+    case DType::kQ6_K: case DType::kIQ4_NL: case DType::kIQ4_XS: case DType::kMXFP4:
       return true;
     default:
       return false;

@@ -137,8 +137,8 @@ class DequantVectors : public ::testing::Test {
 
 TEST_F(DequantVectors, CoversEveryWeightType) {
   for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1,
-                  DType::kQ5_0, DType::kQ5_1, DType::kQ2_K, DType::kQ3_K, DType::kQ4_K,
-                  DType::kQ5_K, DType::kQ6_K}) {
+                  DType::kQ5_0, DType::kQ5_1, DType::kQ2_K, DType::kQ3_K, DType::kIQ4_NL,
+                  DType::kIQ4_XS, DType::kMXFP4, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
     bool found = false;
     for (const VectorSet& s : sets_) found |= (s.type == t);
     EXPECT_TRUE(found) << "no vectors for " << dtype_name(t);

@@ -5,7 +5,7 @@ of PyPI gguf.quants.dequantize for them (the ground truth dequant_test compares 
 Usage: gen_dequant_vectors.py OUT_DIR
 
 Writes into OUT_DIR, for each type NAME (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K,
-Q3_K, Q4_K, Q5_K, Q6_K): NAME.raw (the packed blocks) and NAME.f32 (expected little-endian float32), then
+Q3_K, IQ4_NL, IQ4_XS, MXFP4, Q4_K, Q5_K, Q6_K): NAME.raw (the packed blocks) and NAME.f32 (expected little-endian float32), then
 MANIFEST (one line per type: "NAME ggml_type_id n_elements", written last so a partial run is
 never mistaken for a complete one). Blocks are random bytes, except that every fp16 scale/min
 field is overwritten with a finite fp16 value of moderate size (signed, including zeros and a
@@ -31,6 +31,9 @@ QUANT_TYPES = {
     "Q5_1": (7, 32, 24, [0, 2]),
     "Q2_K": (10, 256, 84, [80, 82]),
     "Q3_K": (11, 256, 110, [108]),
+    "IQ4_NL": (20, 32, 18, [0]),
+    "IQ4_XS": (23, 256, 136, [0]),
+    "MXFP4": (39, 32, 17, []),
     "Q4_K": (12, 256, 144, [0, 2]),
     "Q5_K": (13, 256, 176, [0, 2]),
     "Q6_K": (14, 256, 210, [208]),
@@ -98,6 +101,11 @@ def main() -> int:
         blocks = rng.integers(0, 256, size=(N_BLOCKS, nbytes), dtype=np.uint8)
         for off in scale_offsets:
             blocks[:, off:off + 2] = random_scales(rng, np, N_BLOCKS).view(np.uint8).reshape(-1, 2)
+        if name == "MXFP4":
+            # Exponent bytes whose 12 * 2^(e - 128) stays finite, including the subnormal
+            # scales of e = 0 and 1.
+            blocks[:, 0] = rng.integers(0, 250, size=N_BLOCKS, dtype=np.uint8)
+            blocks[:4, 0] = [0, 1, 2, 127]
         if name in ("Q4_K", "Q5_K"):
             # Make sure the extreme 6-bit scales/mins (0 and 63) occur, besides random ones.
             blocks[0, 4:16] = 0x00

@@ -53,6 +53,7 @@ std::vector<int> fp16_fields(DType t) {
     case DType::kQ6_K: return {208};
     case DType::kQ2_K: return {80, 82};
     case DType::kQ3_K: return {108};
+    case DType::kIQ4_NL: case DType::kIQ4_XS: return {0};
     default: return {};
   }
 }
@@ -84,6 +85,8 @@ std::vector<uint8_t> random_weights(DType t, int64_t rows, int64_t cols, std::mt
       const uint16_t h = f32_to_fp16(v);
       std::memcpy(w.data() + blk * tr.block_bytes + off, &h, 2);
     }
+    // MXFP4's exponent byte: scales 2^-13 .. 2^-5 (like the fp16 scales above).
+    if (t == DType::kMXFP4) w[blk * tr.block_bytes] = static_cast<uint8_t>(115 + byte(rng) % 9);
   }
   return w;
 }
@@ -105,8 +108,8 @@ std::string describe(const Case& c) {
 std::vector<Case> table() {
   std::vector<Case> cases;
   const DType quant[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
-                         DType::kQ8_0, DType::kQ2_K, DType::kQ3_K, DType::kQ4_K,
-                         DType::kQ5_K, DType::kQ6_K};
+                         DType::kQ8_0, DType::kQ2_K, DType::kQ3_K, DType::kIQ4_NL,
+                         DType::kIQ4_XS, DType::kMXFP4, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
   for (DType t : quant) {
     const int64_t bs = traits(t).block_size;
     // cols = one block; odd block counts (a lone 32-block tail for the 32-block types).
@@ -283,7 +286,8 @@ TEST(MatmulTest, RowsDoNotDependOnTheBatch) {
   std::mt19937 rng(99);
   const DType types[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ4_0, DType::kQ4_1,
                          DType::kQ5_0, DType::kQ5_1, DType::kQ8_0, DType::kQ2_K, DType::kQ3_K,
-                         DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+                         DType::kIQ4_NL, DType::kIQ4_XS, DType::kMXFP4, DType::kQ4_K, DType::kQ5_K,
+                         DType::kQ6_K};
   ThreadPool pool1(1), pool2(2);
   for (IsaLevel level : levels()) {
     for (DType t : types) {

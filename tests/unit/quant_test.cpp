@@ -62,14 +62,16 @@ struct Bound {
 };
 
 // Measured on this test's Gaussian rows (seed 7: Q8_0 0.0048, Q6_K 0.0177, Q5_K 0.0360, Q5_1
-// 0.0377, Q5_0 0.0423, Q4_K 0.0711, Q4_1 0.0780, Q4_0 0.0856, Q3_K 0.151, Q2_K 0.296) with about
+// 0.0377, Q5_0 0.0423, Q4_K 0.0711, Q4_1 0.0780, Q4_0 0.0856, Q3_K 0.151, Q2_K 0.296, IQ4_NL
+// 0.0748, IQ4_XS 0.0754, MXFP4 0.114) with about
 // 15% headroom: a change that makes any type less accurate fails here.
 const Bound kBounds[] = {
     {DType::kF32, 0.0},      {DType::kF16, 5e-4},     {DType::kBF16, 3e-3},
     {DType::kQ8_0, 0.0056},  {DType::kQ6_K, 0.0205},  {DType::kQ5_1, 0.0435},
     {DType::kQ5_0, 0.0487},  {DType::kQ5_K, 0.0415},  {DType::kQ4_1, 0.0897},
     {DType::kQ4_0, 0.0985},  {DType::kQ4_K, 0.0818},  {DType::kQ3_K, 0.174},
-    {DType::kQ2_K, 0.341},
+    {DType::kQ2_K, 0.341},   {DType::kIQ4_NL, 0.086}, {DType::kIQ4_XS, 0.087},
+    {DType::kMXFP4, 0.131},
 };
 
 TEST(Quantize, RoundTripErrorWithinEachTypesBound) {

@@ -149,6 +149,47 @@ void deq_q3_k(const uint8_t* src, float* dst, int64_t nb) {
   }
 }
 
+void deq_iq4_nl(const uint8_t* src, float* dst, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const auto blk = load_block<BlockIQ4_NL>(src + b * sizeof(BlockIQ4_NL));
+    const float d = fp16_to_f32(blk.d);
+    float* y = dst + b * 32;
+    for (int j = 0; j < 16; ++j) {
+      y[j] = d * static_cast<float>(kIq4nlValues[blk.qs[j] & 15]);
+      y[j + 16] = d * static_cast<float>(kIq4nlValues[blk.qs[j] >> 4]);
+    }
+  }
+}
+
+void deq_iq4_xs(const uint8_t* src, float* dst, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const auto blk = load_block<BlockIQ4_XS>(src + b * sizeof(BlockIQ4_XS));
+    const float d = fp16_to_f32(blk.d);
+    float* y = dst + b * kQK_K;
+    for (int ib = 0; ib < 8; ++ib) {
+      const int ls = ((blk.scales_l[ib / 2] >> (4 * (ib % 2))) & 15) | (((blk.scales_h >> (2 * ib)) & 3) << 4);
+      const float dl = d * static_cast<float>(ls - 32);
+      const uint8_t* qs = blk.qs + 16 * ib;
+      for (int j = 0; j < 16; ++j) {
+        y[32 * ib + j] = dl * static_cast<float>(kIq4nlValues[qs[j] & 15]);
+        y[32 * ib + j + 16] = dl * static_cast<float>(kIq4nlValues[qs[j] >> 4]);
+      }
+    }
+  }
+}
+
+void deq_mxfp4(const uint8_t* src, float* dst, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const auto blk = load_block<BlockMXFP4>(src + b * sizeof(BlockMXFP4));
+    const float d = e8m0_half(blk.e);
+    float* y = dst + b * 32;
+    for (int j = 0; j < 16; ++j) {
+      y[j] = d * static_cast<float>(kMxfp4Values[blk.qs[j] & 15]);
+      y[j + 16] = d * static_cast<float>(kMxfp4Values[blk.qs[j] >> 4]);
+    }
+  }
+}
+
 void deq_q4_k(const uint8_t* src, float* dst, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b) {
     const auto blk = load_block<BlockQ4_K>(src + b * sizeof(BlockQ4_K));
@@ -266,6 +307,15 @@ void dequantize_row_ref(DType t, const void* src, float* dst, int64_t n) {
       return;
     case DType::kQ3_K:
       deq_q3_k(s, dst, nb);
+      return;
+    case DType::kIQ4_NL:
+      deq_iq4_nl(s, dst, nb);
+      return;
+    case DType::kIQ4_XS:
+      deq_iq4_xs(s, dst, nb);
+      return;
+    case DType::kMXFP4:
+      deq_mxfp4(s, dst, nb);
       return;
     case DType::kQ4_K:
       deq_q4_k(s, dst, nb);

@@ -165,6 +165,34 @@ void decode_row(DType t, const uint8_t* row, int64_t cols, DecodedRow& out) {
         }
       }
       break;
+    case DType::kIQ4_NL:
+    case DType::kMXFP4:
+      for (int64_t b = 0; b < cols / 32; ++b) {
+        const bool nl = t == DType::kIQ4_NL;
+        const uint8_t* p = row + b * (nl ? sizeof(BlockIQ4_NL) : sizeof(BlockMXFP4));
+        const uint8_t* qs = p + (nl ? 2 : 1);
+        const int8_t* values = nl ? kIq4nlValues : kMxfp4Values;
+        sc[b] = nl ? f16(p) : e8m0_half(p[0]);
+        for (int j = 0; j < 16; ++j) {
+          v[32 * b + j] = values[qs[j] & 15];
+          v[32 * b + j + 16] = values[qs[j] >> 4];
+        }
+      }
+      break;
+    case DType::kIQ4_XS:
+      for (int64_t sb = 0; sb < cols / kQK_K; ++sb) {
+        const BlockIQ4_XS blk = load<BlockIQ4_XS>(row + sb * sizeof(BlockIQ4_XS));
+        const float d = fp16_to_f32(blk.d);
+        for (int ib = 0; ib < 8; ++ib) {
+          const int ls = ((blk.scales_l[ib / 2] >> (4 * (ib % 2))) & 15) | (((blk.scales_h >> (2 * ib)) & 3) << 4);
+          sc[8 * sb + ib] = d * static_cast<float>(ls - 32);
+          for (int j = 0; j < 16; ++j) {
+            v[sb * kQK_K + 32 * ib + j] = kIq4nlValues[blk.qs[16 * ib + j] & 15];
+            v[sb * kQK_K + 32 * ib + j + 16] = kIq4nlValues[blk.qs[16 * ib + j] >> 4];
+          }
+        }
+      }
+      break;
     case DType::kQ6_K:
       for (int64_t sb = 0; sb < cols / kQK_K; ++sb) {
         const BlockQ6_K blk = load<BlockQ6_K>(row + sb * sizeof(BlockQ6_K));
