@@ -22,6 +22,7 @@ Command add_eval_logits(CLI::App& app);
 Command add_template(CLI::App& app);  // `triad template render`
 Command add_serve(CLI::App& app);     // `triad serve`
 Command add_quantize(CLI::App& app);  // `triad quantize`
+Command add_imatrix(CLI::App& app);   // `triad imatrix`
 
 // Options every model-running command shares.
 struct CommonOptions {

@@ -38,7 +38,8 @@ int main(int argc, char** argv) {
   app.add_flag("-q,--quiet", quiet, "warnings and errors only");
   Command commands[] = {add_run(app),      add_perplexity(app), add_bench(app),
                         add_gguf(app),     add_tokenize(app),   add_eval_logits(app),
-                        add_template(app), add_serve(app),    add_quantize(app)};
+                        add_template(app), add_serve(app),    add_quantize(app),
+                        add_imatrix(app)};
   CLI11_PARSE(app, argc, argv);
   if (verbose) triad::set_log_level(triad::LogLevel::kDebug);
   if (quiet) triad::set_log_level(triad::LogLevel::kWarn);

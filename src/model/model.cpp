@@ -12,6 +12,17 @@
 #include "kernels/quant.h"
 
 namespace triad {
+namespace {
+
+// Every weight product of the forward pass goes through here, so an observer (imatrix
+// collection) sees each matrix's input exactly once per call.
+inline void mm(const ForwardScratch& s, const kernels::WeightMatrix& w, const float* x, int64_t n,
+               int64_t x_stride, float* y, int64_t y_stride, ThreadPool& pool) {
+  if (s.observer != nullptr) s.observer->observe(w, x, n, x_stride);
+  kernels::matmul(w, x, n, x_stride, y, y_stride, pool);
+}
+
+}  // namespace
 
 void ForwardScratch::reserve(const ModelConfig& c, int64_t n) {
   if (n <= capacity) return;
@@ -63,9 +74,9 @@ void Model::qkv_rope(int32_t il, int64_t n, const int32_t* positions, ForwardScr
     for (int64_t t = b; t < e; ++t)
       kernels::rmsnorm(s.x.data() + t * E, L.attn_norm, c.norm_eps, s.xn.data() + t * E, E);
   });
-  kernels::matmul(L.wq, s.xn.data(), n, E, s.q.data(), Q, pool);
-  kernels::matmul(L.wk, s.xn.data(), n, E, k_out, kv_stride, pool);
-  kernels::matmul(L.wv, s.xn.data(), n, E, v_out, kv_stride, pool);
+  mm(s, L.wq, s.xn.data(), n, E, s.q.data(), Q, pool);
+  mm(s, L.wk, s.xn.data(), n, E, k_out, kv_stride, pool);
+  mm(s, L.wv, s.xn.data(), n, E, v_out, kv_stride, pool);
 
   const bool local = c.layer_is_local(il);
   kernels::RopeParams rope;
@@ -97,7 +108,7 @@ void Model::output_residual(int32_t il, int64_t n, ForwardScratch& s, ThreadPool
   const ModelConfig& c = config_;
   const LayerWeights& L = weights_.layers[il];
   const int64_t E = c.n_embd, Q = c.q_dim();
-  kernels::matmul(L.wo, s.attn.data(), n, Q, s.proj.data(), E, pool);
+  mm(s, L.wo, s.attn.data(), n, Q, s.proj.data(), E, pool);
   pool.parallel_for(n, [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
       float* o = s.proj.data() + t * E;
@@ -165,8 +176,8 @@ void Model::ffn_block(int32_t il, int64_t n, ForwardScratch& s, ThreadPool& pool
     for (int64_t t = b; t < e; ++t)
       kernels::rmsnorm(s.x.data() + t * E, L.ffn_norm, c.norm_eps, s.xn.data() + t * E, E);
   });
-  kernels::matmul(L.w_gate, s.xn.data(), n, E, s.gate.data(), F, pool);
-  kernels::matmul(L.w_up, s.xn.data(), n, E, s.up.data(), F, pool);
+  mm(s, L.w_gate, s.xn.data(), n, E, s.gate.data(), F, pool);
+  mm(s, L.w_up, s.xn.data(), n, E, s.up.data(), F, pool);
   // Activation over all n*F elements, split across threads.
   pool.parallel_for(n * F / 256 + 1, [&](int64_t b, int64_t e) {
     const int64_t lo = b * 256, hi = std::min<int64_t>(e * 256, n * F);
@@ -176,7 +187,7 @@ void Model::ffn_block(int32_t il, int64_t n, ForwardScratch& s, ThreadPool& pool
     else
       kernels::gelu_mul(s.gate.data() + lo, s.up.data() + lo, s.gate.data() + lo, hi - lo);
   });
-  kernels::matmul(L.w_down, s.gate.data(), n, F, s.proj.data(), E, pool);
+  mm(s, L.w_down, s.gate.data(), n, F, s.proj.data(), E, pool);
   pool.parallel_for(n, [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
       float* o = s.proj.data() + t * E;
@@ -214,7 +225,7 @@ void Model::forward(std::span<const int32_t> tokens, KvCache& kv, ForwardScratch
       kernels::rmsnorm(s.x.data() + (first + t) * E, weights_.output_norm, c.norm_eps,
                        s.xn.data() + t * E, E);
   });
-  kernels::matmul(weights_.output, s.xn.data(), rows, E, logits, c.n_vocab, pool);
+  mm(s, weights_.output, s.xn.data(), rows, E, logits, c.n_vocab, pool);
 }
 
 void Model::forward_batch(const ForwardBatch& b, KvStorage& kv, ForwardScratch& s,
@@ -281,7 +292,7 @@ void Model::forward_batch(const ForwardBatch& b, KvStorage& kv, ForwardScratch& 
       kernels::rmsnorm(s.x.data() + b.logit_rows[t] * E, weights_.output_norm, c.norm_eps,
                        s.xn.data() + t * E, E);
   });
-  kernels::matmul(weights_.output, s.xn.data(), rows, E, logits, c.n_vocab, pool);
+  mm(s, weights_.output, s.xn.data(), rows, E, logits, c.n_vocab, pool);
 }
 
 }  // namespace triad

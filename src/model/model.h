@@ -14,6 +14,7 @@
 #include "base/aligned_buffer.h"
 #include "base/thread_pool.h"
 #include "kernels/attention.h"
+#include "kernels/matmul.h"
 #include "model/forward_batch.h"
 #include "model/kv_cache.h"
 #include "model/kv_storage.h"
@@ -28,8 +29,19 @@ enum class LogitsMode {
   kAll,   // logits of every token (perplexity, tests)
 };
 
+// Sees the input of every weight product of a forward pass before it is multiplied: n_tokens
+// rows of w.cols floats, x_stride apart (used to collect importance matrices). Called on the
+// forward's calling thread.
+class MatmulObserver {
+ public:
+  virtual ~MatmulObserver() = default;
+  virtual void observe(const kernels::WeightMatrix& w, const float* x, int64_t n_tokens,
+                       int64_t x_stride) = 0;
+};
+
 // Activation buffers reused across forward calls (grow-only).
 struct ForwardScratch {
+  MatmulObserver* observer = nullptr;  // optional; not owned
   int64_t capacity = 0;  // tokens
   AlignedBuffer<float> x, xn, q, k, v, attn, proj, gate, up;
   std::vector<int32_t> q_pos;

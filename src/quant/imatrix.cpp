@@ -109,9 +109,14 @@ void Imatrix::save(const std::string& path) const {
   w.add_u32("imatrix.chunk_count", static_cast<uint32_t>(chunk_count));
   w.add_u32("imatrix.chunk_size", static_cast<uint32_t>(chunk_size));
   for (const auto& [name, e] : entries_) {
-    w.add_tensor_ref(name + std::string(kSum2), DType::kF32, {e.n_per_row, e.n_mat}, e.sum2.data(),
+    // One matrix: 1-D tensors, as llama-imatrix writes them; stacked experts: 2-D.
+    const std::vector<int64_t> sum_dims = e.n_mat == 1 ? std::vector<int64_t>{e.n_per_row}
+                                                       : std::vector<int64_t>{e.n_per_row, e.n_mat};
+    const std::vector<int64_t> count_dims = e.n_mat == 1 ? std::vector<int64_t>{1}
+                                                         : std::vector<int64_t>{1, e.n_mat};
+    w.add_tensor_ref(name + std::string(kSum2), DType::kF32, sum_dims, e.sum2.data(),
                      e.sum2.size() * sizeof(float));
-    w.add_tensor_ref(name + std::string(kCounts), DType::kF32, {1, e.n_mat}, e.counts.data(),
+    w.add_tensor_ref(name + std::string(kCounts), DType::kF32, count_dims, e.counts.data(),
                      e.counts.size() * sizeof(float));
   }
   w.write_file(path);

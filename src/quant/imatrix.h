@@ -4,6 +4,7 @@
 //     NAME.in_sum2  ne = {n_per_row, n_mat}  sum over calibration tokens of x_j^2 per input
 //                                            channel j (per expert e for stacked experts)
 //     NAME.counts   ne = {1, n_mat}          how many tokens were summed, per expert
+// (with n_mat = 1 both are written 1-D, as llama-imatrix writes them; either shape is read).
 // The importance of channel j of expert e is in_sum2[e][j] / counts[e] (mean squared
 // activation). An expert that saw no tokens gets uniform importance.
 //

@@ -1,0 +1,43 @@
+// Collects an importance matrix while a model runs: for every weight matrix of the transformer
+// blocks (and output.weight on request), the sum over tokens of each input channel's squared
+// activation and the number of tokens, as llama.cpp's llama-imatrix does.
+//
+// Attach it to a ForwardScratch (scratch.observer = &collector) and run forward passes over
+// calibration text; result() gives the Imatrix to save. Sums are kept in double.
+// Thread-safety: observe() is called from the forward's calling thread; one collector per
+// forward at a time.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "model/model.h"
+#include "quant/imatrix.h"
+
+namespace triad::quant {
+
+class ImatrixCollector : public MatmulObserver {
+ public:
+  // Names the model's weight matrices by their data pointers in `model`'s file.
+  ImatrixCollector(const Model& model, bool process_output = false);
+
+  void observe(const kernels::WeightMatrix& w, const float* x, int64_t n_tokens,
+               int64_t x_stride) override;
+
+  // The statistics so far as an Imatrix (in_sum2 and counts per matrix).
+  Imatrix result() const;
+  size_t matrices() const { return acc_.size(); }
+
+ private:
+  struct Acc {
+    std::vector<double> sum2;
+    int64_t count = 0;
+  };
+  std::unordered_map<const void*, std::string> names_;
+  std::map<std::string, Acc> acc_;
+};
+
+}  // namespace triad::quant
