@@ -2,10 +2,11 @@
 # Fuzzes the parsers of untrusted bytes: builds the libFuzzer targets tests/fuzz/gguf_fuzz (GGUF
 # reader), tests/fuzz/template_fuzz (chat-template engine) and tests/fuzz/request_fuzz (the
 # server's request parsing) and tests/fuzz/grammar_fuzz (GBNF grammars and token masks), tests/fuzz/schema_fuzz (the JSON Schema
-# compiler) and tests/fuzz/tool_fuzz (the tool-call output parser) with clang, ASan and UBSan in
+# compiler), tests/fuzz/tool_fuzz (the tool-call output parser) and tests/fuzz/imatrix_fuzz
+# (imatrix files) with clang, ASan and UBSan in
 # build-fuzz/ (TRIAD_BUILD_FUZZ=ON, tests off, Release) and runs each for SECONDS (default 60).
 #
-# usage: scripts/fuzz.sh [SECONDS] [TARGET...]   targets: gguf template request grammar schema tool (default: all)
+# usage: scripts/fuzz.sh [SECONDS] [TARGET...]   targets: gguf template request grammar schema tool imatrix (default: all)
 #        env: CC/CXX (default clang/clang++, else clang-14), TRIAD_FUZZ_BUILD (default
 #             <repo>/build-fuzz), TRIAD_TESTDATA (extra template seeds from its templates/)
 # Each fuzzer works on a copy of tests/fuzz/corpus/TARGET in the build folder (the checked-in
@@ -24,7 +25,7 @@ if ! [[ "$RUN_SECONDS" =~ ^[0-9]+$ ]]; then
 fi
 shift || true
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(gguf template request grammar schema tool)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(gguf template request grammar schema tool imatrix)
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${TRIAD_FUZZ_BUILD:-$ROOT/build-fuzz}"
 
@@ -47,7 +48,7 @@ cmake -S "$ROOT" -B "$BUILD" -G Ninja \
   exit 1
 }
 for t in "${TARGETS[@]}"; do
-  case "$t" in gguf|template|request|grammar|schema|tool) ;; *) echo "unknown fuzz target '$t'" >&2; exit 2 ;; esac
+  case "$t" in gguf|template|request|grammar|schema|tool|imatrix) ;; *) echo "unknown fuzz target '$t'" >&2; exit 2 ;; esac
   cmake --build "$BUILD" --target "${t}_fuzz" -j "$(nproc)"
 done
 
@@ -56,7 +57,7 @@ run_target() {
   local work="$BUILD/fuzz-$t"
   mkdir -p "$work/corpus" "$work/artifacts"
   cp -n "$ROOT"/tests/fuzz/corpus/"$t"/* "$work/corpus/"  # refresh seeds, keep what was found
-  if [ "$t" = gguf ]; then
+  if [ "$t" = gguf ] || [ "$t" = imatrix ]; then
     extra=(-dict="$ROOT/tests/fuzz/gguf.dict" -max_len=8192)
   elif [ "$t" = request ]; then
     extra=(-max_len=8192)

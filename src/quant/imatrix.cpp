@@ -69,7 +69,8 @@ Imatrix Imatrix::from_gguf(const gguf::GgufFile& f) {
       TRIAD_CHECK(std::isfinite(v) && v >= 0, "'", base, "': in_sum2 holds ", v,
                   " (sums of squares are finite and non-negative)");
     for (float v : e.counts)
-      TRIAD_CHECK(std::isfinite(v) && v >= 0, "'", base, "': counts holds ", v);
+      TRIAD_CHECK(std::isfinite(v) && v >= 0 && v == std::floor(v), "'", base, "': counts holds ",
+                  v, " (token counts are whole numbers)");
     m.entries_[base] = std::move(e);
   }
   TRIAD_CHECK(n_counts == m.entries_.size(), "counts tensors without matching in_sum2");

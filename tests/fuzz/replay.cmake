@@ -50,3 +50,11 @@ target_compile_options(tool_fuzz_replay PRIVATE ${TRIAD_WARNINGS})
 target_link_libraries(tool_fuzz_replay PRIVATE triad_server)
 add_test(NAME tool_fuzz_replay COMMAND tool_fuzz_replay ${CMAKE_CURRENT_LIST_DIR}/corpus/tool)
 set_tests_properties(tool_fuzz_replay PROPERTIES LABELS cpp)
+
+# imatrix files.
+add_executable(imatrix_fuzz_replay
+  ${CMAKE_CURRENT_LIST_DIR}/replay_main.cpp ${CMAKE_CURRENT_LIST_DIR}/imatrix_fuzz.cpp)
+target_compile_options(imatrix_fuzz_replay PRIVATE ${TRIAD_WARNINGS})
+target_link_libraries(imatrix_fuzz_replay PRIVATE triad_quant)
+add_test(NAME imatrix_fuzz_replay COMMAND imatrix_fuzz_replay ${CMAKE_CURRENT_LIST_DIR}/corpus/imatrix)
+set_tests_properties(imatrix_fuzz_replay PROPERTIES LABELS cpp)
