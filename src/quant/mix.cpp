@@ -34,7 +34,7 @@ bool use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n 
 DType fallback_for(DType t) {
   switch (t) {
     case DType::kQ2_K:
-    case DType::kQ3_K:
+    case DType::kQ3_K: return DType::kQ4_0;
     case DType::kIQ4_XS: return DType::kIQ4_NL;
     case DType::kQ4_K: return DType::kQ5_0;
     case DType::kQ5_K: return DType::kQ5_1;

@@ -10,7 +10,7 @@
 //   "use_more_bits" layers: the first and last eighth and every third layer between), Q2_K and
 //   Q3_K mixes raise attention output, and so on (mix.cpp lists each rule).
 // - Rows that the chosen type cannot hold (not a multiple of its block size) fall back:
-//   Q2_K/Q3_K/IQ4_XS -> IQ4_NL, Q4_K -> Q5_0, Q5_K -> Q5_1,
+//   Q2_K/Q3_K -> Q4_0, IQ4_XS -> IQ4_NL, Q4_K -> Q5_0, Q5_K -> Q5_1,
 //   Q6_K -> Q8_0, and F16 when even 32 does not divide the row.
 // - User choices win over the mix: --tensor-type REGEX=TYPE (first match, honoured even when
 //   it names the mix's base type), --output-tensor-type, --token-embedding-type; --pure turns
