@@ -6,7 +6,11 @@ The weights are random (N(0, 0.02)), so the model's output is meaningless: it ex
 speed on a realistic shape. The vocabulary metadata is a small byte-level SPM vocab (the bench
 feeds random token ids, so only the embedding size matters).
 
-usage: make_bench_model.py OUT.gguf --type f16|q8_0 [--layers N]
+With --shape qwen1.5b the shape is Qwen2.5-1.5B's (hidden 1536, 28 layers, 12 / 2 heads, FFN
+8960): every row length a multiple of 256, so K-quants apply without fallbacks (the quantization
+benchmark uses it).
+
+usage: make_bench_model.py OUT.gguf --type f16|q8_0 [--layers N] [--shape qwen0.5b|qwen1.5b]
 """
 import argparse
 import sys
@@ -19,7 +23,8 @@ try:
 except ImportError:
     sys.exit("make_bench_model.py: PyPI package 'gguf' is missing (pip install gguf)")
 
-HIDDEN, LAYERS, HEADS, KV_HEADS, FFN, VOCAB = 896, 24, 14, 2, 4864, 151936
+SHAPES = {"qwen0.5b": (896, 24, 14, 2, 4864, 151936), "qwen1.5b": (1536, 28, 12, 2, 8960, 151936)}
+HIDDEN, LAYERS, HEADS, KV_HEADS, FFN, VOCAB = SHAPES["qwen0.5b"]
 
 
 def vocab():
@@ -32,11 +37,16 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     ap.add_argument("--type", choices=["f16", "q8_0"], default="f16")
-    ap.add_argument("--layers", type=int, default=LAYERS)
+    ap.add_argument("--layers", type=int, default=None)
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="qwen0.5b")
     a = ap.parse_args()
+    global HIDDEN, LAYERS, HEADS, KV_HEADS, FFN, VOCAB
+    HIDDEN, LAYERS, HEADS, KV_HEADS, FFN, VOCAB = SHAPES[a.shape]
+    if a.layers is None:
+        a.layers = LAYERS
     rng = np.random.default_rng(0)
     w = gguf.GGUFWriter(a.out, "qwen2")
-    w.add_name(f"qwen2.5-0.5b-shaped-random-{a.type}")
+    w.add_name(f"{a.shape}-shaped-random-{a.type}")
     w.add_context_length(32768)
     w.add_embedding_length(HIDDEN)
     w.add_block_count(a.layers)

@@ -8,8 +8,8 @@
 // x^2) and the same searches minimise that weighted error. Written for Triad from the
 // algorithms' description; nothing here is copied.
 //
-// All functions are pure: they write only their outputs. nearest_int rounds half to even, as
-// ggml's magic-number rounding does for the |v| < 2^22 values these searches produce.
+// All functions are pure: they write only their outputs.
+// Group sizes n are multiples of 8 and at most 256.
 // Thread-safety: pure functions, safe to call concurrently.
 #pragma once
 
@@ -18,7 +18,14 @@
 
 namespace triad::quant {
 
-inline int nearest_int(float v) { return static_cast<int>(std::lrintf(v)); }
+// Round to nearest, ties to even, for |v| < 2^22: adding 1.5 * 2^23 leaves the rounded
+// integer in the low mantissa bits (the float add rounds). No libm call, so loops vectorize.
+inline int nearest_int(float v) {
+  const float t = v + 12582912.f;
+  int32_t i;
+  __builtin_memcpy(&i, &t, 4);
+  return (i & 0x007fffff) - 0x00400000;
+}
 
 // Symmetric codes l in [-nmax, nmax - 1] (stored as l + nmax in L) with x ~ scale * l. The
 // element of largest magnitude maps to -nmax. rmse_type picks the weights when w is null:
