@@ -114,6 +114,12 @@ bool should_quantize(std::string_view name, int n_dims) {
   return true;
 }
 
+bool tensor_order(std::string_view a, std::string_view b) {
+  const int la = layer_of(a), lb = layer_of(b);
+  if (la != lb) return la < lb;
+  return a < b;
+}
+
 void MixCounters::count(std::string_view name) {
   if (contains(name, "attn_v.weight")) ++n_attn_v;
   else if (contains(name, "ffn_down")) ++n_ffn_down;

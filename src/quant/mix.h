@@ -67,6 +67,9 @@ struct MixOptions {
   std::vector<TensorTypeOverride> overrides;
 };
 
+// llama.cpp's tensor order: "blk.N." tensors by N (others, N = -1, first), then by name.
+bool tensor_order(std::string_view a, std::string_view b);
+
 // Parses "REGEX=TYPE" (throws triad::Error naming the problem).
 TensorTypeOverride parse_override(const std::string& spec);
 
@@ -82,8 +85,8 @@ struct TypeChoice {
 
 // Which attention-V / FFN-down matrix this is. As in llama.cpp, a tensor's place in the rules
 // that depend on the layer ("the first eighth of the layers ...") is its position among the
-// file's attn_v (ffn_down) tensors in file order, not the number in its name; the two agree for
-// files in layer order. (MoE files use the number in the name for ffn_down, as llama.cpp does.)
+// attn_v (ffn_down) tensors in llama.cpp's processing order: by block number, then by name
+// (tensor_order below). (MoE files use the number in the name for ffn_down, as llama.cpp does.)
 struct MixCounters {
   int n_attn_v = 0, n_ffn_down = 0;  // how many the file has (count them first)
   int i_attn_v = 0, i_ffn_down = 0;  // advanced by choose_type

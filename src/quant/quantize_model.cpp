@@ -50,16 +50,23 @@ QuantizeSummary quantize_model(const std::string& in_path, const std::string& ou
   const auto f = gguf::GgufFile::open(in_path);
   const ModelShape shape = shape_of(*f);
 
-  // Decide every tensor's type first: the header lists them all before any data.
+  // Decide every tensor's type first (the header lists them all before any data), in
+  // llama.cpp's order (by block, then name), which is also the order they are written in.
+  std::vector<const gguf::TensorInfo*> order;
+  for (const gguf::TensorInfo& t : f->tensors()) order.push_back(&t);
+  std::stable_sort(order.begin(), order.end(), [](const gguf::TensorInfo* a, const gguf::TensorInfo* b) {
+    return tensor_order(a->name, b->name);
+  });
   std::vector<Plan> plans;
   MixCounters counters;
-  for (const gguf::TensorInfo& t : f->tensors())
-    if (should_quantize(t.name, t.n_dims)) counters.count(t.name);
-  for (const gguf::TensorInfo& t : f->tensors()) {
+  for (const gguf::TensorInfo* t : order)
+    if (should_quantize(t->name, t->n_dims)) counters.count(t->name);
+  for (const gguf::TensorInfo* tp : order) {
+    const gguf::TensorInfo& t = *tp;
     Plan p{&t, std::vector<int64_t>(t.ne, t.ne + t.n_dims), t.type, false, false};
     if (should_quantize(t.name, t.n_dims)) {
       const TypeChoice c = choose_type(opt.mix, opt.mix_options, shape, t.name, t.ne[0], counters,
-                                            t.n_dims >= 3 ? t.ne[2] : 1);
+                                       t.n_dims >= 3 ? t.ne[2] : 1);
       if (c.fallback && c.user)
         fail("tensor '", t.name, "' has rows of ", t.ne[0], " values, which ", dtype_name(c.wanted),
              " (blocks of ", traits(c.wanted).block_size, ") cannot hold; choose another type for it");

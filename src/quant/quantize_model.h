@@ -5,6 +5,8 @@
 //   already-quantized tensors are copied when the chosen type is theirs, and requantized
 //   (dequantized to f32 first) only with allow_requantize, else the call fails naming the
 //   tensor. Tensors the mix does not quantize (norms, biases, the MoE router) are copied.
+// - Tensors are written in llama.cpp's order (by block number, then name), the order its
+//   layer-dependent rules count in.
 // - Metadata is copied, with general.file_type and general.quantization_version set for the
 //   mix; with an imatrix the quantize.imatrix.* keys record which file was used.
 // - Streaming: the input is memory-mapped and each output tensor is produced while it is

@@ -9,18 +9,14 @@ namespace {
 
 constexpr float kGroupMaxEps = 1e-15f;
 
-// Sums are kept in 8 interleaved partial sums (groups are 16 or 32 values): the additions no
-// longer wait on each other and the compiler vectorizes the lanes. (A fixed summation order,
-// so results are deterministic; they may differ from a sequential sum in the last bits.)
-constexpr int kLanes = 8;
+// Sums run in element order, as ggml's reference quantizers add them, so that (without
+// importance weights) the chosen scales and codes match llama.cpp's; the roundings are
+// computed in separate float-only loops that the compiler vectorizes.
 // nearest_int(v) clamped to [lo, hi], as a float: the same value, in float-only operations
 // that vectorize (round half to even by adding and subtracting 1.5 * 2^23).
 inline float round_clamp(float v, float lo, float hi) {
   const float r = (v + 12582912.f) - 12582912.f;
   return std::min(hi, std::max(lo, r));
-}
-inline float hsum(const float* a) {
-  return ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
 }
 
 inline float pick_weight(int rmse_type, const float* w, int i, float x) {
@@ -60,7 +56,7 @@ float make_qx_quants(int n, int nmax, const float* x, int8_t* L, int rmse_type, 
     L[i] = static_cast<int8_t>(l + nmax);
     const float wi = pick_weight(rmse_type, w, i, x[i]);
     sumlx += wi * x[i] * static_cast<float>(l);
-    suml2 += wi * static_cast<float>(l * l);
+    suml2 += wi * static_cast<float>(l) * static_cast<float>(l);
   }
   float scale = suml2 > 0 ? sumlx / suml2 : 0.f;
   float best = scale * sumlx;
@@ -69,17 +65,14 @@ float make_qx_quants(int n, int nmax, const float* x, int8_t* L, int rmse_type, 
   for (int is = -9; is <= 9; ++is) {
     if (is == 0) continue;
     iscale = -(static_cast<float>(nmax) + 0.1f * static_cast<float>(is)) / max;
-    float a[kLanes] = {}, b[kLanes] = {}, lf[256];
+    float lf[256];
     const float lo = static_cast<float>(-nmax), hi = static_cast<float>(nmax - 1);
     for (int i = 0; i < n; ++i) lf[i] = round_clamp(iscale * x[i], lo, hi);
-    for (int i = 0; i < n; i += kLanes)
-      for (int k = 0; k < kLanes; ++k) {
-        const float l = lf[i + k];
-        a[k] += wt[i + k] * x[i + k] * l;
-        b[k] += wt[i + k] * l * l;
-      }
-    sumlx = hsum(a);
-    suml2 = hsum(b);
+    sumlx = suml2 = 0;
+    for (int i = 0; i < n; ++i) {
+      sumlx += wt[i] * x[i] * lf[i];
+      suml2 += wt[i] * lf[i] * lf[i];
+    }
     if (suml2 > 0 && sumlx * sumlx > best * suml2) {
       for (int i = 0; i < n; ++i) L[i] = static_cast<int8_t>(nmax + code(iscale, x[i]));
       scale = sumlx / suml2;
@@ -111,7 +104,7 @@ float make_q3_quants(int n, int nmax, const float* x, int8_t* L, bool do_rmse, c
       L[i] = static_cast<int8_t>(l);
       const float wi = w ? w[i] : x[i] * x[i];
       sumlx += wi * x[i] * static_cast<float>(l);
-      suml2 += wi * static_cast<float>(l * l);
+      suml2 += wi * static_cast<float>(l) * static_cast<float>(l);
     }
     for (int itry = 0; itry < 5; ++itry) {
       int n_changed = 0;
@@ -124,7 +117,7 @@ float make_q3_quants(int n, int nmax, const float* x, int8_t* L, bool do_rmse, c
           const int new_l = code(x[i] * sl2 / slx);
           if (new_l != L[i]) {
             slx += wi * x[i] * static_cast<float>(new_l);
-            sl2 += wi * static_cast<float>(new_l * new_l);
+            sl2 += wi * static_cast<float>(new_l) * static_cast<float>(new_l);
             if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
               L[i] = static_cast<int8_t>(new_l);
               sumlx = slx;
@@ -163,13 +156,12 @@ float make_qkx2_quants(int n, int nmax, const float* x, const float* w, uint8_t*
   float C[256], Caux[256];  // codes as floats (groups are at most 256 values)
   // Weighted error of codes F under (scale, min).
   auto error_of = [&](const float* F, float sc, float mn) {
-    float e[kLanes] = {};
-    for (int i = 0; i < n; i += kLanes)
-      for (int k = 0; k < kLanes; ++k) {
-        const float diff = sc * F[i + k] + mn - x[i + k];
-        e[k] += w[i + k] * (use_mad ? std::fabs(diff) : diff * diff);
-      }
-    return hsum(e);
+    float e = 0;
+    for (int i = 0; i < n; ++i) {
+      const float diff = sc * F[i] + mn - x[i];
+      e += w[i] * (use_mad ? std::fabs(diff) : diff * diff);
+    }
+    return e;
   };
   float iscale = fmax / (max - min);
   float scale = 1 / iscale;
@@ -178,16 +170,14 @@ float make_qkx2_quants(int n, int nmax, const float* x, const float* w, uint8_t*
   if (nstep >= 1) {
   for (int is = 0; is <= nstep; ++is) {
     iscale = (rmin + rdelta * static_cast<float>(is) + fmax) / (max - min);
-    float sl[kLanes] = {}, sl2[kLanes] = {}, sxl[kLanes] = {};
+    float sum_l = 0, sum_l2 = 0, sum_xl = 0;
     for (int i = 0; i < n; ++i) Caux[i] = round_clamp(iscale * (x[i] - min), 0.f, fmax);
-    for (int i = 0; i < n; i += kLanes)
-      for (int k = 0; k < kLanes; ++k) {
-        const float fl = Caux[i + k], wf = w[i + k] * fl;
-        sl[k] += wf;
-        sl2[k] += wf * fl;
-        sxl[k] += wf * x[i + k];
-      }
-    const float sum_l = hsum(sl), sum_l2 = hsum(sl2), sum_xl = hsum(sxl);
+    for (int i = 0; i < n; ++i) {
+      const float fl = Caux[i];
+      sum_l += w[i] * fl;
+      sum_l2 += w[i] * fl * fl;
+      sum_xl += w[i] * fl * x[i];
+    }
     const float D = sum_w * sum_l2 - sum_l * sum_l;
     if (D > 0) {
       float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
@@ -246,7 +236,7 @@ float make_qp_quants(int n, int nmax, const float* x, uint8_t* L, const float* w
     const int l = code(iscale, x[i]);
     L[i] = static_cast<uint8_t>(l);
     sumlx += wt(i) * x[i] * static_cast<float>(l);
-    suml2 += wt(i) * static_cast<float>(l * l);
+    suml2 += wt(i) * static_cast<float>(l) * static_cast<float>(l);
   }
   for (int itry = 0; itry < 5; ++itry) {
     int n_changed = 0;
@@ -258,7 +248,7 @@ float make_qp_quants(int n, int nmax, const float* x, uint8_t* L, const float* w
         const int new_l = std::min(nmax, std::max(0, nearest_int(x[i] * sl2 / slx)));
         if (new_l != L[i]) {
           slx += wt(i) * x[i] * static_cast<float>(new_l);
-          sl2 += wt(i) * static_cast<float>(new_l * new_l);
+          sl2 += wt(i) * static_cast<float>(new_l) * static_cast<float>(new_l);
           if (slx * slx * suml2 > sumlx * sumlx * sl2) {
             L[i] = static_cast<uint8_t>(new_l);
             sumlx = slx;

@@ -9,7 +9,7 @@
 // algorithms' description; nothing here is copied.
 //
 // All functions are pure: they write only their outputs.
-// Group sizes n are multiples of 8 and at most 256.
+// Group sizes n are at most 256.
 // Thread-safety: pure functions, safe to call concurrently.
 #pragma once
 
