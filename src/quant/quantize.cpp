@@ -468,21 +468,27 @@ void q2k(const float* x, const float* imp, uint8_t* out) {
 
 // ---- non-linear 4-bit grids ----
 
-// Index of the IQ4 grid value nearest to v (ties to the upper one): the number of midpoints
-// between neighbouring grid values that v reaches. Branch-free, so the compiler vectorizes the
-// loops over a group's elements (a binary search mispredicts on every other step).
-struct Iq4Midpoints {
-  float m[15];
-  Iq4Midpoints() {
-    for (int k = 0; k < 15; ++k) m[k] = 0.5f * static_cast<float>(kIq4nlValues[k] + kIq4nlValues[k + 1]);
+// Index of the IQ4 grid value nearest to v (ties to the upper one), by table: the grid values
+// are integers, so the midpoints between neighbours are multiples of 1/2 and every half-unit
+// interval [b/2, (b+1)/2) has a single answer (the number of midpoints <= b/2). One conversion
+// and one load per value instead of a branchy search.
+struct Iq4Table {
+  static constexpr int kHalf = 300;  // covers |v| < 150 (codes clamp beyond the grid's ends)
+  uint8_t idx[2 * kHalf];
+  Iq4Table() {
+    for (int b = -kHalf; b < kHalf; ++b) {
+      int n = 0;
+      for (int k = 0; k < 15; ++k) n += 2 * (kIq4nlValues[k] + kIq4nlValues[k + 1]) <= 2 * b;
+      idx[b + kHalf] = static_cast<uint8_t>(n);
+    }
   }
 };
-const Iq4Midpoints kIq4Mid;
+const Iq4Table kIq4Table;
 
 inline int iq4_index(float v) {
-  int idx = 0;
-  for (int k = 0; k < 15; ++k) idx += v >= kIq4Mid.m[k];
-  return idx;
+  const float c = std::min(149.f, std::max(-149.f, v));
+  const int b = static_cast<int>(2 * c + 1024.f) - 1024;  // floor(2c): the sum is positive
+  return kIq4Table.idx[b + Iq4Table::kHalf];
 }
 
 // Scale of one 32-element IQ4 group: the weighted least-squares scale over 15 candidate
