@@ -460,6 +460,14 @@ std::unique_ptr<GgufFile> GgufFile::from_bytes(const uint8_t* data, size_t size)
   return f;
 }
 
+void GgufFile::release_pages(const TensorInfo& t) const {
+  if (!mapped_ || t.n_bytes == 0) return;
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t b = reinterpret_cast<uintptr_t>(t.data), e = b + t.n_bytes;
+  const uintptr_t first = (b + page - 1) / page * page, last = e / page * page;
+  if (first < last) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 GgufFile::~GgufFile() {
   if (mapped_ && base_ != nullptr) ::munmap(const_cast<uint8_t*>(base_), static_cast<size_t>(size_));
 }

@@ -83,6 +83,12 @@ class GgufFile {
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const TensorInfo* find_tensor(std::string_view name) const;
 
+  // Tells the kernel this process is done reading tensor t for now: the whole pages of its data
+  // leave this process's resident set (they stay in the page cache, and a later read faults
+  // them back in). Lets a pass over every tensor (triad quantize) keep its resident memory near
+  // one tensor instead of the whole file. No effect on in-memory images. Thread-safe.
+  void release_pages(const TensorInfo& t) const;
+
  private:
   GgufFile() = default;
   void parse();

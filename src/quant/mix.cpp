@@ -1,6 +1,9 @@
 // Quantization mixes and llama.cpp's per-tensor type rules (see mix.h).
 #include "quant/mix.h"
 
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
 #include <algorithm>
 #include <cctype>
 
@@ -89,6 +92,37 @@ std::optional<DType> parse_type_name(std::string_view name) {
   return std::nullopt;
 }
 
+struct NamePattern::Impl {
+  pcre2_code* code = nullptr;
+  ~Impl() {
+    if (code) pcre2_code_free(code);
+  }
+};
+
+NamePattern::NamePattern(const std::string& pattern) {
+  auto impl = std::make_shared<Impl>();
+  int err = 0;
+  PCRE2_SIZE off = 0;
+  impl->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), 0, &err,
+                             &off, nullptr);
+  if (impl->code == nullptr) {
+    PCRE2_UCHAR msg[256];
+    pcre2_get_error_message(err, msg, sizeof msg);
+    fail("bad regular expression '", pattern, "' at offset ", off, ": ",
+         reinterpret_cast<const char*>(msg));
+  }
+  impl_ = std::move(impl);
+}
+
+bool NamePattern::search(std::string_view name) const {
+  pcre2_match_data* md = pcre2_match_data_create_from_pattern(impl_->code, nullptr);
+  TRIAD_CHECK(md != nullptr, "out of memory matching a tensor name");
+  const int rc = pcre2_match(impl_->code, reinterpret_cast<PCRE2_SPTR>(name.data()), name.size(), 0,
+                             0, md, nullptr);
+  pcre2_match_data_free(md);
+  return rc >= 0;
+}
+
 TensorTypeOverride parse_override(const std::string& spec) {
   const size_t eq = spec.rfind('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
@@ -96,13 +130,11 @@ TensorTypeOverride parse_override(const std::string& spec) {
   const std::string pat = spec.substr(0, eq), tname = spec.substr(eq + 1);
   const auto t = parse_type_name(tname);
   if (!t) fail("--tensor-type '", spec, "': unknown type '", tname, "'");
-  TensorTypeOverride o{pat, {}, *t};
   try {
-    o.re = std::regex(pat, std::regex::ECMAScript);
-  } catch (const std::regex_error& e) {
-    fail("--tensor-type '", spec, "': bad regular expression: ", e.what());
+    return TensorTypeOverride{pat, NamePattern(pat), *t};
+  } catch (const Error& e) {
+    fail("--tensor-type '", spec, "': ", e.what());
   }
-  return o;
 }
 
 bool should_quantize(std::string_view name, int n_dims) {
@@ -194,7 +226,7 @@ TypeChoice choose_type(const Mix& mix, const MixOptions& opt, const ModelShape& 
   }
   bool user = false;
   for (const TensorTypeOverride& o : opt.overrides) {
-    if (std::regex_search(name.begin(), name.end(), o.re)) {
+    if (o.re.search(name)) {
       t = o.type;
       user = true;
       break;

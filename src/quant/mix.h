@@ -19,8 +19,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
-#include <regex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -53,9 +53,20 @@ struct ModelShape {
   bool has_output = true;  // a separate output.weight exists (else tied to token_embd)
 };
 
+// A compiled --tensor-type pattern (PCRE2, searched anywhere in the name like std::regex_search
+// and llama.cpp's overrides).
+class NamePattern {
+ public:
+  explicit NamePattern(const std::string& pattern);  // throws triad::Error on a bad pattern
+  bool search(std::string_view name) const;
+ private:
+  struct Impl;
+  std::shared_ptr<const Impl> impl_;
+};
+
 struct TensorTypeOverride {
   std::string pattern;  // as given, for messages
-  std::regex re;
+  NamePattern re;
   DType type;
 };
 

@@ -134,6 +134,7 @@ QuantizeSummary quantize_model(const std::string& in_path, const std::string& ou
       const gguf::TensorInfo* in = p.in;
       w.add_tensor_producer(p.in->name, p.to, p.dims, [&, i, in](uint8_t* dst) {
         std::copy(in->data, in->data + in->n_bytes, dst);
+        f->release_pages(*in);
         if (progress) progress(i, count, sum.tensors[i]);
       });
       continue;
@@ -180,6 +181,7 @@ QuantizeSummary quantize_model(const std::string& in_path, const std::string& ou
         x2 += ref[static_cast<size_t>(k)];
       }
       r.rel_rmse = x2 > 0 ? std::sqrt(e2 / x2) : 0.0;
+      f->release_pages(t);
       if (progress) progress(i, count, r);
     });
   }

@@ -9,8 +9,9 @@
 //   layer-dependent rules count in.
 // - Metadata is copied, with general.file_type and general.quantization_version set for the
 //   mix; with an imatrix the quantize.imatrix.* keys record which file was used.
-// - Streaming: the input is memory-mapped and each output tensor is produced while it is
-//   written, so peak memory is about one f32 copy of the largest tensor plus its output.
+// - Streaming: the input is memory-mapped, each output tensor is produced while it is written,
+//   and each input tensor's pages are released once it is done, so the resident set stays near
+//   the largest tensor (its input pages plus its output), not the model.
 // - The output is written to OUT.tmp and renamed into place only when complete: after any
 //   error (bad type, a user-chosen type that cannot hold a tensor's rows, a truncated or
 //   malformed input, a full disk) no output file is left.
