@@ -7,9 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <vector>
 
 #include "base/error.h"
@@ -36,19 +34,12 @@ int run(const ImatrixOptions& o) {
   LoadedModel lm = load_model(o.common.model);
   const Model& m = *lm.model;
   const Tokenizer& tok = *lm.tokenizer;
-  std::ifstream in(o.file, std::ios::binary);
-  TRIAD_CHECK(in.good(), "cannot read ", o.file);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::vector<int32_t> tokens = tok.encode(ss.str(), /*add_special=*/true, /*parse_special=*/false);
-  const int32_t n_ctx = o.common.ctx > 0 ? o.common.ctx : 512;
-  TRIAD_CHECK(n_ctx >= 8, "--ctx must be at least 8");
+  const TextChunks text = chunk_text_file(tok, o.file, o.common.ctx, o.chunks);
+  const std::vector<int32_t>& tokens = text.tokens;
+  const int32_t n_ctx = text.n_ctx;
+  const int64_t n_chunks = text.n_chunks;
   TRIAD_CHECK(n_ctx <= m.config().n_ctx_train || m.config().n_ctx_train <= 0, "--ctx ", n_ctx,
               " is past the model's trained context ", m.config().n_ctx_train);
-  int64_t n_chunks = static_cast<int64_t>(tokens.size()) / n_ctx;
-  TRIAD_CHECK(n_chunks > 0, "the text has ", tokens.size(), " tokens, fewer than one ", n_ctx,
-              "-token chunk");
-  if (o.chunks > 0) n_chunks = std::min<int64_t>(n_chunks, o.chunks);
   log_info("imatrix over ", n_chunks, " chunks of ", n_ctx, " tokens (", tokens.size(),
            " tokens in the file)");
 

@@ -129,17 +129,10 @@ int run(const PplOptions& o) {
   LoadedModel lm = load_model(o.common.model);
   const Model& m = *lm.model;
   const Tokenizer& tok = *lm.tokenizer;
-  std::ifstream in(o.file, std::ios::binary);
-  TRIAD_CHECK(in.good(), "cannot read ", o.file);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::vector<int32_t> tokens = tok.encode(ss.str(), /*add_special=*/true, /*parse_special=*/false);
-  const int32_t n_ctx = o.common.ctx > 0 ? o.common.ctx : 512;
-  TRIAD_CHECK(n_ctx >= 8, "--ctx must be at least 8");
-  int64_t n_chunks = static_cast<int64_t>(tokens.size()) / n_ctx;
-  TRIAD_CHECK(n_chunks > 0, "the text has ", tokens.size(), " tokens, fewer than one ", n_ctx,
-              "-token chunk");
-  if (o.chunks > 0) n_chunks = std::min<int64_t>(n_chunks, o.chunks);
+  const TextChunks text = chunk_text_file(tok, o.file, o.common.ctx, o.chunks);
+  const std::vector<int32_t>& tokens = text.tokens;
+  const int32_t n_ctx = text.n_ctx;
+  const int64_t n_chunks = text.n_chunks;
   log_info("perplexity over ", n_chunks, " chunks of ", n_ctx, " tokens (", tokens.size(),
            " tokens in the file)");
 

@@ -1,7 +1,10 @@
 #include "loaded_model.h"
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 
+#include "base/error.h"
 #include "base/log.h"
 #include "base/timer.h"
 #include "gguf/gguf_file.h"
@@ -26,6 +29,23 @@ LoadedModel load_model(const std::string& path) {
   log_info("weights: ", m.model->weights().matrix_bytes / (1024.0 * 1024.0), " MiB of matrices; loaded in ",
            t.seconds(), " s");
   return m;
+}
+
+TextChunks chunk_text_file(const Tokenizer& tok, const std::string& path, int requested_ctx,
+                           int max_chunks) {
+  std::ifstream in(path, std::ios::binary);
+  TRIAD_CHECK(in.good(), "cannot read ", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  TextChunks c;
+  c.tokens = tok.encode(ss.str(), /*add_special=*/true, /*parse_special=*/false);
+  c.n_ctx = requested_ctx > 0 ? requested_ctx : 512;
+  TRIAD_CHECK(c.n_ctx >= 8, "--ctx must be at least 8");
+  c.n_chunks = static_cast<int64_t>(c.tokens.size()) / c.n_ctx;
+  TRIAD_CHECK(c.n_chunks > 0, "the text has ", c.tokens.size(), " tokens, fewer than one ", c.n_ctx,
+              "-token chunk");
+  if (max_chunks > 0) c.n_chunks = std::min<int64_t>(c.n_chunks, max_chunks);
+  return c;
 }
 
 }  // namespace triad::app

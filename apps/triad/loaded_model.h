@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -17,5 +18,17 @@ struct LoadedModel {
 };
 
 LoadedModel load_model(const std::string& path);
+
+// A text file cut into chunks the way llama.cpp's perplexity tool cuts it: tokenized with BOS in
+// front (when the vocabulary adds one), then whole chunks of n_ctx tokens, at most max_chunks
+// of them (0: all). Throws triad::Error when the file cannot be read or holds less than one
+// chunk.
+struct TextChunks {
+  std::vector<int32_t> tokens;  // the whole file's tokens
+  int32_t n_ctx = 0;
+  int64_t n_chunks = 0;
+};
+TextChunks chunk_text_file(const Tokenizer& tok, const std::string& path, int requested_ctx,
+                           int max_chunks);
 
 }  // namespace triad::app

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "base/error.h"
@@ -38,18 +39,6 @@ void q8_0_ref(const float* x, uint8_t* out) {
   b.d = h(d);
   for (int j = 0; j < 32; ++j) b.qs[j] = static_cast<int8_t>(std::round(x[j] * id));
   std::memcpy(out, &b, sizeof b);
-}
-
-// Signed absmax of a block (the first element of largest magnitude).
-float signed_absmax(const float* x, int n) {
-  float amax = 0, max = 0;
-  for (int j = 0; j < n; ++j) {
-    if (amax < std::fabs(x[j])) {
-      amax = std::fabs(x[j]);
-      max = x[j];
-    }
-  }
-  return max;
 }
 
 // Symmetric 4/5-bit codes: q = min(nmax*2-1, trunc(x * id + nmax + 0.5)).
@@ -182,6 +171,27 @@ void pack_scale_min_k4(const uint8_t* ls, const uint8_t* lm, uint8_t* scales) {
   }
 }
 
+// Codes of the non-negative sub-block scales and minimums of Q4_K / Q5_K / Q2_K: with importance
+// weights (sw: each sub-block's summed weight) the weighted search, else ggml's mapping of the
+// largest to `levels`. Returns the super-block factors {d, dmin}.
+std::pair<float, float> quantize_scale_pairs(int n, int levels, const float* scales, const float* mins,
+                                             const float* sw, uint8_t* ls, uint8_t* lm) {
+  if (sw) return {make_qp_quants(n, levels, scales, ls, sw), make_qp_quants(n, levels, mins, lm, sw)};
+  float max_scale = 0, max_min = 0;
+  for (int j = 0; j < n; ++j) {
+    max_scale = std::max(max_scale, scales[j]);
+    max_min = std::max(max_min, mins[j]);
+  }
+  const float fl = static_cast<float>(levels);
+  const float inv_scale = max_scale > 0 ? fl / max_scale : 0.f;
+  const float inv_min = max_min > 0 ? fl / max_min : 0.f;
+  for (int j = 0; j < n; ++j) {
+    ls[j] = static_cast<uint8_t>(std::min(levels, nearest_int(inv_scale * scales[j])));
+    lm[j] = static_cast<uint8_t>(std::min(levels, nearest_int(inv_min * mins[j])));
+  }
+  return {max_scale / fl, max_min / fl};
+}
+
 // Q4_K / Q5_K: scales and mins of the 8 sub-blocks, then their 6-bit codes, then the element
 // codes recomputed against the stored (rounded) scales.
 template <bool kFive>
@@ -213,25 +223,7 @@ void q45k(const float* x, const float* imp, uint8_t* out) {
                                            20, false);
     }
   }
-  float d_block, m_block;
-  if (imp) {
-    d_block = make_qp_quants(8, 63, scales, ls, sw);
-    m_block = make_qp_quants(8, 63, mins, lm, sw);
-  } else {
-    float max_scale = 0, max_min = 0;
-    for (int j = 0; j < 8; ++j) {
-      max_scale = std::max(max_scale, scales[j]);
-      max_min = std::max(max_min, mins[j]);
-    }
-    const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
-    const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
-    for (int j = 0; j < 8; ++j) {
-      ls[j] = static_cast<uint8_t>(std::min(63, nearest_int(inv_scale * scales[j])));
-      lm[j] = static_cast<uint8_t>(std::min(63, nearest_int(inv_min * mins[j])));
-    }
-    d_block = max_scale / 63.f;
-    m_block = max_min / 63.f;
-  }
+  const auto [d_block, m_block] = quantize_scale_pairs(8, 63, scales, mins, imp ? sw : nullptr, ls, lm);
   uint8_t packed[kKScaleSize];
   pack_scale_min_k4(ls, lm, packed);
   const uint16_t dh = h(d_block), mh = h(m_block);
@@ -366,13 +358,7 @@ void q3k(const float* x, const float* imp, uint8_t* out) {
   if (imp) {
     d_block = make_qx_quants(16, 32, scales, Ls, 1, sw);  // Ls = l + 32 in [0, 63]
   } else {
-    float max_scale = 0, amax = 0;
-    for (int j = 0; j < 16; ++j) {
-      if (std::fabs(scales[j]) > amax) {
-        amax = std::fabs(scales[j]);
-        max_scale = scales[j];
-      }
-    }
+    const float max_scale = signed_absmax(scales, 16);
     if (max_scale != 0) {
       const float iscale = -32.f / max_scale;
       for (int j = 0; j < 16; ++j)
@@ -433,25 +419,7 @@ void q2k(const float* x, const float* imp, uint8_t* out) {
       scales[j] = make_qkx2_quants(16, 3, xs, w, L + 16 * j, &mins[j], Laux, -0.5f, 0.1f, 15, true);
     }
   }
-  float d_block, m_block;
-  if (imp) {
-    d_block = make_qp_quants(16, 15, scales, Ls, sw);
-    m_block = make_qp_quants(16, 15, mins, Lm, sw);
-  } else {
-    float max_scale = 0, max_min = 0;
-    for (int j = 0; j < 16; ++j) {
-      max_scale = std::max(max_scale, scales[j]);
-      max_min = std::max(max_min, mins[j]);
-    }
-    const float is = max_scale > 0 ? 15.f / max_scale : 0.f;
-    const float im = max_min > 0 ? 15.f / max_min : 0.f;
-    for (int j = 0; j < 16; ++j) {
-      Ls[j] = static_cast<uint8_t>(std::min(15, nearest_int(is * scales[j])));
-      Lm[j] = static_cast<uint8_t>(std::min(15, nearest_int(im * mins[j])));
-    }
-    d_block = max_scale > 0 ? max_scale / 15.f : 0.f;
-    m_block = max_min > 0 ? max_min / 15.f : 0.f;
-  }
+  const auto [d_block, m_block] = quantize_scale_pairs(16, 15, scales, mins, imp ? sw : nullptr, Ls, Lm);
   for (int j = 0; j < 16; ++j) b.scales[j] = static_cast<uint8_t>(Ls[j] | (Lm[j] << 4));
   b.d = h(d_block);
   b.dmin = h(m_block);
@@ -495,14 +463,8 @@ inline int iq4_index(float v) {
 // inverse scales (both signs of the grid's asymmetric ends). Codes go to L.
 float iq4_group_scale(const float* x, const float* w, uint8_t* L) {
   constexpr int kTry = 7;
-  float amax = 0, max = 0;
-  for (int j = 0; j < 32; ++j) {
-    if (std::fabs(x[j]) > amax) {
-      amax = std::fabs(x[j]);
-      max = x[j];
-    }
-  }
-  if (amax < kEps) {
+  const float max = signed_absmax(x, 32);
+  if (std::fabs(max) < kEps) {
     for (int j = 0; j < 32; ++j) L[j] = 0;
     return 0;
   }
@@ -559,15 +521,11 @@ void iq4_xs(const float* x, const float* imp, uint8_t* out) {
   const float sigma2 = 2 * s2 / kQK_K;
   float scales[8], w[32];
   uint8_t L[kQK_K];
-  float max_scale = 0, amax_scale = 0;
   for (int ib = 0; ib < 8; ++ib) {
     iq4_weights(x + 32 * ib, imp ? imp + 32 * ib : nullptr, 32, sigma2, w);
     scales[ib] = iq4_group_scale(x + 32 * ib, w, L + 32 * ib);
-    if (std::fabs(scales[ib]) > amax_scale) {
-      amax_scale = std::fabs(scales[ib]);
-      max_scale = scales[ib];
-    }
   }
+  const float max_scale = signed_absmax(scales, 8);
   BlockIQ4_XS b{};
   const float d = -max_scale / 32;
   b.d = h(d);
@@ -653,17 +611,8 @@ bool is_kquant(DType t) {
 
 }  // namespace
 
-bool can_quantize(DType t) {
-  switch (t) {
-    case DType::kF32: case DType::kF16: case DType::kBF16: case DType::kQ8_0:
-    case DType::kQ4_0: case DType::kQ4_1: case DType::kQ5_0: case DType::kQ5_1:
-    case DType::kQ2_K: case DType::kQ3_K: case DType::kQ4_K: case DType::kQ5_K:
-    case DType::kQ6_K: case DType::kIQ4_NL: case DType::kIQ4_XS: case DType::kMXFP4:
-      return true;
-    default:
-      return false;
-  }
-}
+// Every type Triad computes with can be written (and the other way round).
+bool can_quantize(DType t) { return dtype_supported_for_weights(t); }
 
 double weighted_sq_error(const float* x, const float* y, int64_t n, const float* imp) {
   double e = 0;

@@ -32,15 +32,8 @@ inline float pick_weight(int rmse_type, const float* w, int i, float x) {
 }  // namespace
 
 float make_qx_quants(int n, int nmax, const float* x, int8_t* L, int rmse_type, const float* w) {
-  float max = 0, amax = 0;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
-  if (amax < kGroupMaxEps) {
+  const float max = signed_absmax(x, n);
+  if (std::fabs(max) < kGroupMaxEps) {
     for (int i = 0; i < n; ++i) L[i] = static_cast<int8_t>(nmax);
     return 0.f;
   }
@@ -83,15 +76,8 @@ float make_qx_quants(int n, int nmax, const float* x, int8_t* L, int rmse_type, 
 }
 
 float make_q3_quants(int n, int nmax, const float* x, int8_t* L, bool do_rmse, const float* w) {
-  float max = 0, amax = 0;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
-  if (amax < kGroupMaxEps) {
+  const float max = signed_absmax(x, n);
+  if (std::fabs(max) < kGroupMaxEps) {
     for (int i = 0; i < n; ++i) L[i] = 0;
     return 0.f;
   }

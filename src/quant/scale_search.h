@@ -27,6 +27,18 @@ inline int nearest_int(float v) {
   return (i & 0x007fffff) - 0x00400000;
 }
 
+// The element of largest magnitude, with its sign (the first of equals; 0 for an all-zero group).
+inline float signed_absmax(const float* x, int n) {
+  float amax = 0, max = 0;
+  for (int i = 0; i < n; ++i) {
+    if (std::fabs(x[i]) > amax) {
+      amax = std::fabs(x[i]);
+      max = x[i];
+    }
+  }
+  return max;
+}
+
 // Symmetric codes l in [-nmax, nmax - 1] (stored as l + nmax in L) with x ~ scale * l. The
 // element of largest magnitude maps to -nmax. rmse_type picks the weights when w is null:
 // 0: no search (returns 1 / iscale at once), 1: x^2, 2: 1, 3: |x|, 4: sqrt|x|; with w set those

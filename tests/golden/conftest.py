@@ -41,6 +41,15 @@ def testdata_dir():
 
 
 @pytest.fixture(scope="session")
+def stories(testdata_dir):
+    """stories260K.gguf from the shared test data (a real, trained tiny llama with F32 weights)."""
+    p = os.path.join(testdata_dir, "models", "stories260K.gguf")
+    if not os.path.exists(p):
+        pytest.skip(f"{p} missing")
+    return p
+
+
+@pytest.fixture(scope="session")
 def models_dir():
     d = os.environ.get("TRIAD_MODELS_DIR", "")
     if not d or not os.path.isdir(d):

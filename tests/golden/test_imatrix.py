@@ -5,7 +5,6 @@ file's in_sum2 must equal those sums within 1e-4 relative (float32 activations a
 float64), its counts exactly. The file is llama.cpp's imatrix GGUF: it is read here with PyPI
 gguf's reader, and `triad quantize --imatrix` accepts it.
 """
-import os
 
 import numpy as np
 import pytest
@@ -14,14 +13,6 @@ import golden_util as gu
 from test_stories import LONG_STORY
 
 gguf = pytest.importorskip("gguf")
-
-
-@pytest.fixture(scope="module")
-def stories(testdata_dir):
-    p = os.path.join(testdata_dir, "models", "stories260K.gguf")
-    if not os.path.exists(p):
-        pytest.skip(f"{p} missing")
-    return p
 
 
 def test_imatrix_equals_numpy_sums(stories, tmp_path):

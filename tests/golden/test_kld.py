@@ -22,14 +22,6 @@ from test_stories import LONG_STORY
 N_CTX, N_CHUNKS = 64, 3
 
 
-@pytest.fixture(scope="module")
-def stories(testdata_dir):
-    p = os.path.join(testdata_dir, "models", "stories260K.gguf")
-    if not os.path.exists(p):
-        pytest.skip(f"{p} missing")
-    return p
-
-
 def read_base(path):
     raw = open(path, "rb").read()
     assert raw[:8] == b"_logits_"

@@ -30,14 +30,6 @@ TEXT = ("Once upon a time, there was a little girl named Lily. She loved to play
 F32_TOL = 1e-4
 
 
-@pytest.fixture(scope="module")
-def stories(testdata_dir):
-    p = os.path.join(testdata_dir, "models", "stories260K.gguf")
-    if not os.path.exists(p):
-        pytest.skip(f"{p} missing")
-    return p
-
-
 @pytest.mark.parametrize("chunk", [None, 7, 1], ids=["one_call", "chunk7", "decode"])
 def test_stories_logits(stories, chunk):
     ids = gu.tokenize(stories, TEXT)
