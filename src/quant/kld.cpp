@@ -127,8 +127,7 @@ KldBaseReader::KldBaseReader(std::istream& in, uint64_t expected_size) : in_(in)
   const uint64_t n_tokens = uint64_t{n_ctx_} * static_cast<uint64_t>(n_chunk_);
   const uint64_t rec = static_cast<uint64_t>(scored_per_chunk(n_ctx_)) *
                        static_cast<uint64_t>(kld_record_u16(n_vocab_)) * 2;
-  // Both factors are bounded (n_ctx <= 2^20, records <= 2^45 bytes per chunk), so a product with
-  // n_chunk < 2^31 stays below 2^77 only in theory: check before multiplying.
+  // n_chunk (< 2^31) times a chunk's bytes (< 2^45) can pass 2^64: check before multiplying.
   TRIAD_CHECK(static_cast<uint64_t>(n_chunk_) <= (uint64_t{1} << 62) / (rec + 4 * uint64_t{n_ctx_}),
               "logits file: sizes overflow");
   const uint64_t want = 20 + 4 * n_tokens + static_cast<uint64_t>(n_chunk_) * rec;

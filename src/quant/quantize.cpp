@@ -28,6 +28,17 @@ constexpr float kEps = 1e-15f;
 inline uint16_t h(float v) { return f32_to_fp16(v); }
 inline float hf(uint16_t v) { return fp16_to_f32(v); }
 
+// Search weights from importance weights: w_j = imp_j * sqrt(sigma2 + x_j^2), favouring the
+// important channels and, among them, the large values. Returns their sum.
+float search_weights(const float* x, const float* imp, int n, float sigma2, float* w) {
+  float sum = 0;
+  for (int j = 0; j < n; ++j) {
+    w[j] = imp[j] * std::sqrt(sigma2 + x[j] * x[j]);
+    sum += w[j];
+  }
+  return sum;
+}
+
 // ---- 32-element formats: reference (gguf.quants / ggml *_ref) ----
 
 void q8_0_ref(const float* x, uint8_t* out) {
@@ -120,9 +131,9 @@ void q32_ref(DType t, const float* x, uint8_t* out) {
 // Weighted: w[j] = imp[j] * sqrt(sigma2 + x[j]^2), sigma2 the row's mean square.
 void q32_weighted(DType t, const float* x, const float* imp, float sigma2, uint8_t* out) {
   float w[32];
-  for (int j = 0; j < 32; ++j) w[j] = imp[j] * std::sqrt(sigma2 + x[j] * x[j]);
+  search_weights(x, imp, 32, sigma2, w);
   int8_t L[32];
-  uint8_t q[32], aux[32];
+  uint8_t q[32];
   switch (t) {
     case DType::kQ8_0: {
       const float d = make_qx_quants(32, 127, x, L, 1, w);  // codes l + 127, l in [-127, 126]
@@ -145,7 +156,7 @@ void q32_weighted(DType t, const float* x, const float* imp, float sigma2, uint8
     case DType::kQ5_1: {
       const int nmax = t == DType::kQ4_1 ? 15 : 31;
       float min;
-      const float d = make_qkx2_quants(32, nmax, x, w, q, &min, aux, -0.9f, 0.05f, 36, false);
+      const float d = make_qkx2_quants(32, nmax, x, w, q, &min, -0.9f, 0.05f, 36, false);
       if (t == DType::kQ4_1) write_q4_1(d, -min, q, out);
       else write_q5_1(d, -min, q, out);
       return;
@@ -197,7 +208,7 @@ std::pair<float, float> quantize_scale_pairs(int n, int levels, const float* sca
 template <bool kFive>
 void q45k(const float* x, const float* imp, uint8_t* out) {
   constexpr int nmax = kFive ? 31 : 15;
-  uint8_t L[kQK_K], Laux[32], ls[8], lm[8];
+  uint8_t L[kQK_K], ls[8], lm[8];
   float scales[8], mins[8], w[32], sw[8];
   float sum_x2 = 0;
   for (int l = 0; l < kQK_K; ++l) sum_x2 += x[l] * x[l];
@@ -205,21 +216,17 @@ void q45k(const float* x, const float* imp, uint8_t* out) {
   for (int j = 0; j < 8; ++j) {
     const float* xs = x + 32 * j;
     if (imp) {
-      sw[j] = 0;
-      for (int l = 0; l < 32; ++l) {
-        w[l] = imp[32 * j + l] * std::sqrt(sigma2 + xs[l] * xs[l]);
-        sw[j] += w[l];
-      }
-      scales[j] = make_qkx2_quants(32, nmax, xs, w, L + 32 * j, &mins[j], Laux, -0.9f, 0.05f, 36,
+      sw[j] = search_weights(xs, imp + 32 * j, 32, sigma2, w);
+      scales[j] = make_qkx2_quants(32, nmax, xs, w, L + 32 * j, &mins[j], -0.9f, 0.05f, 36,
                                    false);
     } else {
       float s2 = 0;
       for (int l = 0; l < 32; ++l) s2 += xs[l] * xs[l];
       const float av_x = std::sqrt(s2 / 32);
       for (int l = 0; l < 32; ++l) w[l] = av_x + std::fabs(xs[l]);
-      scales[j] = kFive ? make_qkx2_quants(32, nmax, xs, w, L + 32 * j, &mins[j], Laux, -0.5f, 0.1f,
+      scales[j] = kFive ? make_qkx2_quants(32, nmax, xs, w, L + 32 * j, &mins[j], -0.5f, 0.1f,
                                            15, false)
-                        : make_qkx2_quants(32, nmax, xs, w, L + 32 * j, &mins[j], Laux, -1.f, 0.1f,
+                        : make_qkx2_quants(32, nmax, xs, w, L + 32 * j, &mins[j], -1.f, 0.1f,
                                            20, false);
     }
   }
@@ -285,7 +292,7 @@ void q6k(const float* x, const float* imp, uint8_t* out) {
   for (int ib = 0; ib < 16; ++ib) {
     const float* xs = x + 16 * ib;
     if (imp) {
-      for (int l = 0; l < 16; ++l) w[l] = imp[16 * ib + l] * std::sqrt(sigma2 + xs[l] * xs[l]);
+      search_weights(xs, imp + 16 * ib, 16, sigma2, w);
     }
     const float scale = make_qx_quants(16, 32, xs, L + 16 * ib, 1, imp ? w : nullptr);
     scales[ib] = scale;
@@ -343,11 +350,7 @@ void q3k(const float* x, const float* imp, uint8_t* out) {
   for (int j = 0; j < 16; ++j) {
     const float* xs = x + 16 * j;
     if (imp) {
-      sw[j] = 0;
-      for (int l = 0; l < 16; ++l) {
-        w[l] = imp[16 * j + l] * std::sqrt(sigma2 + xs[l] * xs[l]);
-        sw[j] += w[l];
-      }
+      sw[j] = search_weights(xs, imp + 16 * j, 16, sigma2, w);
       scales[j] = make_qx_quants(16, 4, xs, L + 16 * j, 1, w);
     } else {
       scales[j] = make_q3_quants(16, 4, xs, L + 16 * j, true, nullptr);
@@ -398,7 +401,7 @@ void q3k(const float* x, const float* imp, uint8_t* out) {
 
 void q2k(const float* x, const float* imp, uint8_t* out) {
   BlockQ2_K b{};
-  uint8_t L[kQK_K], Laux[16], Ls[16], Lm[16];
+  uint8_t L[kQK_K], Ls[16], Lm[16];
   float scales[16], mins[16], w[16], sw[16];
   float sigma2 = 0;
   if (imp) {
@@ -408,15 +411,11 @@ void q2k(const float* x, const float* imp, uint8_t* out) {
   for (int j = 0; j < 16; ++j) {
     const float* xs = x + 16 * j;
     if (imp) {
-      sw[j] = 0;
-      for (int l = 0; l < 16; ++l) {
-        w[l] = imp[16 * j + l] * std::sqrt(sigma2 + xs[l] * xs[l]);
-        sw[j] += w[l];
-      }
-      scales[j] = make_qkx2_quants(16, 3, xs, w, L + 16 * j, &mins[j], Laux, -0.9f, 0.05f, 36, false);
+      sw[j] = search_weights(xs, imp + 16 * j, 16, sigma2, w);
+      scales[j] = make_qkx2_quants(16, 3, xs, w, L + 16 * j, &mins[j], -0.9f, 0.05f, 36, false);
     } else {
       for (int l = 0; l < 16; ++l) w[l] = std::fabs(xs[l]);
-      scales[j] = make_qkx2_quants(16, 3, xs, w, L + 16 * j, &mins[j], Laux, -0.5f, 0.1f, 15, true);
+      scales[j] = make_qkx2_quants(16, 3, xs, w, L + 16 * j, &mins[j], -0.5f, 0.1f, 15, true);
     }
   }
   const auto [d_block, m_block] = quantize_scale_pairs(16, 15, scales, mins, imp ? sw : nullptr, Ls, Lm);
@@ -499,8 +498,11 @@ float iq4_group_scale(const float* x, const float* w, uint8_t* L) {
 }
 
 void iq4_weights(const float* x, const float* imp, int n, float sigma2, float* w) {
-  for (int j = 0; j < n; ++j)
-    w[j] = imp ? imp[j] * std::sqrt(sigma2 + x[j] * x[j]) : x[j] * x[j];
+  if (imp) {
+    search_weights(x, imp, n, sigma2, w);
+  } else {
+    for (int j = 0; j < n; ++j) w[j] = x[j] * x[j];
+  }
 }
 
 void iq4_nl(const float* x, const float* imp, uint8_t* out) {

@@ -123,7 +123,7 @@ float make_q3_quants(int n, int nmax, const float* x, int8_t* L, bool do_rmse, c
 }
 
 float make_qkx2_quants(int n, int nmax, const float* x, const float* w, uint8_t* L, float* the_min,
-                       uint8_t* Laux, float rmin, float rdelta, int nstep, bool use_mad) {
+                       float rmin, float rdelta, int nstep, bool use_mad) {
   float min = x[0], max = x[0];
   float sum_w = w[0], sum_x = sum_w * x[0];
   for (int i = 1; i < n; ++i) {
@@ -153,8 +153,7 @@ float make_qkx2_quants(int n, int nmax, const float* x, const float* w, uint8_t*
   float scale = 1 / iscale;
   for (int i = 0; i < n; ++i) C[i] = round_clamp(iscale * (x[i] - min), 0.f, fmax);
   float best_error = error_of(C, scale, min);
-  if (nstep >= 1) {
-  for (int is = 0; is <= nstep; ++is) {
+  for (int is = 0; nstep >= 1 && is <= nstep; ++is) {
     iscale = (rmin + rdelta * static_cast<float>(is) + fmax) / (max - min);
     float sum_l = 0, sum_l2 = 0, sum_xl = 0;
     for (int i = 0; i < n; ++i) Caux[i] = round_clamp(iscale * (x[i] - min), 0.f, fmax);
@@ -181,9 +180,7 @@ float make_qkx2_quants(int n, int nmax, const float* x, const float* w, uint8_t*
       }
     }
   }
-  }
   for (int i = 0; i < n; ++i) L[i] = static_cast<uint8_t>(C[i]);
-  (void)Laux;
   *the_min = -min;
   return scale;
 }

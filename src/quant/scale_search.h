@@ -53,9 +53,9 @@ float make_q3_quants(int n, int nmax, const float* x, int8_t* L, bool do_rmse, c
 // Affine codes L in [0, nmax] with x ~ scale * L - min (min >= 0 returned in *the_min),
 // weighted by w (required). Tries nstep + 1 inverse scales (rmin + rdelta * is + nmax) /
 // (max - min) and keeps the least-squares fit with the smallest weighted error (absolute error
-// when use_mad). Aux is scratch of n bytes. Returns the scale.
+// when use_mad). Returns the scale.
 float make_qkx2_quants(int n, int nmax, const float* x, const float* w, uint8_t* L, float* the_min,
-                       uint8_t* Laux, float rmin, float rdelta, int nstep, bool use_mad);
+                       float rmin, float rdelta, int nstep, bool use_mad);
 
 // Non-negative codes L in [0, nmax] with x ~ scale * L for non-negative x (sub-block scales and
 // minimums), weighted by w (or 1 when null): a few candidate scales, then single-code moves
