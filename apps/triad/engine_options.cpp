@@ -14,10 +14,12 @@ void EngineOptions::add_to(CLI::App& cmd) {
                  "KV cache budget, e.g. 2GiB (default: a quarter of available RAM, capped at what "
                  "--max-seqs full-length requests can use)");
   cmd.add_option("--kv-block-size", block_size, "tokens per KV cache block")->check(CLI::Range(1, 1024));
-  cmd.add_option("--cache-type-k", cache_type_k, "K cache type: f16, bf16, f32 or q8_0")
-      ->check(CLI::IsMember({"f16", "bf16", "f32", "q8_0"}));
-  cmd.add_option("--cache-type-v", cache_type_v, "V cache type: f16, bf16, f32 or q8_0")
-      ->check(CLI::IsMember({"f16", "bf16", "f32", "q8_0"}));
+  const std::vector<std::string> kv_types = {"f16", "bf16", "f32", "q8_0", "fp8_e4m3", "fp8_e5m2"};
+  cmd.add_option("--cache-type-k", cache_type_k,
+                 "K cache type: f16, bf16, f32, q8_0 (8.5 bits), fp8_e4m3 or fp8_e5m2 (8 bits, unscaled)")
+      ->check(CLI::IsMember(kv_types));
+  cmd.add_option("--cache-type-v", cache_type_v, "V cache type: as --cache-type-k")
+      ->check(CLI::IsMember(kv_types));
   cmd.add_option("-b,--max-batched-tokens", max_batched_tokens,
                  "tokens computed per engine step over all requests (prefill chunk budget)")
       ->check(CLI::Range(1, 1 << 20));

@@ -41,6 +41,23 @@ void quantize_act_q8_ref(const float* x, int64_t n, int8_t* q, float* d, float* 
   }
 }
 
+void quantize_act_q8_row_ref(const float* x, int64_t n, int8_t* q, float* d) {
+  float amax = 0.f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float a = std::fabs(x[i]);
+    amax = a > amax ? a : amax;
+  }
+  const float id = amax > 0.f ? 127.f / amax : 0.f;
+  for (int64_t i = 0; i < n; ++i) {
+    float v = x[i] * id;
+    v = v > 127.f ? 127.f : v;  // as in quantize_act_q8_ref: only non-finite input is clamped
+    v = v < -127.f ? -127.f : v;
+    if (v != v) v = 0.f;
+    q[i] = static_cast<int8_t>(std::nearbyint(v));
+  }
+  *d = amax / 127.f;
+}
+
 uint16_t round_act_bf16_one(float x) {
   uint32_t u = f32_to_bits(x);
   if ((u & 0x7f800000u) == 0) u &= 0x80000000u;                       // subnormal -> +-0
@@ -60,6 +77,14 @@ void quantize_act_q8(IsaLevel level, const float* x, int64_t n, int8_t* q, float
     case IsaLevel::kScalar: break;
   }
   quantize_act_q8_ref(x, n, q, d, xs);
+}
+
+void quantize_act_q8_row(IsaLevel level, const float* x, int64_t n, int8_t* q, float* d) {
+  if (level == IsaLevel::kScalar) {
+    quantize_act_q8_row_ref(x, n, q, d);
+  } else {
+    quantize_act_q8_row_avx2(x, n, q, d);
+  }
 }
 
 void round_act_bf16(IsaLevel level, const float* x, int64_t n, uint16_t* out) {

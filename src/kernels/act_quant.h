@@ -14,6 +14,8 @@
 //   meaningful product. Blocks of 32 (rather than 256 for K-quants) were chosen for accuracy:
 //   every quantized weight type has a per-32 (or per-16) float scale anyway, so the kernels
 //   multiply per 32-block in float at no extra cost (see matmul_avx512.cpp).
+// - "Q8 row activations" (paired with I8 W8A8 weights): the same rule with one block spanning
+//   the whole row: amax over the row, d = amax / 127, q_i = round_half_even(x_i * (127 / amax)).
 // - "BF16 activations" (paired with BF16 weights): x rounded to bfloat16 with
 //   round-to-nearest-even after flushing f32 subnormal inputs to zero (as the AVX-512 BF16
 //   instructions do); NaN stays a quiet NaN.
@@ -31,6 +33,8 @@ inline constexpr int kActBlock = 32;  // elements per Q8 activation block
 
 // Quantizes n values (n % 32 == 0, checked by callers) into q[n], d[n/32], xs[n/32].
 void quantize_act_q8_ref(const float* x, int64_t n, int8_t* q, float* d, float* xs);
+// Quantizes a row of n values into q[n] and its one scale *d.
+void quantize_act_q8_row_ref(const float* x, int64_t n, int8_t* q, float* d);
 // Rounds n values to bf16 (see above) into out[n].
 void round_act_bf16_ref(const float* x, int64_t n, uint16_t* out);
 
@@ -38,10 +42,13 @@ void round_act_bf16_ref(const float* x, int64_t n, uint16_t* out);
 // supports `level`. Results are bit-identical to the reference on every level.
 void quantize_act_q8(IsaLevel level, const float* x, int64_t n, int8_t* q, float* d, float* xs);
 void round_act_bf16(IsaLevel level, const float* x, int64_t n, uint16_t* out);
+// (The AVX-512 level runs the AVX2 variant of this one.)
+void quantize_act_q8_row(IsaLevel level, const float* x, int64_t n, int8_t* q, float* d);
 
 // Per-ISA variants (act_quant_avx2.cpp, act_quant_avx512.cpp).
 void quantize_act_q8_avx2(const float* x, int64_t n, int8_t* q, float* d, float* xs);
 void round_act_bf16_avx2(const float* x, int64_t n, uint16_t* out);
+void quantize_act_q8_row_avx2(const float* x, int64_t n, int8_t* q, float* d);
 void quantize_act_q8_avx512(const float* x, int64_t n, int8_t* q, float* d, float* xs);
 void round_act_bf16_avx512(const float* x, int64_t n, uint16_t* out);
 

@@ -57,6 +57,40 @@ void quantize_act_q8_avx2(const float* x, int64_t n, int8_t* q, float* d, float*
   }
 }
 
+void quantize_act_q8_row_avx2(const float* x, int64_t n, int8_t* q, float* d) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  __m256 m = _mm256_setzero_ps();
+  int64_t i = 0;
+  // max(|x|, m) keeps m where |x| is NaN, as the reference's comparison does.
+  for (; i + 8 <= n; i += 8) m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + i), abs_mask), m);
+  float amax = hmax8(m);
+  for (; i < n; ++i) {
+    const float a = x[i] < 0.f ? -x[i] : x[i];
+    amax = a > amax ? a : amax;
+  }
+  const float id = amax > 0.f ? 127.f / amax : 0.f;
+  const __m256 vid = _mm256_set1_ps(id);
+  const __m256 lo = _mm256_set1_ps(-127.f), hi = _mm256_set1_ps(127.f);
+  i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m256i iv[4];
+    for (int k = 0; k < 4; ++k)
+      iv[k] = _mm256_cvtps_epi32(
+          _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i + 8 * k), vid), lo), hi));
+    const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(iv[0], iv[1]), _mm256_packs_epi32(iv[2], iv[3]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + i),
+                        _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  }
+  for (; i < n; ++i) {  // the tail as the reference: clamp, then round half to even
+    float v = x[i] * id;
+    v = v > 127.f ? 127.f : v;
+    v = v < -127.f ? -127.f : v;
+    if (v != v) v = 0.f;
+    q[i] = static_cast<int8_t>(_mm_cvtss_si32(_mm_set_ss(v)));
+  }
+  *d = amax / 127.f;
+}
+
 void round_act_bf16_avx2(const float* x, int64_t n, uint16_t* out) {
   const __m256i exp_mask = _mm256_set1_epi32(0x7f800000), sign = _mm256_set1_epi32(int(0x80000000u));
   const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), bias = _mm256_set1_epi32(0x7fff);

@@ -32,17 +32,18 @@ uint8_t* scratch(size_t bytes) {
   return buf.data();
 }
 
-// Weight types that only the scalar kernels compute (no SIMD kernels yet): every level runs the
-// reference rows for them.
-bool scalar_only(DType t) {
-  return t == DType::kQ2_K || t == DType::kQ3_K || t == DType::kIQ4_NL || t == DType::kIQ4_XS ||
-         t == DType::kMXFP4;
+// Weight types with AVX2 kernels only: the row-scaled online types (FP8 E4M3, I8 W8A8) and
+// Q2_K, Q3_K, IQ4_NL, IQ4_XS, MXFP4. The AVX-512 level runs their AVX2 rows (an AVX-512 CPU
+// runs AVX2 code: matmul_isa_supported(kAvx512) implies kAvx2), so for them it matches the AVX2
+// level bit for bit, batch independence included.
+bool avx2_kernels_only(DType t) {
+  return dtype_has_row_scale(t) || t == DType::kQ2_K || t == DType::kQ3_K ||
+         t == DType::kIQ4_NL || t == DType::kIQ4_XS || t == DType::kMXFP4;
 }
 
 MatmulRowsFn rows_fn(IsaLevel level, DType t) {
-  if (scalar_only(t)) return matmul_rows_ref;
   switch (level) {
-    case IsaLevel::kAvx512: return matmul_rows_avx512;
+    case IsaLevel::kAvx512: return avx2_kernels_only(t) ? matmul_rows_avx2 : matmul_rows_avx512;
     case IsaLevel::kAvx2: return matmul_rows_avx2;
     case IsaLevel::kScalar: break;
   }
@@ -64,6 +65,21 @@ void prepare_activations(IsaLevel level, MatmulJob& j, ThreadPool& pool) {
       for (int64_t t = 0; t < n; ++t) fn(t);
     }
   };
+  if (kind == ActKind::kQ8Row) {
+    j.aq_stride = round_up(cols, 64);
+    j.as_stride = 1;
+    uint8_t* base = scratch(static_cast<size_t>(n) * static_cast<size_t>(j.aq_stride + 4));
+    int8_t* aq = reinterpret_cast<int8_t*>(base);
+    float* ad = reinterpret_cast<float*>(base + static_cast<size_t>(n) * static_cast<size_t>(j.aq_stride));
+    j.aq = aq;
+    j.ad = ad;
+    for_tokens([&](int64_t t) {
+      int8_t* q = aq + t * j.aq_stride;
+      quantize_act_q8_row(level, j.x + t * j.x_stride, cols, q, ad + t);
+      std::fill(q + cols, q + j.aq_stride, int8_t{0});
+    });
+    return;
+  }
   if (kind == ActKind::kBf16) {
     j.xb_stride = round_up(cols, 32);
     uint16_t* xb = reinterpret_cast<uint16_t*>(
@@ -116,8 +132,14 @@ bool matmul_isa_supported(IsaLevel level) {
 
 void check_matmul_args(const WeightMatrix& w, const float* x, int64_t n_tokens, int64_t x_stride,
                        const float* y, int64_t y_stride) {
-  TRIAD_CHECK(dtype_supported_for_weights(w.type), "matmul: unsupported weight type ",
+  TRIAD_CHECK(dtype_supported_for_matmul(w.type), "matmul: unsupported weight type ",
               static_cast<uint32_t>(w.type));
+  TRIAD_CHECK(dtype_has_row_scale(w.type) == (w.row_scale != nullptr), "matmul: ",
+              dtype_name(w.type), dtype_has_row_scale(w.type) ? " weights need" : " weights take no",
+              " row scales");
+  // I8 rows are dotted in int32: 127 * 127 * cols must stay below 2^31.
+  TRIAD_CHECK(w.type != DType::kI8 || w.cols <= 131072, "matmul: I8 rows of ", w.cols,
+              " columns exceed 131072");
   TRIAD_CHECK(w.rows >= 0 && w.cols >= 0 && n_tokens >= 0, "matmul: negative size (rows ",
               w.rows, ", cols ", w.cols, ", n_tokens ", n_tokens, ")");
   const int64_t bs = traits(w.type).block_size;
@@ -160,6 +182,7 @@ void matmul_isa(IsaLevel level, const WeightMatrix& w, const float* x, int64_t n
   j.x_stride = x_stride;
   j.y = y;
   j.y_stride = y_stride;
+  j.row_scale = w.row_scale;
   prepare_activations(level, j, pool);
   const MatmulRowsFn fn = rows_fn(level, w.type);
   const int nth = pool.size();

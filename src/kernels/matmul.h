@@ -15,6 +15,9 @@ struct WeightMatrix {
   const void* data = nullptr;
   int64_t rows = 0;  // output features
   int64_t cols = 0;  // input features (multiple of the type's block size)
+  // One float per row for the row-scaled online types (dtype_has_row_scale: FP8 E4M3 and I8),
+  // where row r's weights are row_scale[r] * code; null for every GGUF type.
+  const float* row_scale = nullptr;
 };
 
 // Y[t*y_stride + r] = sum_c W[r][c] * X[t*x_stride + c], for t < n_tokens, r < rows.

@@ -1,5 +1,7 @@
-// AVX2 + FMA + F16C matmul kernels for every weight type (the path of CPUs without AVX-512).
-// Compiled with AVX2 flags; called only when matmul_isa_supported(kAvx2).
+// AVX2 + FMA + F16C matmul kernels for every weight type (the path of CPUs without AVX-512;
+// also the AVX-512 level's kernels for Q2_K, Q3_K, IQ4_NL, IQ4_XS and MXFP4, which have no
+// AVX-512 ones: matmul.cpp's rows_fn). Compiled with AVX2 flags; called only when
+// matmul_isa_supported(kAvx2).
 //
 // Same algorithm as the AVX-512 kernels (matmul_impl.h), 32 elements per step in 256-bit
 // registers (16 of them, so tiles are smaller: 4 rows x 2 tokens for float weights, 2 x 3 for
@@ -12,14 +14,24 @@
 //   with the activation sums (init = -offset * sum of 4 xq), then acc += float(p) * (ws * dx).
 //   Q8_0 codes are signed: vpmaddubsw(|w|, sign(xq, w)) (|w| <= 128, |xq| <= 127: no
 //   saturation). Minimums are added per 32-block as mins * xs.
+// - Q3_K: codes 0..7 (2 low bits | high bit << 2, offset 4), Q2_K codes 0..3; both have a scale
+//   per 16 elements (lanes 0..3 / 4..7 of the scale vector). Q2_K's minimums are per 16
+//   elements too: per step an 8-lane min vector times fl(dx * float(sums of 4 xq)), the same
+//   activation sums that remove code offsets (lanes 0..3 cover elements 0..15, 4..7 16..31).
+// - IQ4_NL / IQ4_XS / MXFP4: a vpshufb table lookup of the nibbles gives the signed weights
+//   (|value| <= 127), which take the Q8_0 path; scales d, fl(d * (ls - 32)) and e8m0_half(e)
+//   (the MXFP4 table holds doubled FP4 values, quant_blocks.h).
 // Thread-safety: writes only the outputs of the given rows and tokens.
 #include <immintrin.h>
 
+#include <bit>
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/fp8_vec_avx2.h"
 #include "kernels/matmul_impl.h"
 #include "kernels/matmul_tiles.h"
+#include "kernels/quant_blocks.h"
 
 namespace triad::kernels {
 namespace avx2 {
@@ -141,12 +153,14 @@ struct KFloat {
 };
 
 // ---- Quantized weights: decoders produce, per 32-element step, codes (or signed weights for
-// Q8_0), an 8-lane scale vector, and (types with mins) the step's 32-block minimum. ----
+// Q8_0 and the table types), an 8-lane scale vector, and (types with mins) the step's 32-block
+// minimum, or (kMins16: Q2_K) an 8-lane minimum vector, one per 4 elements like ws. ----
 
 struct Step {
   __m256i codes;
   __m256 ws;
   float min;
+  __m256 mn16;  // kMins16 only
 };
 
 // 16 nibble bytes -> 32 codes (low nibbles = elements 0..15, high = 16..31).
@@ -175,7 +189,7 @@ struct D32 {
   static constexpr int kBytes = kSigned ? 34 : (kFive ? (kHasM ? 24 : 22) : (kHasM ? 20 : 18));
   static constexpr int kGroup = 32, kSteps = 1;
   static constexpr int kOff = kSigned ? 0 : (kHasM ? 0 : (kFive ? 16 : 8));
-  static constexpr bool kMins = kHasM;
+  static constexpr bool kMins = kHasM, kMins16 = false;
   struct Group {};
   static inline void group(const uint8_t*, int64_t, Group&) {}
   static inline void step(const uint8_t* row, int64_t g, int, const Group&, Step& st) {
@@ -196,7 +210,7 @@ template <bool kFive>
 struct DK45 {
   static constexpr int kBytes = kFive ? 176 : 144;
   static constexpr int kGroup = 256, kSteps = 8, kOff = 0;
-  static constexpr bool kSigned = false, kMins = true;
+  static constexpr bool kSigned = false, kMins = true, kMins16 = false;
   struct Group {
     alignas(32) float sc[8];  // fl(d * sc_j)
     alignas(32) float mn[8];  // -fl(dmin * mn_j)
@@ -232,7 +246,7 @@ struct DK45 {
 struct DQ6K {
   static constexpr int kBytes = 210;
   static constexpr int kGroup = 256, kSteps = 8, kOff = 32;
-  static constexpr bool kSigned = false, kMins = false;
+  static constexpr bool kSigned = false, kMins = false, kMins16 = false;
   struct Group {
     alignas(32) float sc[16];  // fl(d * scale_j)
   };
@@ -260,6 +274,163 @@ struct DQ6K {
     }
     st.codes = _mm256_or_si256(lo, _mm256_and_si256(hb, _mm256_set1_epi8(0x30)));
     st.ws = _mm256_set_m128(_mm_broadcast_ss(gs.sc + 2 * s + 1), _mm_broadcast_ss(gs.sc + 2 * s));
+    st.min = 0.f;
+  }
+};
+
+// Q3_K: step s = 32 elements 128h + 32k + l (h = s / 4, k = s % 4, l < 32), code = low 2 bits
+// (qs[32h + l] >> 2k) | (bit 4h + k of hmask[l]) << 2, value code - 4; scales per 16.
+struct DQ3K {
+  static constexpr int kBytes = 110;
+  static constexpr int kGroup = 256, kSteps = 8, kOff = 4;
+  static constexpr bool kSigned = false, kMins = false, kMins16 = false;
+  struct Group {
+    alignas(32) float sc[16];  // fl(d * (sc_s - 32))
+  };
+  static inline void group(const uint8_t* row, int64_t g, Group& gs) {
+    const uint8_t* p = row + g * kBytes;
+    const uint8_t* q = p + 96;  // packed scales (quant_blocks.h get_scales_q3k)
+    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q));
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    // Low nibbles: scale s < 8 from the low nibble of q[s], s >= 8 from the high one of q[s - 8].
+    const __m128i lo =
+        _mm_unpacklo_epi64(_mm_and_si128(b, m4), _mm_and_si128(_mm_srli_epi16(b, 4), m4));
+    // High bits of scale s: bits 2 (s / 4) of q[8 + s % 4], i.e. byte s % 4 of dword s / 4 below.
+    const uint32_t h = ld32(q + 8);
+    const __m128i hi =
+        _mm_and_si128(_mm_set_epi32(static_cast<int>(h >> 6), static_cast<int>(h >> 4),
+                                    static_cast<int>(h >> 2), static_cast<int>(h)),
+                      _mm_set1_epi8(3));
+    const __m128i sc = _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi8(32));
+    const __m256 d = _mm256_set1_ps(f16(p + 108));
+    const __m256i sc_lo = _mm256_cvtepi8_epi32(sc);
+    const __m256i sc_hi = _mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8));
+    _mm256_store_ps(gs.sc, _mm256_mul_ps(d, _mm256_cvtepi32_ps(sc_lo)));
+    _mm256_store_ps(gs.sc + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(sc_hi)));
+  }
+  static inline void step(const uint8_t* row, int64_t g, int s, const Group& gs, Step& st) {
+    const uint8_t* p = row + g * kBytes;
+    const int h = s / 4, k = s % 4, bit = 4 * h + k;
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 + 32 * h));
+    const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(q, 2 * k), _mm256_set1_epi8(3));
+    // Move bit `bit` of every hmask byte to bit 2 (shifts stay inside the byte for that bit).
+    const __m256i hb = bit >= 2 ? _mm256_srli_epi16(hm, bit - 2) : _mm256_slli_epi16(hm, 2 - bit);
+    st.codes = _mm256_or_si256(lo, _mm256_and_si256(hb, _mm256_set1_epi8(4)));
+    st.ws = _mm256_set_m128(_mm_broadcast_ss(gs.sc + 2 * s + 1), _mm_broadcast_ss(gs.sc + 2 * s));
+    st.min = 0.f;
+  }
+};
+
+// Q2_K: step s = elements 128h + 32k + l as Q3_K, code (qs[32h + l] >> 2k) & 3 (no offset);
+// scale and minimum per 16 elements.
+struct DQ2K {
+  static constexpr int kBytes = 84;
+  static constexpr int kGroup = 256, kSteps = 8, kOff = 0;
+  static constexpr bool kSigned = false, kMins = false, kMins16 = true;
+  struct Group {
+    alignas(32) float sc[16];  // fl(d * (scales[s] & 15))
+    alignas(32) float mn[16];  // -fl(dmin * (scales[s] >> 4))
+  };
+  static inline void group(const uint8_t* row, int64_t g, Group& gs) {
+    const uint8_t* p = row + g * kBytes;
+    const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    const __m128i sc = _mm_and_si128(s, m4), mn = _mm_and_si128(_mm_srli_epi16(s, 4), m4);
+    const __m256 d = _mm256_set1_ps(f16(p + 80)), dmin = _mm256_set1_ps(-f16(p + 82));
+    auto lo8 = [](__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)); };
+    auto hi8 = [](__m128i v) {
+      return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8)));
+    };
+    _mm256_store_ps(gs.sc, _mm256_mul_ps(d, lo8(sc)));
+    _mm256_store_ps(gs.sc + 8, _mm256_mul_ps(d, hi8(sc)));
+    _mm256_store_ps(gs.mn, _mm256_mul_ps(dmin, lo8(mn)));
+    _mm256_store_ps(gs.mn + 8, _mm256_mul_ps(dmin, hi8(mn)));
+  }
+  static inline void step(const uint8_t* row, int64_t g, int s, const Group& gs, Step& st) {
+    const uint8_t* p = row + g * kBytes;
+    const int h = s / 4, k = s % 4;
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 + 32 * h));
+    st.codes = _mm256_and_si256(_mm256_srli_epi16(q, 2 * k), _mm256_set1_epi8(3));
+    st.ws = _mm256_set_m128(_mm_broadcast_ss(gs.sc + 2 * s + 1), _mm_broadcast_ss(gs.sc + 2 * s));
+    st.mn16 = _mm256_set_m128(_mm_broadcast_ss(gs.mn + 2 * s + 1), _mm_broadcast_ss(gs.mn + 2 * s));
+    st.min = 0.f;
+  }
+};
+
+// The signed weights of 32 nibble codes (nibbles() order) looked up in a 16-entry table.
+inline __m256i lookup16(const int8_t* table, const uint8_t* qs) {
+  const __m256i t =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(table)));
+  return _mm256_shuffle_epi8(t, nibbles(qs));
+}
+
+// e8m0_half(e) (quant_blocks.h) of every exponent byte, same bit construction: one load per
+// MXFP4 block instead of a compare, cmov and variable shift (about +15% MXFP4 decode speed on
+// the dev machine). constexpr, so no static initializer runs code compiled for AVX2.
+struct E8m0HalfTable {
+  float v[256];
+  constexpr E8m0HalfTable() : v() {
+    for (int e = 0; e < 256; ++e) {
+      const uint32_t bits = e < 2 ? (0x00200000u << e) : (static_cast<uint32_t>(e - 1) << 23);
+      v[e] = std::bit_cast<float>(bits);
+    }
+  }
+};
+inline constexpr E8m0HalfTable kE8m0Half{};
+static_assert(kE8m0Half.v[0] == 0x1p-128f && kE8m0Half.v[1] == 0x1p-127f &&
+              kE8m0Half.v[2] == 0x1p-126f && kE8m0Half.v[128] == 1.f &&
+              kE8m0Half.v[255] == 0x1p127f);
+
+// IQ4_NL (kMx = false: fp16 d, kIq4nlValues) and MXFP4 (kMx = true: e8m0_half(e),
+// kMxfp4Values): 32-element blocks of table values.
+template <bool kMx>
+struct DTab32 {
+  static constexpr int kBytes = kMx ? 17 : 18;
+  static constexpr int kGroup = 32, kSteps = 1, kOff = 0;
+  static constexpr bool kSigned = true, kMins = false, kMins16 = false;
+  struct Group {};
+  static inline void group(const uint8_t*, int64_t, Group&) {}
+  static inline void step(const uint8_t* row, int64_t g, int, const Group&, Step& st) {
+    const uint8_t* p = row + g * kBytes;
+    if constexpr (kMx) {
+      st.ws = _mm256_broadcast_ss(kE8m0Half.v + p[0]);
+      st.codes = lookup16(kMxfp4Values, p + 1);
+    } else {
+      st.ws = _mm256_set1_ps(f16(p));
+      st.codes = lookup16(kIq4nlValues, p + 2);
+    }
+    st.min = 0.f;
+  }
+};
+
+// IQ4_XS: 8 sub-blocks of 32 (one per step) laid out as IQ4_NL blocks, scale fl(d * (ls - 32)).
+struct DIQ4XS {
+  static constexpr int kBytes = 136;
+  static constexpr int kGroup = 256, kSteps = 8, kOff = 0;
+  static constexpr bool kSigned = true, kMins = false, kMins16 = false;
+  struct Group {
+    alignas(32) float sc[8];
+  };
+  static inline void group(const uint8_t* row, int64_t g, Group& gs) {
+    const uint8_t* p = row + g * kBytes;
+    // ls_j = nibble j of the little-endian scales_l | (bits 2j..2j+1 of scales_h) << 4.
+    const __m256i lo = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(ld32(p + 4))),
+                          _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+        _mm256_set1_epi32(15));
+    const __m256i hi = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32(ld16(p + 2)),
+                          _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+        _mm256_set1_epi32(3));
+    const __m256i ls =
+        _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
+    _mm256_store_ps(gs.sc, _mm256_mul_ps(_mm256_set1_ps(f16(p)), _mm256_cvtepi32_ps(ls)));
+  }
+  static inline void step(const uint8_t* row, int64_t g, int s, const Group& gs, Step& st) {
+    const uint8_t* p = row + g * kBytes;
+    st.codes = lookup16(kIq4nlValues, p + 8 + 16 * s);
+    st.ws = _mm256_broadcast_ss(gs.sc + s);
     st.min = 0.f;
   }
 };
@@ -306,9 +477,12 @@ struct KQuant {
           const __m256i xv = _mm256_load_si256(reinterpret_cast<const __m256i*>(xq[k] + 32 * b));
           const __m256 dx = _mm256_broadcast_ss(xd[k] + b);
           __m256i init = _mm256_setzero_si256();
-          if constexpr (D::kOff != 0) {
+          [[maybe_unused]] __m256 sx;  // kMins16: fl(dx * sums of 4 xq)
+          if constexpr (D::kOff != 0 || D::kMins16) {
             const __m256i s4 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), xv), ones16);
-            init = _mm256_sub_epi32(init, _mm256_mullo_epi32(s4, _mm256_set1_epi32(D::kOff)));
+            if constexpr (D::kOff != 0)
+              init = _mm256_sub_epi32(init, _mm256_mullo_epi32(s4, _mm256_set1_epi32(D::kOff)));
+            if constexpr (D::kMins16) sx = _mm256_mul_ps(_mm256_cvtepi32_ps(s4), dx);
           }
 #pragma GCC unroll 8
           for (int i = 0; i < R; ++i) {
@@ -325,11 +499,167 @@ struct KQuant {
               const __m256 mx = _mm256_set1_ps(st[i].min * 0.125f);
               acc[i][k] = _mm256_fmadd_ps(mx, _mm256_broadcast_ss(xs[k] + b), acc[i][k]);
             }
+            if constexpr (D::kMins16) acc[i][k] = _mm256_fmadd_ps(st[i].mn16, sx, acc[i][k]);
           }
         }
       }
     }
     store_tile<R, T>(acc, j.y, j.y_stride, r, t);
+  }
+};
+
+// ---- Row-scaled online types (dtype_has_row_scale) ----
+
+// FP8 E4M3 weights, f32 activations: 16 codes widen to binary16 in three integer ops
+// (fp8_vec_avx2.h: exactly e4m3 * 2^-8), vcvtph2ps makes them f32, and the row's scale absorbs
+// the 2^8.
+struct KFp8 {
+  static constexpr int kR = 4, kT = 2, kActBytes = 4;
+
+  static inline void load_w16(const uint8_t* p, __m256& lo, __m256& hi) {
+    const __m256i h = e4m3x16_to_f16_scaled(p);
+    lo = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
+    hi = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
+  }
+
+  template <int R, int T>
+  static void tile(const MatmulJob& j, int64_t r, int64_t t) {
+    const uint8_t* w[R];
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) w[i] = j.w + static_cast<uint64_t>(r + i) * j.row_bytes;
+    const float* x[T];
+#pragma GCC unroll 8
+    for (int k = 0; k < T; ++k) x[k] = j.x + (t + k) * j.x_stride;
+    __m256 acc[R][T];
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i)
+#pragma GCC unroll 8
+      for (int k = 0; k < T; ++k) acc[i][k] = _mm256_setzero_ps();
+    const int64_t K = j.cols;
+    const int64_t tile_bytes = R * static_cast<int64_t>(j.row_bytes);
+    auto step = [&](const uint8_t* const* wp, const float* const* xp) {
+      __m256 lo[R], hi[R];
+#pragma GCC unroll 8
+      for (int i = 0; i < R; ++i) load_w16(wp[i], lo[i], hi[i]);
+#pragma GCC unroll 8
+      for (int k = 0; k < T; ++k) {
+        const __m256 x0 = _mm256_loadu_ps(xp[k]), x1 = _mm256_loadu_ps(xp[k] + 8);
+#pragma GCC unroll 8
+        for (int i = 0; i < R; ++i) {
+          acc[i][k] = _mm256_fmadd_ps(lo[i], x0, acc[i][k]);
+          acc[i][k] = _mm256_fmadd_ps(hi[i], x1, acc[i][k]);
+        }
+      }
+    };
+    int64_t c = 0;
+    for (; c + 16 <= K; c += 16) {
+      tiles::prefetch_ahead(w[0], tile_bytes, c * R, (c + 16) * R);
+      const uint8_t* wp[R];
+      const float* xp[T];
+#pragma GCC unroll 8
+      for (int i = 0; i < R; ++i) wp[i] = w[i] + c;
+#pragma GCC unroll 8
+      for (int k = 0; k < T; ++k) xp[k] = x[k] + c;
+      step(wp, xp);
+    }
+    if (c < K) {  // fewer than 16 left: zero-padded copies (code 0 is +0)
+      const int64_t n = K - c;
+      alignas(32) uint8_t wbuf[R][16];
+      alignas(32) float xbuf[T][16];
+      const uint8_t* wp[R];
+      const float* xp[T];
+#pragma GCC unroll 8
+      for (int i = 0; i < R; ++i) {
+        std::memset(wbuf[i], 0, sizeof(wbuf[i]));
+        std::memcpy(wbuf[i], w[i] + c, static_cast<size_t>(n));
+        wp[i] = wbuf[i];
+      }
+#pragma GCC unroll 8
+      for (int k = 0; k < T; ++k) {
+        std::memset(xbuf[k], 0, sizeof(xbuf[k]));
+        std::memcpy(xbuf[k], x[k] + c, static_cast<size_t>(n) * 4);
+        xp[k] = xbuf[k];
+      }
+      step(wp, xp);
+    }
+#pragma GCC unroll 8
+    for (int k = 0; k < T; ++k)
+#pragma GCC unroll 8
+      for (int i = 0; i < R; ++i)
+        j.y[(t + k) * j.y_stride + r + i] = hsum8(acc[i][k]) * (j.row_scale[r + i] * 256.f);
+  }
+};
+
+// I8 weights x Q8 row activations (W8A8): exact int32 dot products, 32 codes per step with
+// vpmaddubsw(|w|, sign(xq, w)) (|w|, |xq| <= 127: no int16 saturation) and vpmaddwd(1), one
+// float scale fl(s_r * dx_t) per output.
+struct KI8 {
+  static constexpr int kR = 2, kT = 4, kActBytes = 1;
+
+  template <int R, int T>
+  static void tile(const MatmulJob& j, int64_t r, int64_t t) {
+    const int8_t* w[R];
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i)
+      w[i] = reinterpret_cast<const int8_t*>(j.w + static_cast<uint64_t>(r + i) * j.row_bytes);
+    const int8_t* xq[T];
+#pragma GCC unroll 8
+    for (int k = 0; k < T; ++k) xq[k] = j.aq + (t + k) * j.aq_stride;
+    __m256i acc[R][T];
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i)
+#pragma GCC unroll 8
+      for (int k = 0; k < T; ++k) acc[i][k] = _mm256_setzero_si256();
+    const __m256i ones16 = _mm256_set1_epi16(1);
+    const int64_t K = j.cols;
+    const int64_t tile_bytes = R * static_cast<int64_t>(j.row_bytes);
+    auto step = [&](const __m256i* wv) {
+      __m256i wa[R];
+#pragma GCC unroll 8
+      for (int i = 0; i < R; ++i) wa[i] = _mm256_abs_epi8(wv[i]);
+#pragma GCC unroll 8
+      for (int k = 0; k < T; ++k) {
+        // The activation rows are zero padded to a multiple of 64 bytes (prepare_activations).
+        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[k] + 0));
+#pragma GCC unroll 8
+        for (int i = 0; i < R; ++i) {
+          const __m256i p16 = _mm256_maddubs_epi16(wa[i], _mm256_sign_epi8(xv, wv[i]));
+          acc[i][k] = _mm256_add_epi32(acc[i][k], _mm256_madd_epi16(p16, ones16));
+        }
+        xq[k] += 32;
+      }
+    };
+    int64_t c = 0;
+    for (; c + 32 <= K; c += 32) {
+      tiles::prefetch_ahead(reinterpret_cast<const uint8_t*>(w[0]), tile_bytes, c * R, (c + 32) * R);
+      __m256i wv[R];
+#pragma GCC unroll 8
+      for (int i = 0; i < R; ++i) wv[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i] + c));
+      step(wv);
+    }
+    if (c < K) {  // fewer than 32 left: zero-padded weight copies (the activations are padded)
+      alignas(32) int8_t wbuf[R][32];
+      __m256i wv[R];
+#pragma GCC unroll 8
+      for (int i = 0; i < R; ++i) {
+        std::memset(wbuf[i], 0, sizeof(wbuf[i]));
+        std::memcpy(wbuf[i], w[i] + c, static_cast<size_t>(K - c));
+        wv[i] = _mm256_load_si256(reinterpret_cast<const __m256i*>(wbuf[i]));
+      }
+      step(wv);
+    }
+#pragma GCC unroll 8
+    for (int k = 0; k < T; ++k) {
+      const float dx = j.ad[(t + k) * j.as_stride];
+#pragma GCC unroll 8
+      for (int i = 0; i < R; ++i) {
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(acc[i][k]), _mm256_extracti128_si256(acc[i][k], 1));
+        s4 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 1));
+        const float scale = j.row_scale[r + i] * dx;
+        j.y[(t + k) * j.y_stride + r + i] = static_cast<float>(_mm_cvtsi128_si32(s4)) * scale;
+      }
+    }
   }
 };
 
@@ -350,6 +680,13 @@ void matmul_rows_avx2(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, in
     case DType::kQ4_K: tiles::run<KQuant<DK45<false>>>(j, r0, r1, t0, t1); return;
     case DType::kQ5_K: tiles::run<KQuant<DK45<true>>>(j, r0, r1, t0, t1); return;
     case DType::kQ6_K: tiles::run<KQuant<DQ6K>>(j, r0, r1, t0, t1); return;
+    case DType::kQ2_K: tiles::run<KQuant<DQ2K>>(j, r0, r1, t0, t1); return;
+    case DType::kQ3_K: tiles::run<KQuant<DQ3K>>(j, r0, r1, t0, t1); return;
+    case DType::kIQ4_NL: tiles::run<KQuant<DTab32<false>>>(j, r0, r1, t0, t1); return;
+    case DType::kIQ4_XS: tiles::run<KQuant<DIQ4XS>>(j, r0, r1, t0, t1); return;
+    case DType::kMXFP4: tiles::run<KQuant<DTab32<true>>>(j, r0, r1, t0, t1); return;
+    case DType::kF8_E4M3: tiles::run<KFp8>(j, r0, r1, t0, t1); return;
+    case DType::kI8: tiles::run<KI8>(j, r0, r1, t0, t1); return;
     default: break;
   }
   matmul_rows_ref(j, r0, r1, t0, t1);  // not reached: every weight type is handled above

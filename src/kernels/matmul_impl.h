@@ -16,6 +16,11 @@
 //                 where isum_g = sum (q - offset) * xq is an exact integer, ws_g the group's float
 //                 scale exactly as dequantization forms it (d, or fl(d * sc)), mn_g its float
 //                 minimum (m, or fl(dmin * mn); with a + sign for the additive Q4_1/Q5_1 m).
+//   FP8 E4M3 weights (row-scaled): y = s_r * sum_c e4m3(w_c) * x_c      (f32 activations; the
+//                 codes widen exactly to f32)
+//   I8 weights (W8A8, row-scaled): activations become one Q8 row per token (codes xq, one scale
+//                 dx_t = amax_t / 127), y = fl(s_r * dx_t) * isum with isum = sum w_c * xq_c an
+//                 exact integer (|isum| < 2^31 for cols <= 131072, checked)
 // So the SIMD kernels and matmul_ref differ only by float rounding in the accumulation.
 //
 // Thread-safety: MatmulJob is read-only to the kernels; each kernel call writes only
@@ -50,14 +55,16 @@ struct MatmulJob {
   int64_t aq_stride = 0;
   const float* ad = nullptr;
   const float* axs = nullptr;
-  int64_t as_stride = 0;
+  int64_t as_stride = 0;  // Q8 row activations (I8 weights): ad[t * as_stride] is token t's scale
+  // Row-scaled weight types: one float per weight row (WeightMatrix::row_scale).
+  const float* row_scale = nullptr;
   // Output.
   float* y = nullptr;
   int64_t y_stride = 0;
 };
 
 // Which prepared activations a weight type uses.
-enum class ActKind { kF32, kBf16, kQ8 };
+enum class ActKind { kF32, kBf16, kQ8, kQ8Row };
 ActKind act_kind(DType weight_type);
 
 // Row-range kernels: compute y for rows [r0, r1) and tokens [t0, t1). The job's arguments are
@@ -78,7 +85,7 @@ void matmul_isa(IsaLevel level, const WeightMatrix& w, const float* x, int64_t n
                 int64_t x_stride, float* y, int64_t y_stride, ThreadPool& pool);
 
 // Throws triad::Error unless the arguments describe a valid product: a weight type
-// (dtype_supported_for_weights), rows/cols/n_tokens >= 0, cols a multiple of the block size,
+// (dtype_supported_for_matmul) with row scales exactly when it needs them, rows/cols/n_tokens >= 0, cols a multiple of the block size,
 // x_stride >= cols, y_stride >= rows, non-null pointers where there is data, and sizes whose
 // byte counts fit in 64 bits.
 void check_matmul_args(const WeightMatrix& w, const float* x, int64_t n_tokens, int64_t x_stride,

@@ -31,6 +31,7 @@
 #include "kernels/paged_attention_generic.h"
 #include "kernels/paged_attention_impl.h"
 #include "kernels/quant_blocks.h"
+#include "tensor/fp8.h"
 
 namespace triad::kernels {
 
@@ -52,7 +53,8 @@ void paged_merge_scalar(const PagedCtx& c, float* entries, int64_t n_seg, float*
 }
 
 bool kv_type_ok(DType t) {
-  return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || t == DType::kQ8_0;
+  return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || t == DType::kQ8_0 ||
+         t == DType::kF8_E4M3 || t == DType::kF8_E5M2;
 }
 
 int64_t ceil_div(int64_t a, int64_t b) {
@@ -417,6 +419,12 @@ void kv_store_row(DType type, const float* src, int64_t n, void* dst) {
         }
         std::memcpy(d + b * sizeof(BlockQ8_0), &blk, sizeof(BlockQ8_0));
       }
+      return;
+    case DType::kF8_E4M3:
+      for (int64_t i = 0; i < n; ++i) d[i] = f32_to_e4m3(src[i]);
+      return;
+    case DType::kF8_E5M2:
+      for (int64_t i = 0; i < n; ++i) d[i] = f32_to_e5m2(src[i]);
       return;
     default:
       return;

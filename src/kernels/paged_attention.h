@@ -1,10 +1,12 @@
 // Attention through block tables over a paged K/V pool, and the row stores that write K/V into
-// it in the cache's dtype (f32, f16, bf16 or q8_0).
+// it in the cache's dtype (f32, f16, bf16, q8_0, fp8_e4m3 or fp8_e5m2).
 //
 // Layout of one layer's pool (K and V separately, each with its own dtype): block b holds
 // block_size token rows; token row r of block b starts at base + b*block_bytes + r*row_bytes and
 // holds kv_dim = n_kv_heads*head_dim elements (kv head g at element g*head_dim). For q8_0 a row is
-// kv_dim/32 GGML Q8_0 blocks (f16 scale + 32 int8), so kv_dim % 32 == 0 is required.
+// kv_dim/32 GGML Q8_0 blocks (f16 scale + 32 int8), so kv_dim % 32 == 0 is required. FP8 rows
+// are one byte per element with no scale (as vLLM's fp8 KV cache with its default scale 1.0):
+// E4M3 holds magnitudes up to 448 with 3 mantissa bits, E5M2 up to 57344 with 2.
 //
 // Positions: slot i of a sequence (block table entry i/bs, row i%bs) holds the token at position
 // i. A query at position p sees keys at positions j <= p, and j > p - window when window > 0.
@@ -41,7 +43,7 @@ namespace triad::kernels {
 inline constexpr int32_t kNoBlock = -1;
 
 struct PagedKvLayer {
-  DType k_type = DType::kF16;  // kF32, kF16, kBF16 or kQ8_0
+  DType k_type = DType::kF16;  // kF32, kF16, kBF16, kQ8_0, kF8_E4M3 or kF8_E5M2
   DType v_type = DType::kF16;
   const uint8_t* k_base = nullptr;
   const uint8_t* v_base = nullptr;
@@ -78,14 +80,16 @@ void paged_attention(const AttentionParams& p, const float* q, int64_t q_stride,
                      const int32_t* q_pos, const PagedKvLayer& kv, std::span<const PagedSeq> seqs,
                      float* out, int64_t out_stride, ThreadPool& pool);
 
-// Writes one K or V row (n = kv_dim f32 values) to dst in `type` (kF32, kF16, kBF16 or kQ8_0):
+// Writes one K or V row (n = kv_dim f32 values) to dst in `type` (kF32, kF16, kBF16, kQ8_0,
+// kF8_E4M3 or kF8_E5M2; FP8 rounds to nearest even and saturates at the largest finite value,
+// tensor/fp8.h):
 // f16 / bf16 round to nearest even (tensor/fp16.h); q8_0 (n % 32 == 0) is quantized exactly as
 // GGML's quantize_row_q8_0_ref: per 32 values d = amax / 127, id = d ? 1/d : 0, stored scale
 // fp16(d), q = roundf(x * id). dst holds row_bytes(type, n) bytes (no alignment needed).
 // PRECONDITIONS (checked): supported type, n >= 0 (n % 32 == 0 for q8_0), non-null pointers.
 void kv_store_row(DType type, const float* src, int64_t n, void* dst);
 // Reads one stored row back to f32: exact for f32 / f16 / bf16 (the stored values), and
-// fp16(d) * q for q8_0; the same values paged_attention computes with.
+// fp16(d) * q for q8_0, the exact FP8 values; the same values paged_attention computes with.
 void kv_load_row(DType type, const void* src, int64_t n, float* dst);
 
 }  // namespace triad::kernels

@@ -6,6 +6,7 @@
 #include <immintrin.h>
 
 #include "kernels/ops_vec_avx2.h"
+#include "kernels/fp8_vec_avx2.h"
 #include "kernels/paged_attention_generic.h"
 
 namespace triad::kernels {
@@ -55,6 +56,11 @@ struct CvtAvx2 {
           return;
         }
         break;
+      case DType::kF8_E4M3:
+      case DType::kF8_E5M2:
+        for (int64_t r = 0; r < n_rows; ++r)
+          fp8_row_to_f32(t == DType::kF8_E4M3, src + r * row_bytes + e0, hd, dst + r * hd);
+        return;
       default:
         break;
     }

@@ -271,7 +271,7 @@ inline void paged_prefetch(const PagedCtx& c, const PagedSeq& sq, int g, int64_t
       lo = static_cast<uint64_t>(a / 32 * 34);
       hi = static_cast<uint64_t>((b + 31) / 32 * 34);
     } else {
-      const uint64_t es = t == DType::kF32 ? 4 : 2;
+      const uint64_t es = row_bytes(t, 1);
       lo = static_cast<uint64_t>(a) * es;
       hi = static_cast<uint64_t>(b) * es;
     }

@@ -24,6 +24,7 @@
 #include "kernels/paged_attention.h"
 #include "tensor/dtype.h"
 #include "tensor/fp16.h"
+#include "tensor/fp8.h"
 
 namespace triad::kernels {
 
@@ -168,6 +169,12 @@ inline void paged_convert_row_scalar(DType t, const uint8_t* row, int64_t e0, in
         const uint8_t* blk = row + e / 32 * 34;
         dst[i] = paged_fp16(blk) * static_cast<float>(static_cast<int8_t>(blk[2 + e % 32]));
       }
+      return;
+    case DType::kF8_E4M3:
+      for (int64_t i = 0; i < n; ++i) dst[i] = e4m3_to_f32(row[e0 + i]);
+      return;
+    case DType::kF8_E5M2:
+      for (int64_t i = 0; i < n; ++i) dst[i] = e5m2_to_f32(row[e0 + i]);
       return;
     default:
       return;  // unreachable: dtypes are checked by the callers

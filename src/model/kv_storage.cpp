@@ -33,7 +33,9 @@ DType parse_kv_dtype(const std::string& name) {
   if (name == "bf16") return DType::kBF16;
   if (name == "f32") return DType::kF32;
   if (name == "q8_0") return DType::kQ8_0;
-  fail("unknown KV cache type '", name, "' (expected f16, bf16, f32 or q8_0)");
+  if (name == "fp8_e4m3" || name == "fp8") return DType::kF8_E4M3;
+  if (name == "fp8_e5m2") return DType::kF8_E5M2;
+  fail("unknown KV cache type '", name, "' (expected f16, bf16, f32, q8_0, fp8_e4m3 or fp8_e5m2)");
 }
 
 uint64_t KvStorage::token_bytes(const ModelConfig& c, const KvLayerGroup& g, DType k, DType v) {
@@ -49,8 +51,9 @@ KvStorage::KvStorage(const ModelConfig& c, KvStorageConfig config)
   TRIAD_CHECK(config_.blocks_per_group.size() == groups_.size(), "KV storage: ",
               config_.blocks_per_group.size(), " block counts for ", groups_.size(), " layer groups");
   for (DType t : {config_.k_type, config_.v_type}) {
-    TRIAD_CHECK(t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || t == DType::kQ8_0,
-                "KV cache type ", dtype_name(t), " is not supported (f16, bf16, f32, q8_0)");
+    TRIAD_CHECK(t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || t == DType::kQ8_0 ||
+                    t == DType::kF8_E4M3 || t == DType::kF8_E5M2,
+                "KV cache type ", dtype_name(t), " is not supported (f16, bf16, f32, q8_0, fp8_e4m3, fp8_e5m2)");
     TRIAD_CHECK(t != DType::kQ8_0 || c.kv_dim() % 32 == 0, "a q8_0 KV cache needs K/V rows of a multiple of 32 elements; this model has ",
                 c.kv_dim());
   }

@@ -31,12 +31,13 @@ std::vector<KvLayerGroup> kv_layer_groups(const ModelConfig& c);
 
 struct KvStorageConfig {
   int32_t block_size = 16;               // tokens per block
-  DType k_type = DType::kF16;            // kF32, kF16, kBF16 or kQ8_0
+  DType k_type = DType::kF16;            // kF32, kF16, kBF16, kQ8_0, kF8_E4M3 or kF8_E5M2
   DType v_type = DType::kF16;
   std::vector<int32_t> blocks_per_group; // one entry per kv_layer_groups() group
 };
 
-// Parses "f16", "bf16", "f32", "q8_0" (throws triad::Error otherwise).
+// Parses "f16", "bf16", "f32", "q8_0", "fp8_e4m3" (or "fp8"), "fp8_e5m2" (throws triad::Error
+// otherwise).
 DType parse_kv_dtype(const std::string& name);
 
 class KvStorage {

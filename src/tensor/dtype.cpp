@@ -7,6 +7,7 @@ namespace {
 struct Entry {
   uint32_t id;
   DTypeTraits traits;
+  bool internal = false;  // not a GGUF type
 };
 constexpr Entry kTable[] = {
     {0, {"F32", 1, 4}},      {1, {"F16", 1, 2}},       {2, {"Q4_0", 32, 18}},
@@ -17,12 +18,13 @@ constexpr Entry kTable[] = {
     {23, {"IQ4_XS", 256, 136}}, {24, {"I8", 1, 1}},
     {25, {"I16", 1, 2}},     {26, {"I32", 1, 4}},      {27, {"I64", 1, 8}},
     {28, {"F64", 1, 8}},     {30, {"BF16", 1, 2}},     {39, {"MXFP4", 32, 17}},
+    {0x10001, {"FP8_E4M3", 1, 1}, true}, {0x10002, {"FP8_E5M2", 1, 1}, true},
 };
 }  // namespace
 
 std::optional<DTypeTraits> dtype_traits(uint32_t type_id) {
   for (const Entry& e : kTable)
-    if (e.id == type_id) return e.traits;
+    if (e.id == type_id && !e.internal) return e.traits;
   return std::nullopt;
 }
 
@@ -42,6 +44,12 @@ bool dtype_supported_for_weights(DType t) {
     default:
       return false;
   }
+}
+
+bool dtype_has_row_scale(DType t) { return t == DType::kF8_E4M3 || t == DType::kI8; }
+
+bool dtype_supported_for_matmul(DType t) {
+  return dtype_supported_for_weights(t) || dtype_has_row_scale(t);
 }
 
 }  // namespace triad

@@ -34,6 +34,7 @@
 #include "kernels/quant.h"
 #include "tensor/dtype.h"
 #include "tensor/fp16.h"
+#include "tensor/fp8.h"
 
 namespace triad::kernels {
 namespace {
@@ -279,9 +280,10 @@ TEST(MatmulTest, RejectsBadArguments) {
 // The serving engine batches requests: ideally a token's output row does not depend on how
 // many other tokens share the call (nor on the thread count), so that a request's greedy output
 // is the same alone or batched. That holds bitwise for the float weight types on every level and
-// for every type on the scalar and AVX2 levels. The AVX-512 quantized kernels use a different
-// f32 summation order for one token (decode) than for tiles of tokens, so there rows agree only
-// to rounding: checked here within 1e-5 of the row's largest magnitude.
+// for every type on the scalar and AVX2 levels (and on the AVX-512 level for Q2_K, Q3_K, IQ4_NL,
+// IQ4_XS and MXFP4, which run the AVX2 rows there). The AVX-512 quantized kernels use a
+// different f32 summation order for one token (decode) than for tiles of tokens, so there rows
+// agree only to rounding: checked here within 1e-5 of the row's largest magnitude.
 TEST(MatmulTest, RowsDoNotDependOnTheBatch) {
   std::mt19937 rng(99);
   const DType types[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ4_0, DType::kQ4_1,
@@ -291,8 +293,10 @@ TEST(MatmulTest, RowsDoNotDependOnTheBatch) {
   ThreadPool pool1(1), pool2(2);
   for (IsaLevel level : levels()) {
     for (DType t : types) {
+      const bool avx2_rows = t == DType::kQ2_K || t == DType::kQ3_K || t == DType::kIQ4_NL ||
+                             t == DType::kIQ4_XS || t == DType::kMXFP4;
       const bool bitwise = level != IsaLevel::kAvx512 || t == DType::kF32 || t == DType::kF16 ||
-                           t == DType::kBF16;
+                           t == DType::kBF16 || avx2_rows;
       const int64_t cols = traits(t).block_size == 256 ? 512 : 256, rows = 67;
       std::vector<uint8_t> wbytes = random_weights(t, rows, cols, rng);
       WeightMatrix w{t, wbytes.data(), rows, cols};
@@ -324,6 +328,115 @@ TEST(MatmulTest, RowsDoNotDependOnTheBatch) {
       }
     }
   }
+}
+
+// The row-scaled online types (FP8 E4M3 weights with f32 activations, I8 W8A8 with per-token
+// Q8 activations) on every level against matmul_ref (2e-6 * S, as the table above), and
+// matmul_ref against the exact product of the dequantized weights s_r * code: exact up to 1e-5 * S
+// for FP8; for I8 within the per-token activation rounding 1.01 * sum |w_c| * (amax_t / 127) / 2.
+// Rows must not depend on the batch (bitwise on every level: these run the AVX2 kernels on
+// AVX-512 CPUs too). Codes cover every finite E4M3 pattern (NaN codes excluded) and every int8
+// value including -128.
+TEST(MatmulTest, RowScaledTypesOnEveryIsa) {
+  std::mt19937 rng(4321);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::uniform_int_distribution<int> byte(0, 255), pct(0, 99);
+  std::uniform_real_distribution<float> mag(0.0005f, 0.02f);
+  ThreadPool pool1(1), pool2(2);
+  struct RCase { DType type; int64_t rows, cols, n; int threads; };
+  std::vector<RCase> cases;
+  for (DType t : {DType::kF8_E4M3, DType::kI8})
+    for (RCase c : std::vector<RCase>{{t, 1, 1, 1, 1}, {t, 5, 7, 2, 2}, {t, 9, 33, 5, 1},
+                                      {t, 13, 100, 17, 2}, {t, 30, 896, 64, 2}, {t, 11, 4864, 3, 1},
+                                      {t, 67, 512, 40, 2}})
+      cases.push_back(c);
+  for (const RCase& c : cases) {
+    const std::string where = std::string(dtype_name(c.type)) + " rows=" + std::to_string(c.rows) +
+                              " cols=" + std::to_string(c.cols) + " n=" + std::to_string(c.n);
+    SCOPED_TRACE(where);
+    std::vector<uint8_t> w(static_cast<size_t>(c.rows * c.cols));
+    for (auto& b : w) {
+      b = static_cast<uint8_t>(byte(rng));
+      if (c.type == DType::kF8_E4M3 && (b & 0x7f) == 0x7f) b ^= 1;  // no NaN codes
+    }
+    std::vector<float> scale(static_cast<size_t>(c.rows));
+    for (float& v : scale) v = mag(rng);
+    std::vector<float> x(static_cast<size_t>(c.n * c.cols));
+    for (float& v : x) v = nd(rng) * (pct(rng) == 0 ? 20.f : 1.f);
+    WeightMatrix wm{c.type, w.data(), c.rows, c.cols, scale.data()};
+    auto wval = [&](int64_t r, int64_t i) {
+      const uint8_t b = w[static_cast<size_t>(r * c.cols + i)];
+      const double code = c.type == DType::kI8 ? double(static_cast<int8_t>(b)) : double(e4m3_to_f32(b));
+      return double(scale[static_cast<size_t>(r)]) * code;
+    };
+    std::vector<float> yref(static_cast<size_t>(c.n * c.rows));
+    matmul_ref(wm, x.data(), c.n, c.cols, yref.data(), c.rows);
+    std::vector<double> S(yref.size());
+    for (int64_t t = 0; t < c.n; ++t) {
+      const float* xt = x.data() + t * c.cols;
+      float amax = 0;
+      for (int64_t i = 0; i < c.cols; ++i) amax = std::max(amax, std::fabs(xt[i]));
+      for (int64_t r = 0; r < c.rows; ++r) {
+        double e = 0, s = 0, q = 0;
+        for (int64_t i = 0; i < c.cols; ++i) {
+          e += wval(r, i) * xt[i];
+          s += std::fabs(wval(r, i) * xt[i]);
+          q += std::fabs(wval(r, i)) * amax / 127.0 / 2.0;
+        }
+        const size_t o = static_cast<size_t>(t * c.rows + r);
+        S[o] = s;
+        const double bound = (c.type == DType::kI8 ? 1.01 * q : 0.0) + 1e-5 * s;
+        ASSERT_LE(std::fabs(yref[o] - e), bound) << "ref vs exact at row " << r << " token " << t;
+      }
+    }
+    for (IsaLevel level : levels()) {
+      SCOPED_TRACE(isa_name(level));
+      std::vector<float> y(yref.size());
+      matmul_isa(level, wm, x.data(), c.n, c.cols, y.data(), c.rows, c.threads == 1 ? pool1 : pool2);
+      for (size_t o = 0; o < y.size(); ++o)
+        ASSERT_LE(std::fabs(y[o] - yref[o]), 2e-6 * S[o] + 1e-30) << "output " << o;
+      // Each token alone gives the same bits.
+      for (int64_t t = 0; t < c.n; ++t) {
+        std::vector<float> alone(static_cast<size_t>(c.rows));
+        matmul_isa(level, wm, x.data() + t * c.cols, 1, c.cols, alone.data(), c.rows, pool1);
+        ASSERT_EQ(0, std::memcmp(alone.data(), y.data() + t * c.rows, alone.size() * 4)) << "token " << t;
+      }
+    }
+  }
+  // Row scales are required for these types and refused for the others.
+  std::vector<uint8_t> w(64, 1);
+  std::vector<float> x(32, 1.f), y(2);
+  EXPECT_THROW(matmul(WeightMatrix{DType::kI8, w.data(), 2, 32}, x.data(), 1, 32, y.data(), 2, pool1), Error);
+  const float sc[2] = {1.f, 1.f};
+  EXPECT_THROW(matmul(WeightMatrix{DType::kF32, w.data(), 2, 8, sc}, x.data(), 1, 8, y.data(), 2, pool1), Error);
+  EXPECT_NO_THROW(matmul(WeightMatrix{DType::kF8_E4M3, w.data(), 2, 32, sc}, x.data(), 1, 32, y.data(), 2, pool1));
+}
+
+TEST(MatmulTest, RowActivationQuantizerIsBitExactOnEveryIsa) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (int64_t n : {1, 7, 32, 100, 896, 4867}) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (float& v : x) v = nd(rng) * 3.f;
+    if (n > 10) x[5] = 0.5f * 127.f / 127.f;  // ties appear when amax is a power of two
+    std::vector<int8_t> q_ref(static_cast<size_t>(n));
+    float d_ref = 0;
+    quantize_act_q8_row_ref(x.data(), n, q_ref.data(), &d_ref);
+    for (int64_t i = 0; i < n; ++i) EXPECT_LE(std::fabs(q_ref[i] * d_ref - x[i]), d_ref * 0.5f * 1.0001f);
+    for (IsaLevel level : levels()) {
+      std::vector<int8_t> q(static_cast<size_t>(n));
+      float d = 0;
+      quantize_act_q8_row(level, x.data(), n, q.data(), &d);
+      EXPECT_EQ(q, q_ref) << isa_name(level) << " n=" << n;
+      EXPECT_EQ(d, d_ref);
+    }
+  }
+  std::vector<float> z(40, 0.f);
+  std::vector<int8_t> q(40, 5);
+  float d = 1;
+  quantize_act_q8_row_ref(z.data(), 40, q.data(), &d);
+  EXPECT_EQ(d, 0.f);
+  EXPECT_EQ(q, std::vector<int8_t>(40, 0));
 }
 
 }  // namespace

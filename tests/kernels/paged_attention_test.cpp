@@ -28,6 +28,7 @@
 #include "base/thread_pool.h"
 #include "kernels/ops_impl.h"
 #include "kernels/paged_attention_impl.h"
+#include "tensor/fp8.h"
 #include "tensor/fp16.h"
 
 namespace triad::kernels {
@@ -50,6 +51,10 @@ const char* short_name(DType t) {
       return "bf16";
     case DType::kQ8_0:
       return "q8";
+    case DType::kF8_E4M3:
+      return "e4m3";
+    case DType::kF8_E5M2:
+      return "e5m2";
     default:
       return "other";
   }
@@ -249,6 +254,16 @@ std::vector<Case> make_cases() {
                    .softcap = 20.f,
                    .seqs = kMix});
     }
+  }
+  // FP8 caches: each format for K and V, and mixed with f16.
+  for (auto [kt, vt] : {std::pair{DType::kF8_E4M3, DType::kF8_E4M3}, std::pair{DType::kF8_E5M2, DType::kF8_E5M2},
+                        std::pair{DType::kF8_E4M3, DType::kF16}, std::pair{DType::kF16, DType::kF8_E5M2}}) {
+    const std::string tn = std::string(short_name(kt)) + "_" + short_name(vt);
+    v.push_back({.name = "gqa_" + tn, .kt = kt, .vt = vt, .seqs = kMix});
+    v.push_back({.name = "mqa_hd128_bs32_win_cap_" + tn, .n_heads = 8, .n_kv_heads = 1, .head_dim = 128,
+                 .kt = kt, .vt = vt, .bs = 32, .window = 45, .softcap = 20.f, .seqs = kMix});
+    v.push_back({.name = "mha_hd72_bs16_" + tn, .n_heads = 4, .n_kv_heads = 4, .head_dim = 72,
+                 .kt = kt, .vt = vt, .bs = 16, .seqs = kMix});
   }
   auto add = [&](Case c) { v.push_back(std::move(c)); };
   add({.name = "mha_hd64_bs1", .n_heads = 4, .n_kv_heads = 4, .bs = 1, .seqs = kMix});
@@ -532,6 +547,23 @@ TEST(KvRowStore, RoundTrips) {
   EXPECT_EQ(q_of(66), -3);
   EXPECT_EQ(q_of(67), 1);
   EXPECT_EQ(fp16_to_f32(static_cast<uint16_t>(buf[1 + 2 * 34] | buf[2 + 2 * 34] << 8)), 1.f);
+  // fp8: the bytes of tensor/fp8.h's conversions (round to nearest even, saturating); loads
+  // give the exact FP8 values; values beyond the largest finite one saturate.
+  for (DType t : {DType::kF8_E4M3, DType::kF8_E5M2}) {
+    std::vector<float> big(x);
+    big[7] = 1e6f;
+    big[8] = -1e6f;
+    kv_store_row(t, big.data(), n, buf.data() + 1);
+    kv_load_row(t, buf.data() + 1, n, back.data());
+    for (int64_t i = 0; i < n; ++i) {
+      const uint8_t want8 = t == DType::kF8_E4M3 ? f32_to_e4m3(big[i]) : f32_to_e5m2(big[i]);
+      ASSERT_EQ(buf[1 + i], want8) << short_name(t) << " element " << i;
+      const float wf = t == DType::kF8_E4M3 ? e4m3_to_f32(want8) : e5m2_to_f32(want8);
+      ASSERT_EQ(f32_to_bits(back[i]), f32_to_bits(wf)) << short_name(t) << " element " << i;
+    }
+    EXPECT_EQ(back[7], t == DType::kF8_E4M3 ? 448.f : 57344.f);
+    EXPECT_EQ(back[8], t == DType::kF8_E4M3 ? -448.f : -57344.f);
+  }
 }
 
 TEST(KvRowStore, BadArgumentsThrow) {

@@ -1,5 +1,6 @@
 // Tests of src/base and src/tensor: thread pool coverage and reuse, checked arithmetic, fp16 and
-// bf16 conversions (exhaustive over all 16-bit patterns), dtype traits.
+// bf16 conversions (exhaustive over all 16-bit patterns), FP8 E4M3/E5M2 conversions (exhaustive
+// over all codes and their midpoints), dtype traits.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -14,6 +15,7 @@
 #include "base/thread_pool.h"
 #include "tensor/dtype.h"
 #include "tensor/fp16.h"
+#include "tensor/fp8.h"
 
 namespace triad {
 namespace {
@@ -112,6 +114,62 @@ TEST(DType, Traits) {
   EXPECT_TRUE(dtype_supported_for_weights(DType::kQ5_1));
   EXPECT_TRUE(dtype_supported_for_weights(DType::kQ2_K));
   EXPECT_FALSE(dtype_supported_for_weights(DType::kQ8_K));
+  // Internal types are not GGUF types, and the row-scaled ones are matmul-only.
+  EXPECT_FALSE(dtype_traits(static_cast<uint32_t>(DType::kF8_E4M3)).has_value());
+  EXPECT_EQ(traits(DType::kF8_E5M2).block_bytes, 1u);
+  EXPECT_FALSE(dtype_supported_for_weights(DType::kF8_E4M3));
+  EXPECT_TRUE(dtype_supported_for_matmul(DType::kF8_E4M3));
+  EXPECT_TRUE(dtype_has_row_scale(DType::kI8));
+  EXPECT_FALSE(dtype_has_row_scale(DType::kQ8_0));
+}
+
+// Every finite code decodes to a value that encodes back to it; the midpoint between two
+// neighbours rounds to the even code; beyond the largest finite value encoding saturates; the
+// decoded values are the format's (spot checks against the OCP definition).
+template <class Enc, class Dec>
+void check_fp8(Enc enc, Dec dec, uint8_t max_code, float max_val, bool e5m2) {
+  EXPECT_EQ(dec(max_code), max_val);
+  for (int s = 0; s < 2; ++s) {
+    const uint8_t sign = static_cast<uint8_t>(s << 7);
+    for (uint8_t m = 0; m <= max_code; ++m) {
+      const uint8_t code = static_cast<uint8_t>(sign | m);
+      const float v = dec(code);
+      ASSERT_TRUE(std::isfinite(v)) << int(code);
+      if (m == 0) {
+        EXPECT_EQ(enc(v), code);  // +-0 keep their sign
+        continue;
+      }
+      EXPECT_EQ(enc(v), code) << int(code);
+      if (m < max_code) {
+        const float next = dec(static_cast<uint8_t>(code + 1));
+        const float mid = (v + next) / 2;  // exact: both have few significant bits
+        const uint8_t even = (m & 1) ? static_cast<uint8_t>(code + 1) : code;
+        EXPECT_EQ(enc(mid), even) << "midpoint above code " << int(code);
+        EXPECT_EQ(enc(std::nextafter(mid, 0.f)), code);
+        EXPECT_EQ(enc(std::nextafter(mid, s ? -1e9f : 1e9f)), static_cast<uint8_t>(code + 1));
+      }
+    }
+    EXPECT_EQ(enc(s ? -1e30f : 1e30f), static_cast<uint8_t>(sign | max_code));
+    EXPECT_EQ(enc(s ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity()),
+              static_cast<uint8_t>(sign | max_code));
+  }
+  EXPECT_TRUE(std::isnan(dec(enc(std::nanf("")))));
+  EXPECT_EQ(enc(1.0f), e5m2 ? 0x3c : 0x38);
+  EXPECT_EQ(enc(1e-30f), 0);  // underflow to +0
+}
+
+TEST(Fp8, E4M3) {
+  check_fp8(f32_to_e4m3, e4m3_to_f32, 0x7e, 448.f, false);
+  EXPECT_EQ(e4m3_to_f32(0x01), std::ldexp(1.f, -9));  // smallest subnormal
+  EXPECT_EQ(e4m3_to_f32(0x08), std::ldexp(1.f, -6));  // smallest normal
+  EXPECT_TRUE(std::isnan(e4m3_to_f32(0x7f)));
+  EXPECT_EQ(f32_to_e4m3(460.f), 0x7e);  // would round to 480 (a NaN code): saturates
+}
+
+TEST(Fp8, E5M2) {
+  check_fp8(f32_to_e5m2, e5m2_to_f32, 0x7b, 57344.f, true);
+  EXPECT_EQ(e5m2_to_f32(0x01), std::ldexp(1.f, -16));
+  EXPECT_TRUE(std::isinf(e5m2_to_f32(0x7c)));
 }
 
 TEST(Cpu, ReportsALevel) {

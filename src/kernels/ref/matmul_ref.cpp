@@ -7,8 +7,9 @@
 //   (d, fl(d * sc), fl(dmin * mn)); integer dot products are exact, each group term is
 //   fl(ws * dx) * isum, and everything is accumulated in double, so this is the algorithm's
 //   value up to one rounding per group scale.
-// - F32 / F16 / BF16 products are exact in double (bf16 activations are rounded first, as the
-//   SIMD kernels do).
+// - F32 / F16 / BF16 / FP8 E4M3 products are exact in double (bf16 activations are rounded
+//   first, as the SIMD kernels do); FP8 rows are scaled once at the end; I8 (W8A8) dot products
+//   are exact integers scaled by fl(s_r * dx_t).
 // Thread-safety: matmul_rows_ref writes only its own outputs and uses thread-local grow-only
 // scratch, so disjoint ranges may run concurrently; matmul_ref allocates per call.
 #include <cstring>
@@ -20,6 +21,7 @@
 #include "kernels/matmul_impl.h"
 #include "kernels/quant_blocks.h"
 #include "tensor/fp16.h"
+#include "tensor/fp8.h"
 
 namespace triad::kernels {
 namespace {
@@ -249,6 +251,8 @@ ActKind act_kind(DType t) {
     case DType::kF32:
     case DType::kF16: return ActKind::kF32;
     case DType::kBF16: return ActKind::kBf16;
+    case DType::kF8_E4M3: return ActKind::kF32;
+    case DType::kI8: return ActKind::kQ8Row;
     default: return ActKind::kQ8;
   }
 }
@@ -286,6 +290,30 @@ void matmul_rows_ref(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int
         }
       }
       return;
+    case DType::kF8_E4M3:
+      for (int64_t r = r0; r < r1; ++r) {
+        const uint8_t* row = j.w + static_cast<uint64_t>(r) * j.row_bytes;
+        for (int64_t t = t0; t < t1; ++t) {
+          const float* x = j.x + t * j.x_stride;
+          double acc = 0.0;
+          for (int64_t c = 0; c < cols; ++c)
+            acc += static_cast<double>(e4m3_to_f32(row[c])) * static_cast<double>(x[c]);
+          j.y[t * j.y_stride + r] = static_cast<float>(acc * static_cast<double>(j.row_scale[r]));
+        }
+      }
+      return;
+    case DType::kI8:
+      for (int64_t r = r0; r < r1; ++r) {
+        const int8_t* row = reinterpret_cast<const int8_t*>(j.w + static_cast<uint64_t>(r) * j.row_bytes);
+        for (int64_t t = t0; t < t1; ++t) {
+          const int8_t* xq = j.aq + t * j.aq_stride;
+          int64_t isum = 0;
+          for (int64_t c = 0; c < cols; ++c) isum += static_cast<int64_t>(row[c]) * xq[c];
+          const float scale = j.row_scale[r] * j.ad[t * j.as_stride];
+          j.y[t * j.y_stride + r] = static_cast<float>(static_cast<double>(scale) * static_cast<double>(isum));
+        }
+      }
+      return;
     default:
       break;
   }
@@ -315,6 +343,7 @@ void matmul_ref(const WeightMatrix& w, const float* x, int64_t n_tokens, int64_t
   j.x_stride = x_stride;
   j.y = y;
   j.y_stride = y_stride;
+  j.row_scale = w.row_scale;
   std::vector<uint16_t> xb;
   std::vector<int8_t> aq;
   std::vector<float> ad, axs;
@@ -340,6 +369,17 @@ void matmul_ref(const WeightMatrix& w, const float* x, int64_t n_tokens, int64_t
       j.ad = ad.data();
       j.axs = axs.data();
       j.as_stride = w.cols / 32;
+      break;
+    case ActKind::kQ8Row:
+      aq.resize(n * cols);
+      ad.resize(n);
+      for (size_t t = 0; t < n; ++t)
+        quantize_act_q8_row_ref(x + static_cast<int64_t>(t) * x_stride, w.cols, aq.data() + t * cols,
+                                ad.data() + t);
+      j.aq = aq.data();
+      j.aq_stride = w.cols;
+      j.ad = ad.data();
+      j.as_stride = 1;
       break;
   }
   matmul_rows_ref(j, 0, w.rows, 0, n_tokens);
