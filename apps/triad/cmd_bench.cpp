@@ -56,7 +56,7 @@ double peak_rss_mib() {
 int run(const BenchOptions& o) {
   const int threads = o.common.resolved_threads();
   print_startup(threads);
-  LoadedModel lm = load_model(o.common.model);
+  LoadedModel lm = load_model(o.common.model, o.common.weight_type, o.common.resolved_threads());
   const Model& m = *lm.model;
   const ModelConfig& c = m.config();
   // Every run goes through the engine, as requests: pp is the time to the first token of an
@@ -136,6 +136,7 @@ Command add_bench(CLI::App& app) {
   cmd->add_option("-n,--n-gen", o->n_gen, "generated tokens (tg test)")->check(CLI::Range(0, 1 << 20));
   cmd->add_option("-r,--reps", o->reps, "repetitions")->check(CLI::Range(1, 1000));
   cmd->add_flag("--no-roofline", o->no_roofline, "skip the memory bandwidth measurement");
+  o->common.add_weight_type(*cmd);
   o->engine.add_to(*cmd);
   Command serve = add_bench_serve(*cmd);
   Command grammar = add_bench_grammar(*cmd);

@@ -75,7 +75,7 @@ double mean(const std::vector<double>& v) {
 int run(const ServeBenchOptions& o) {
   const int threads = o.common.resolved_threads();
   print_startup(threads);
-  LoadedModel lm = load_model(o.common.model);
+  LoadedModel lm = load_model(o.common.model, o.common.weight_type, o.common.resolved_threads());
   const ModelConfig& c = lm.model->config();
   const Range pl = parse_range(o.prompt_len, "--prompt-len");
   const Range gl = parse_range(o.gen_len, "--gen-len");
@@ -248,6 +248,7 @@ Command add_bench_serve(CLI::App& bench) {
   auto o = std::make_shared<ServeBenchOptions>();  // owned by the returned command
   CLI::App* cmd = bench.add_subcommand("serve", "serving benchmark: many concurrent requests through the engine");
   o->common.add_to(*cmd);
+  o->common.add_weight_type(*cmd);
   o->engine.add_to(*cmd);
   cmd->add_option("-N,--requests", o->requests, "number of requests")->check(CLI::Range(1, 100000));
   cmd->add_option("--concurrency", o->concurrency, "requests in flight at most (0: all)")->check(CLI::Range(0, 100000));

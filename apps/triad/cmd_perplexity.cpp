@@ -62,7 +62,7 @@ void eval_chunk(const Model& m, const Tokenizer& tok, std::vector<int32_t> chunk
 int run_kld(const PplOptions& o) {
   const int threads = o.common.resolved_threads();
   print_startup(threads);
-  LoadedModel lm = load_model(o.common.model);
+  LoadedModel lm = load_model(o.common.model, o.common.weight_type, o.common.resolved_threads());
   const Model& m = *lm.model;
   std::ifstream in(o.kld_base, std::ios::binary);
   TRIAD_CHECK(in.good(), "cannot read ", o.kld_base);
@@ -126,7 +126,7 @@ int run(const PplOptions& o) {
   TRIAD_CHECK(!o.file.empty(), "-f/--file is required (except with --kl-divergence, which reads the base file's tokens)");
   const int threads = o.common.resolved_threads();
   print_startup(threads);
-  LoadedModel lm = load_model(o.common.model);
+  LoadedModel lm = load_model(o.common.model, o.common.weight_type, o.common.resolved_threads());
   const Model& m = *lm.model;
   const Tokenizer& tok = *lm.tokenizer;
   const TextChunks text = chunk_text_file(tok, o.file, o.common.ctx, o.chunks);
@@ -191,6 +191,7 @@ Command add_perplexity(CLI::App& app) {
   auto o = std::make_shared<PplOptions>();  // owned by the returned command
   CLI::App* cmd = app.add_subcommand("perplexity", "perplexity of the model over a text file");
   o->common.add_to(*cmd);
+  o->common.add_weight_type(*cmd);
   cmd->add_option("-f,--file", o->file, "text file")->check(CLI::ExistingFile);
   cmd->add_option("--chunks", o->chunks, "score at most this many chunks (0: all)")->check(CLI::Range(0, 1 << 24));
   cmd->add_option("-b,--batch", o->batch, "tokens per forward call")->check(CLI::Range(1, 1 << 16));

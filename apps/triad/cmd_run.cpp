@@ -38,7 +38,7 @@ struct RunOptions {
 int run(const RunOptions& o, bool seed_given) {
   const int threads = o.common.resolved_threads();
   print_startup(threads);
-  LoadedModel lm = load_model(o.common.model);
+  LoadedModel lm = load_model(o.common.model, o.common.weight_type, o.common.resolved_threads());
   const Model& model = *lm.model;
   const Tokenizer& tok = *lm.tokenizer;
   const ModelConfig& c = model.config();
@@ -120,6 +120,7 @@ Command add_run(CLI::App& app) {
   o->sampling.min_p = 0.05f;
   CLI::App* cmd = app.add_subcommand("run", "generate text from a prompt, streamed to stdout");
   o->common.add_to(*cmd);
+  o->common.add_weight_type(*cmd);
   o->engine.add_to(*cmd);
   cmd->add_option("-p,--prompt", o->prompt, "prompt text")->required();
   cmd->add_option("--system", o->system, "system message (with --chat)");

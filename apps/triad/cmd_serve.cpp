@@ -115,7 +115,7 @@ int run(const ServeOptions& o) {
   std::vector<std::unique_ptr<Served>> served;
   for (size_t i = 0; i < paths.size(); ++i) {
     auto s = std::make_unique<Served>();
-    s->lm = load_model(paths[i]);
+    s->lm = load_model(paths[i], o.common.weight_type, threads);
     std::string name = i < o.aliases.size() ? o.aliases[i] : std::filesystem::path(paths[i]).stem().string();
     for (const auto& other : served) TRIAD_CHECK(other->sm.name != name, "two models are named '", name, "': use --alias");
     s->sm.name = name;
@@ -273,6 +273,7 @@ Command add_serve(CLI::App& app) {
       ->check(CLI::Range(0, 1024));
   cmd->add_option("-c,--ctx", o->common.ctx, "context length per request (default: min(trained, 4096))")
       ->check(CLI::Range(0, 1 << 24));
+  o->common.add_weight_type(*cmd);
   o->engine.add_to(*cmd);
   return [o] { return run(*o); };
 }

@@ -68,13 +68,14 @@ Command add_eval_logits(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("eval-logits",
                                      "run token ids through the model and write all logits (f32) to a file");
   o->common.add_to(*cmd);
+  o->common.add_weight_type(*cmd);
   cmd->add_option("--tokens", o->tokens, "comma-separated token ids")->required();
   cmd->add_option("--out", o->out, "output file: n_tokens x n_vocab little-endian float32")->required();
   cmd->add_option("--chunk", o->chunk, "tokens per forward call (default: all at once)")
       ->check(CLI::Range(0, 1 << 20));
   return [o] {
     const int threads = o->common.resolved_threads();
-    LoadedModel lm = load_model(o->common.model);
+    LoadedModel lm = load_model(o->common.model, o->common.weight_type, threads);
     const Model& m = *lm.model;
     std::vector<int32_t> ids = parse_ids(o->tokens);
     TRIAD_CHECK(!ids.empty(), "--tokens is empty");

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "base/error.h"
 #include "base/log.h"
 #include "base/timer.h"
 #include "gguf/gguf_file.h"
+#include "quant/online.h"
 
 namespace triad::app {
 
@@ -16,11 +18,13 @@ int32_t LoadedModel::context_for(int requested) const {
   return std::min<int32_t>(model->config().n_ctx_train, 4096);
 }
 
-LoadedModel load_model(const std::string& path) {
+LoadedModel load_model(const std::string& path, const std::string& weight_type, int threads) {
   Timer t;
   log_info("loading ", path);
   LoadedModel m;
-  m.model = Model::load(path);
+  std::optional<DType> online;
+  if (!weight_type.empty()) online = quant::parse_weight_type(weight_type);
+  m.model = Model::load(path, quant::online_transform(online, threads));
   m.tokenizer = Tokenizer::from_gguf(m.model->file());
   const ModelConfig& c = m.model->config();
   TRIAD_CHECK(m.tokenizer->n_vocab() <= c.n_vocab, "tokenizer has ", m.tokenizer->n_vocab(),

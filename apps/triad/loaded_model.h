@@ -17,7 +17,9 @@ struct LoadedModel {
   int32_t context_for(int requested) const;
 };
 
-LoadedModel load_model(const std::string& path);
+// Loads a model; a non-empty weight_type quantizes its layer matrices at load time
+// (quant/online.h) with `threads` threads.
+LoadedModel load_model(const std::string& path, const std::string& weight_type = {}, int threads = 1);
 
 // A text file cut into chunks the way llama.cpp's perplexity tool cuts it: tokenized with BOS in
 // front (when the vocabulary adds one), then whole chunks of n_ctx tokens, at most max_chunks

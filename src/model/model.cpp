@@ -42,11 +42,12 @@ void ForwardScratch::reserve(const ModelConfig& c, int64_t n) {
 
 Model::~Model() = default;
 
-std::unique_ptr<Model> Model::load(const std::string& path) {
+std::unique_ptr<Model> Model::load(const std::string& path, const WeightTransform& transform) {
   std::unique_ptr<Model> m(new Model());
   m->file_ = gguf::GgufFile::open(path);
   m->config_ = ModelConfig::from_gguf(*m->file_);
   m->weights_ = ModelWeights::bind(*m->file_, m->config_);
+  if (transform) transform(m->weights_, *m->file_, m->config_);
   return m;
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -52,9 +53,13 @@ struct ForwardScratch {
 
 class Model {
  public:
+  // A load-time change of the bound weights (online quantization: quant/online.h), run once
+  // after binding, before the model is shared.
+  using WeightTransform =
+      std::function<void(ModelWeights&, const gguf::GgufFile&, const ModelConfig&)>;
   // Loads and validates a GGUF model. Throws triad::Error with a clear message on any problem
   // (unknown architecture, missing or misshapen tensor, unsupported type).
-  static std::unique_ptr<Model> load(const std::string& path);
+  static std::unique_ptr<Model> load(const std::string& path, const WeightTransform& transform = {});
   ~Model();
 
   const ModelConfig& config() const { return config_; }

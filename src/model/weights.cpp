@@ -46,6 +46,27 @@ kernels::WeightMatrix ModelWeights::matrix(const gguf::GgufFile& f, const std::s
   return kernels::WeightMatrix{t->type, t->data, rows, cols};
 }
 
+std::vector<ModelWeights::NamedMatrix> ModelWeights::block_matrices() {
+  std::vector<NamedMatrix> out;
+  for (size_t il = 0; il < layers.size(); ++il) {
+    LayerWeights& L = layers[il];
+    const std::string b = "blk." + std::to_string(il) + ".";
+    out.push_back({b + "attn_q.weight", &L.wq});
+    out.push_back({b + "attn_k.weight", &L.wk});
+    out.push_back({b + "attn_v.weight", &L.wv});
+    out.push_back({b + "attn_output.weight", &L.wo});
+    out.push_back({b + "ffn_gate.weight", &L.w_gate});
+    out.push_back({b + "ffn_up.weight", &L.w_up});
+    out.push_back({b + "ffn_down.weight", &L.w_down});
+  }
+  return out;
+}
+
+uint8_t* ModelWeights::own_bytes(size_t n) {
+  owned_bytes_.emplace_back(n);
+  return owned_bytes_.back().data();
+}
+
 ModelWeights ModelWeights::bind(const gguf::GgufFile& f, ModelConfig& c) {
   ModelWeights w;
   const gguf::TensorInfo* emb = f.find_tensor("token_embd.weight");

@@ -1,10 +1,13 @@
 // Model weights bound from a GGUF file, each checked at load time for presence, dtype and shape.
 //
 // Matrices point into the file's mapping (zero copy); small vectors (norm weights, biases) are
-// converted to owned f32 arrays. Immutable after load; safe to share across threads.
+// converted to owned f32 arrays. A load-time conversion (online quantization, --weight-type) may
+// replace matrices with ones in storage the weights own (block_matrices, own_bytes). Immutable
+// after load; safe to share across threads.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "base/aligned_buffer.h"
@@ -38,12 +41,24 @@ struct ModelWeights {
   uint64_t matrix_bytes = 0;          // bytes of all weight matrices
   uint64_t bytes_per_token = 0;       // weight bytes one decode step reads (the roofline numerator)
 
+  // One attention or FFN projection of a layer, by its GGUF tensor name.
+  struct NamedMatrix {
+    std::string name;
+    kernels::WeightMatrix* matrix;
+  };
+  // Every layer's projection matrices (attn q/k/v/output, ffn gate/up/down), in layer order.
+  std::vector<NamedMatrix> block_matrices();
+  // Zeroed storage owned by the weights for matrices made at load time (64-byte aligned; the
+  // address stays valid for the weights' life, moves included).
+  uint8_t* own_bytes(size_t n);
+
   // Binds every tensor the config needs; fills config.n_vocab and config.tied_output.
   // Throws triad::Error naming the tensor that is missing, misshapen or of an unsupported type.
   static ModelWeights bind(const gguf::GgufFile& f, ModelConfig& config);
 
  private:
   std::vector<AlignedBuffer<float>> owned_;  // converted vectors
+  std::vector<AlignedBuffer<uint8_t>> owned_bytes_;  // matrices made at load time
   const float* vector_f32(const gguf::GgufFile& f, const std::string& name, int64_t n, bool required);
   kernels::WeightMatrix matrix(const gguf::GgufFile& f, const std::string& name, int64_t rows,
                                int64_t cols);

@@ -34,7 +34,9 @@ int layer_of(std::string_view name) {
 // The first and last eighth of the layers and every third one between get more bits.
 bool use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
 
-DType fallback_for(DType t) {
+}  // namespace
+
+DType row_fallback_type(DType t) {
   switch (t) {
     case DType::kQ2_K:
     case DType::kQ3_K: return DType::kQ4_0;
@@ -45,8 +47,6 @@ DType fallback_for(DType t) {
     default: return t;
   }
 }
-
-}  // namespace
 
 const std::vector<Mix>& mixes() {
   static const std::vector<Mix> kMixes = {
@@ -243,7 +243,7 @@ TypeChoice choose_type(const Mix& mix, const MixOptions& opt, const ModelShape& 
   TypeChoice c{t, false, t, user};
   if (ne0 % traits(t).block_size != 0) {
     c.fallback = true;
-    c.type = fallback_for(t);
+    c.type = row_fallback_type(t);
     if (ne0 % traits(c.type).block_size != 0) c.type = DType::kF16;
   }
   return c;

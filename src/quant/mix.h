@@ -41,6 +41,10 @@ const std::vector<Mix>& mixes();
 // Case-insensitive lookup ("q4_k_m" works; "Q3_K", "Q4_K", "Q5_K" mean their _M mix, as in
 // llama.cpp); nullopt when unknown.
 std::optional<Mix> find_mix(std::string_view name);
+// The type llama.cpp uses instead of t for rows whose length t's block size does not divide
+// (Q2_K/Q3_K -> Q4_0, IQ4_XS -> IQ4_NL, Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0; t itself for
+// the 32-block types).
+DType row_fallback_type(DType t);
 // A single type by GGUF name ("q6_k", "f16", ...), case-insensitive; nullopt when unknown.
 std::optional<DType> parse_type_name(std::string_view name);
 

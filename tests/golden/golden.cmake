@@ -6,6 +6,7 @@
 #   golden_stories      stories260K logits and greedy continuation
 #   golden_imatrix      `triad imatrix` statistics vs numpy sums over the same chunks
 #   golden_kld          KL divergence figures vs numpy over the same stored base log-probs
+#   golden_online       --weight-type fp8_e4m3 / int8 vs the reference's own load-time rounding
 #   golden_gemma        the default Gemma 3 270M Q4_K_M (skips when absent from TRIAD_MODELS_DIR)
 # Reference results and the synthetic models are cached in <build>/ref-cache (keyed by model
 # sha256, inputs and the reference's source), so only a cold first run pays for the reference.
@@ -15,9 +16,10 @@ triad_pytest(golden_synthetic golden/test_synthetic.py)
 triad_pytest(golden_stories golden/test_stories.py)
 triad_pytest(golden_imatrix golden/test_imatrix.py)
 triad_pytest(golden_kld golden/test_kld.py)
+triad_pytest(golden_online golden/test_online.py)
 triad_pytest(golden_gemma golden/test_gemma.py)
 
-foreach(t reference_selftest reference_data golden_synthetic golden_stories golden_imatrix golden_kld golden_gemma)
+foreach(t reference_selftest reference_data golden_synthetic golden_stories golden_imatrix golden_kld golden_online golden_gemma)
   set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT
     "TRIAD_REF_CACHE=${CMAKE_BINARY_DIR}/ref-cache" "OPENBLAS_NUM_THREADS=1"
     "PYTHONDONTWRITEBYTECODE=1")

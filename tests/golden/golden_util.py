@@ -102,7 +102,7 @@ DEFAULT_THREADS = 1
 
 
 def eval_logits(model: str, tokens, n_vocab: int, chunk: int | None = None,
-                threads: int | None = DEFAULT_THREADS) -> np.ndarray:
+                threads: int | None = DEFAULT_THREADS, weight_type: str | None = None) -> np.ndarray:
     """`triad eval-logits`: float32 logits [len(tokens), n_vocab]."""
     require("eval-logits")
     with tempfile.TemporaryDirectory() as d:
@@ -111,6 +111,8 @@ def eval_logits(model: str, tokens, n_vocab: int, chunk: int | None = None,
                 "--out", out]
         if chunk:
             args += ["--chunk", chunk]
+        if weight_type:
+            args += ["--weight-type", weight_type]
         if threads:
             args += ["--threads", threads]
         run_triad(args)
@@ -165,10 +167,10 @@ def file_sha256(path: str) -> str:
     return _sha_memo[key]
 
 
-def reference_model(path: str, act_quant: bool = False) -> ref_model.RefModel:
-    key = (os.path.realpath(path), act_quant)
+def reference_model(path: str, act_quant: bool = False, online: str | None = None) -> ref_model.RefModel:
+    key = (os.path.realpath(path), act_quant, online)
     if key not in _model_memo:
-        _model_memo[key] = ref_model.RefModel(path, act_quant=act_quant)
+        _model_memo[key] = ref_model.RefModel(path, act_quant=act_quant, online=online)
     return _model_memo[key]
 
 
@@ -191,11 +193,15 @@ def _cached(kind: str, model: str, params, compute) -> dict:
     return res
 
 
-def ref_logits(model: str, tokens, act_quant: bool = False) -> np.ndarray:
-    """Reference float64 logits [len(tokens), n_vocab] at positions 0..len-1 (cached)."""
+def ref_logits(model: str, tokens, act_quant: bool = False, online: str | None = None) -> np.ndarray:
+    """Reference float64 logits [len(tokens), n_vocab] at positions 0..len-1 (cached); online:
+    the model as --weight-type fp8_e4m3 / int8 loads it (ref_model.online_quantize)."""
     toks = [int(t) for t in tokens]
-    res = _cached("logits", model, {"tokens": toks, "act_quant": act_quant},
-                  lambda: {"logits": reference_model(model, act_quant).logits(toks)})
+    params = {"tokens": toks, "act_quant": act_quant}
+    if online:
+        params["online"] = online
+    res = _cached("logits", model, params,
+                  lambda: {"logits": reference_model(model, act_quant, online).logits(toks)})
     return res["logits"]
 
 

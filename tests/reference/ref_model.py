@@ -284,8 +284,37 @@ class KvCache:
         self.n_past = 0
 
 
+def online_quantize(w: np.ndarray, kind: str) -> np.ndarray:
+    """A projection matrix [n_out, n_in] as Triad's --weight-type quantizes it at load time
+    (src/quant/online.h), written from that definition: per output row, in float32,
+    s = amax / 448 and codes = float8_e4m3fn(w / s) (rounding by PyPI ml_dtypes) for
+    "fp8_e4m3"; s = amax / 127 and codes = round_half_even(clip(w / s, +-127)) for "int8".
+    Rows with amax == 0 stay zero. Returns s * codes in float64."""
+    import ml_dtypes  # only the online-quantization tests need it
+    w32 = np.asarray(w, dtype=np.float32)
+    amax = np.abs(w32).max(axis=1, keepdims=True)
+    top = np.float32(448 if kind == "fp8_e4m3" else 127)
+    s = (amax / top).astype(np.float32)
+    safe = np.where(amax > 0, s, np.float32(1))
+    r = (w32 / safe).astype(np.float32)
+    if kind == "fp8_e4m3":
+        codes = r.astype(ml_dtypes.float8_e4m3fn).astype(np.float64)
+    elif kind == "int8":
+        codes = np.rint(np.clip(r, -127, 127)).astype(np.float64)
+    else:
+        raise ValueError(f"unknown online type {kind}")
+    codes = np.where(amax > 0, codes, 0.0)
+    return codes * s.astype(np.float64)
+
+
+_PROJECTIONS = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
+
+
 class RefModel:
-    def __init__(self, path: str, act_quant: bool = False):
+    def __init__(self, path: str, act_quant: bool = False, online: str | None = None):
+        """online: None, "fp8_e4m3" or "int8": the layers' projection matrices quantized as
+        online_quantize does; "int8" also rounds their inputs per token (one Q8 scale per row of
+        activations), as Triad's W8A8 kernels do."""
         reader = GGUFReader(path)
         self.metadata = read_metadata(reader)
         self.tensor_types = {}
@@ -296,6 +325,15 @@ class RefModel:
         del reader
         self.cfg = config_from_metadata(self.metadata, self.w)
         self.act_quant = act_quant
+        self.online = online
+        self.online_names = set()
+        if online:
+            for name in list(self.w):
+                parts = name.split(".")
+                if len(parts) == 4 and parts[0] == "blk" and parts[2] in _PROJECTIONS and parts[3] == "weight" \
+                        and self.tensor_types[name] in ("F32", "F16", "BF16"):
+                    self.w[name] = online_quantize(self.w[name], online)
+                    self.online_names.add(name)
         self._check_shapes()
 
     # -- weights ------------------------------------------------------------------------------
@@ -334,7 +372,9 @@ class RefModel:
     def _linear(self, x: np.ndarray, name: str) -> np.ndarray:
         """x [T, n_in] @ W.T (+ bias) in float64; W is [n_out, n_in]."""
         w = self.w[name]
-        if self.act_quant:
+        if self.online == "int8" and name in self.online_names:
+            x = quantize_activations_q8(x, block=x.shape[-1])
+        elif self.act_quant:
             ttype = self.tensor_types[name]
             if ttype == "BF16":
                 x = round_activations_bf16(x)
