@@ -12,8 +12,9 @@ APT_PACKAGES=(
   libboost-dev                        # Boost.Beast / Asio (header-only) for the HTTP server
   python3 python3-pip unzip
   r-base-core r-cran-janeaustenr      # public-domain text (Pride and Prejudice) for perplexity
+  chromium                            # headless rendering check of the tradeoff report (tests/quant/render_check.py)
 )
-PIP_PACKAGES=(gguf numpy pytest jinja2 jsonschema openai)
+PIP_PACKAGES=(gguf numpy pytest jinja2 jsonschema openai ml_dtypes)  # ml_dtypes: FP8 rounding reference
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -27,7 +28,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 PY=${PYTHON:-python3}
-if ! "$PY" -c "import gguf, numpy, pytest, jinja2, jsonschema, openai" 2>/dev/null; then
+if ! "$PY" -c "import gguf, numpy, pytest, jinja2, jsonschema, openai, ml_dtypes" 2>/dev/null; then
   echo "setup: installing pip packages: ${PIP_PACKAGES[*]}"
   "$PY" -m pip install -q --disable-pip-version-check "${PIP_PACKAGES[@]}" \
     || "$PY" -m pip install -q --disable-pip-version-check --break-system-packages "${PIP_PACKAGES[@]}"

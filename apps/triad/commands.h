@@ -23,13 +23,16 @@ Command add_template(CLI::App& app);  // `triad template render`
 Command add_serve(CLI::App& app);     // `triad serve`
 Command add_quantize(CLI::App& app);  // `triad quantize`
 Command add_imatrix(CLI::App& app);   // `triad imatrix`
+Command add_tradeoff(CLI::App& app);  // `triad tradeoff`
 
 // Options every model-running command shares.
 struct CommonOptions {
   std::string model;
   int threads = 0;  // 0: physical cores
   int ctx = 0;      // 0: min(model's trained context, 4096)
+  std::string weight_type;  // --weight-type: online quantization at load (empty: as stored)
   void add_to(CLI::App& cmd, bool with_ctx = true, bool model_required = true);
+  void add_weight_type(CLI::App& cmd);
   int resolved_threads() const;
 };
 

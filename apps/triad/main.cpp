@@ -7,6 +7,7 @@
 #include "base/cpu_features.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "quant/online.h"
 
 namespace triad::app {
 
@@ -18,6 +19,12 @@ void CommonOptions::add_to(CLI::App& cmd, bool with_ctx, bool model_required) {
   if (with_ctx)
     cmd.add_option("-c,--ctx", ctx, "context size in tokens (default: min(trained, 4096))")
         ->check(CLI::Range(0, 1 << 24));
+}
+
+void CommonOptions::add_weight_type(CLI::App& cmd) {
+  cmd.add_option("--weight-type", weight_type,
+                 "quantize the F32/F16/BF16 layer matrices at load time (no calibration): " +
+                     quant::weight_type_names());
 }
 
 int CommonOptions::resolved_threads() const { return threads > 0 ? threads : physical_cores(); }
@@ -39,7 +46,8 @@ int main(int argc, char** argv) {
   Command commands[] = {add_run(app),      add_perplexity(app), add_bench(app),
                         add_gguf(app),     add_tokenize(app),   add_eval_logits(app),
                         add_template(app), add_serve(app),    add_quantize(app),
-                        add_imatrix(app)};
+                        add_imatrix(app),
+                        add_tradeoff(app)};
   CLI11_PARSE(app, argc, argv);
   if (verbose) triad::set_log_level(triad::LogLevel::kDebug);
   if (quiet) triad::set_log_level(triad::LogLevel::kWarn);
