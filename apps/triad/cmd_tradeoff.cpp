@@ -6,8 +6,8 @@
 //   accuracy   perplexity, and KL divergence / top-1 agreement against the base model (the
 //              unquantized file with an f32 KV cache) with llama-perplexity's definitions and
 //              windowing (quant/kld.h), every chunk run through the paged KV cache of that type;
-//   speed      prompt tokens/s (the chunks' prefill), generation tokens/s (one sequence decoding
-//              after a prompt of half the context) and batched generation tokens/s (`--streams`
+//   speed      prompt tokens/s (one prefill of half the context), generation tokens/s (one
+//              sequence decoding greedily after that prompt) and batched generation tokens/s (`--streams`
 //              sequences decoding together in each forward step, the engine's continuous-batching
 //              step without the HTTP server).
 // Then writes report.json / report.md / report.html (quant/tradeoff_report.h) into DIR.
@@ -298,12 +298,9 @@ int run(const TradeoffCli& c) {
       const int64_t nv = quant::kld_record_u16(n_vocab);
       const int32_t first = n_ctx / 2;
       PagedRunner r(m, kt, kt, 1, n_ctx, pool);
-      double prefill_s = 0;
       for (int64_t ch = 0; ch < text.n_chunks; ++ch) {
         std::vector<int32_t> chunk(br.tokens().begin() + ch * n_ctx, br.tokens().begin() + (ch + 1) * n_ctx);
-        Timer t;
         chunk_logits(m, *lm.tokenizer, chunk, r, logits);
-        prefill_s += t.seconds();
         br.read_chunk(records);
         for (int32_t j = first; j < n_ctx - 1; ++j)
           stats.add(logits.data() + static_cast<size_t>(j) * n_vocab, records.data() + (j - first) * nv,
@@ -317,19 +314,21 @@ int run(const TradeoffCli& c) {
       p.kld_p99 = s.kld_p99;
       p.top1 = s.top1;
       p.top1_err = s.top1_err;
-      p.pp_tps = static_cast<double>(text.n_chunks * n_ctx) / std::max(1e-9, prefill_s);
       if (p.is_base) {  // the reference itself (its stored log-probabilities are 16-bit rounded)
         p.kld_mean = p.kld_mean_err = p.kld_p99 = p.top1_err = 0;
         p.top1 = 1;
       }
 
-      // Generation: one sequence after a prompt of half the context, greedy.
+      // Prompt processing (one prefill of half the context, logits of its last row only) and
+      // generation: one sequence decoding greedily after it.
       if (c.tg_tokens > 0) {
         const int32_t prompt = std::max(1, std::min(n_ctx / 2, n_ctx - c.tg_tokens));
         const int32_t n_gen = std::min(c.tg_tokens, n_ctx - prompt);
         PagedRunner g(m, kt, kt, 1, prompt + n_gen, pool);
         std::vector<int32_t> ptoks(text.tokens.begin(), text.tokens.begin() + prompt);
+        Timer tp;
         g.step({ptoks}, {0}, false, logits);
+        p.pp_tps = prompt / std::max(1e-9, tp.seconds());
         int32_t next = argmax(logits.data(), n_vocab);
         Timer t;
         for (int32_t i = 0; i < n_gen; ++i) {
