@@ -10,6 +10,7 @@
 //                  n_tokens; compare with the measured per-core instruction peaks.
 // Every figure is the best of several timed trials (the dev machine is shared).
 //
+// Types: every GGUF weight type, and the online row-scaled fp8_e4m3 / int8 (W8A8).
 // usage: matmul_bench [--types f16,q8_0,...] [--shapes 896x896,...] [--threads 1,2]
 //                     [--tokens 1,512] [--isa scalar|avx2|avx512] [--min-time SECONDS]
 // Thread-safety: single-threaded driver; the kernels run on a ThreadPool.
@@ -57,7 +58,9 @@ DType parse_type(const std::string& s) {
       {"f32", DType::kF32},   {"f16", DType::kF16},   {"bf16", DType::kBF16},
       {"q8_0", DType::kQ8_0}, {"q4_0", DType::kQ4_0}, {"q4_1", DType::kQ4_1},
       {"q5_0", DType::kQ5_0}, {"q5_1", DType::kQ5_1}, {"q4_k", DType::kQ4_K},
-      {"q5_k", DType::kQ5_K}, {"q6_k", DType::kQ6_K}};
+      {"q5_k", DType::kQ5_K}, {"q6_k", DType::kQ6_K}, {"q2_k", DType::kQ2_K},
+      {"q3_k", DType::kQ3_K}, {"iq4_nl", DType::kIQ4_NL}, {"iq4_xs", DType::kIQ4_XS},
+      {"mxfp4", DType::kMXFP4}, {"fp8_e4m3", DType::kF8_E4M3}, {"int8", DType::kI8}};
   for (const auto& [name, t] : kNames)
     if (s == name) return t;
   std::fprintf(stderr, "unknown type %s\n", s.c_str());
@@ -95,12 +98,25 @@ void fill_weights(DType t, uint8_t* p, uint64_t bytes, Rng& rng) {
     const uint64_t v = rng.next();
     std::memcpy(p + i, &v, 8);
   }
+  if (t == DType::kF8_E4M3) {  // no NaN codes
+    for (uint64_t i = 0; i < bytes; ++i)
+      if ((p[i] & 0x7f) == 0x7f) p[i] ^= 1;
+    return;
+  }
+  if (t == DType::kI8) return;
   std::vector<int> fields;
   switch (t) {
-    case DType::kQ4_0: case DType::kQ5_0: case DType::kQ8_0: fields = {0}; break;
+    case DType::kQ4_0: case DType::kQ5_0: case DType::kQ8_0: case DType::kIQ4_NL: case DType::kIQ4_XS:
+      fields = {0};
+      break;
     case DType::kQ6_K: fields = {208}; break;
+    case DType::kQ3_K: fields = {108}; break;
+    case DType::kQ2_K: fields = {80, 82}; break;
+    case DType::kMXFP4: fields = {}; break;
     default: fields = {0, 2}; break;
   }
+  if (t == DType::kMXFP4)  // E8M0 exponent bytes: scales near 2^-7
+    for (uint64_t b = 0; b < bytes / 17; ++b) p[b * 17] = 120;
   const uint32_t bb = triad::traits(t).block_bytes;
   for (uint64_t b = 0; b < bytes / bb; ++b)
     for (int f : fields) {
@@ -171,7 +187,7 @@ int main(int argc, char** argv) {
                 "VNNI %.1f GOP/s (x128), BF16 dot %.1f GFLOP/s (x64)\n",
                 p.fma * 32e-9, p.fma * 1e-9, p.vnni * 128e-9, p.bf16 * 64e-9);
   }
-  std::printf("\n%-5s %-11s %3s %9s %8s %6s %14s\n", "type", "rows x cols", "thr", "n=1 GB/s",
+  std::printf("\n%-8s %-11s %3s %9s %8s %6s %14s\n", "type", "rows x cols", "thr", "n=1 GB/s",
               "roofline", "ratio", "n=512 GFLOP/s");
   Rng rng;
   for (const std::string& tn : types) {
@@ -192,6 +208,9 @@ int main(int argc, char** argv) {
       fill_weights(t, w.data(), mbytes, rng);
       for (uint64_t c = 1; c < (want1 ? copies : 1); ++c) std::memcpy(w.data() + c * mbytes, w.data(), mbytes);
       std::vector<float> x(static_cast<size_t>(512 * s.cols)), y(static_cast<size_t>(512 * s.rows));
+      // Row scales for the online types (null for the GGUF ones).
+      std::vector<float> scales(triad::dtype_has_row_scale(t) ? static_cast<size_t>(s.rows) : 0, 0.01f);
+      const float* rs = scales.empty() ? nullptr : scales.data();
       for (auto& v : x) v = rng.uniform();
       for (const std::string& th : threads) {
         triad::ThreadPool pool(std::atoi(th.c_str()));
@@ -206,7 +225,7 @@ int main(int argc, char** argv) {
             sec = std::min(sec, best_seconds(
                 [&](int64_t call) {
                   const triad::kernels::WeightMatrix wm{
-                      t, w.data() + (static_cast<uint64_t>(call) % copies) * mbytes, s.rows, s.cols};
+                      t, w.data() + (static_cast<uint64_t>(call) % copies) * mbytes, s.rows, s.cols, rs};
                   triad::kernels::matmul_isa(isa, wm, x.data(), 1, s.cols, y.data(), s.rows, pool);
                 },
                 min_time / 3, 2, static_cast<int>(std::min<uint64_t>(copies, 100000))));
@@ -214,7 +233,7 @@ int main(int argc, char** argv) {
           gbs = static_cast<double>(mbytes) / sec * 1e-9;
         }
         if (want512) {
-          const triad::kernels::WeightMatrix wm{t, w.data(), s.rows, s.cols};
+          const triad::kernels::WeightMatrix wm{t, w.data(), s.rows, s.cols, rs};
           const double sec = best_seconds(
               [&](int64_t) {
                 triad::kernels::matmul_isa(isa, wm, x.data(), 512, s.cols, y.data(), s.rows, pool);
@@ -222,7 +241,7 @@ int main(int argc, char** argv) {
               min_time, 3, 1);
           gflops = 2.0 * static_cast<double>(s.rows) * static_cast<double>(s.cols) * 512 / sec * 1e-9;
         }
-        std::printf("%-5s %-11s %3s %9.1f %8.1f %5.0f%% %14.1f\n", tn.c_str(), sh.c_str(), th.c_str(),
+        std::printf("%-8s %-11s %3s %9.1f %8.1f %5.0f%% %14.1f\n", tn.c_str(), sh.c_str(), th.c_str(),
                     gbs, roof, roof > 0 ? 100.0 * gbs / roof : 0.0, gflops);
         std::fflush(stdout);
       }

@@ -166,6 +166,26 @@ uint64_t matrix_elements(const Model& m) {
   return total;
 }
 
+// "AMD EPYC (family 25, model 1), AVX2 (FMA, F16C)": /proc/cpuinfo's model name (and family /
+// model, since VMs often hide the product name) with the kernel level Triad runs.
+std::string cpu_description() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, name, family, model;
+  auto value = [](const std::string& l) {
+    std::string v = l.substr(l.find(':') + 1);
+    while (!v.empty() && v.front() == ' ') v.erase(v.begin());
+    return v;
+  };
+  while (std::getline(in, line) && (name.empty() || family.empty() || model.empty())) {
+    if (line.rfind("model name", 0) == 0) name = value(line);
+    else if (line.rfind("cpu family", 0) == 0) family = value(line);
+    else if (line.rfind("model\t", 0) == 0 || line.rfind("model ", 0) == 0) model = value(line);
+  }
+  std::string out = name.empty() ? "unknown CPU" : name;
+  if (!family.empty()) out += " (family " + family + (model.empty() ? "" : ", model " + model) + ")";
+  return out + ", " + cpu_summary();
+}
+
 std::string today() {
   const std::time_t t = std::time(nullptr);
   char buf[32];
@@ -251,7 +271,7 @@ int run(const TradeoffCli& c) {
   rep.model = stem;
   rep.base_path = c.model;
   rep.text_path = c.text;
-  rep.cpu = cpu_summary();
+  rep.cpu = cpu_description();
   rep.date = today();
   rep.threads = threads;
   rep.budget_bytes = budget;
