@@ -10,6 +10,10 @@ namespace triad::tmpl {
 
 void register_globals(std::unordered_map<std::string, Value>& globals);  // builtins.cpp
 
+Interpreter::~Interpreter() {
+  for (Value& ns : written_namespaces_) ns.as_dict().items.clear();
+}
+
 Interpreter::Interpreter(const Limits& limits, const nlohmann::ordered_json& context)
     : limits_(limits) {
   frames_.emplace_back();
@@ -602,6 +606,7 @@ Interpreter::Flow Interpreter::exec(const Node& n, std::string& out) {
         Value target = lookup(n.name);
         if (!target.is_namespace())
           template_fail("line ", n.line, ": cannot assign attribute on non-namespace object '", n.name, "'");
+        if (written_namespace_set_.insert(&target.as_dict()).second) written_namespaces_.push_back(target);
         target.as_dict().set(Value(n.attr), std::move(v));
         return Flow::kNormal;
       }

@@ -3,6 +3,7 @@
 
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "template/ast.h"
@@ -13,6 +14,12 @@ namespace triad::tmpl {
 class Interpreter {
  public:
   Interpreter(const Limits& limits, const nlohmann::ordered_json& context);
+  // Clears every namespace a `{% set ns.attr = ... %}` wrote to, which breaks the only
+  // reference cycles a template can make (ns.a = ns, or two namespaces holding each other):
+  // values are reference counted, so a cycle would otherwise outlive the render.
+  ~Interpreter();
+  Interpreter(const Interpreter&) = delete;
+  Interpreter& operator=(const Interpreter&) = delete;
 
   std::string render(const Node& root);
 
@@ -43,6 +50,8 @@ class Interpreter {
 
   const Limits& limits_;
   std::vector<Frame> frames_;   // [0] globals, [1] template scope, then loop / macro frames
+  std::vector<Value> written_namespaces_;  // each once (see ~Interpreter)
+  std::unordered_set<const Dict*> written_namespace_set_;
   std::vector<size_t> scope_base_;  // per macro call: index of its first frame
   uint64_t steps_ = 0;
   int call_depth_ = 0;

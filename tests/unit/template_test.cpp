@@ -40,6 +40,16 @@ TEST(TemplateTest, RendersAChatConversation) {
   EXPECT_EQ(render(src, ctx), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
 }
 
+// A namespace that holds itself (or two that hold each other) is a reference cycle; the
+// interpreter breaks it when the render ends, so nothing leaks (the ASan build checks).
+TEST(TemplateTest, NamespaceCyclesDoNotLeak) {
+  EXPECT_EQ(render("{% set ns = namespace(a=1) %}{% set ns.a = ns %}{% set other = namespace(x=ns) %}"
+                   "{% set ns.b = other %}{% set other.y = ns %}{{ ns.a.a.b.x.a is defined }}"),
+            "True");
+  for (int i = 0; i < 3; ++i)  // and a failing render breaks them too
+    EXPECT_THROW(render("{% set ns = namespace() %}{% set ns.s = ns %}{{ raise_exception('x') }}"), Error);
+}
+
 TEST(TemplateTest, SyntaxErrorsNameTheLine) {
   expect_error([] { render("line one\n{% if x %}\n{{ 1 + }}\n{% endif %}"); }, "line 3");
   expect_error([] { render("{% for x in y %}"); }, "endfor");
