@@ -89,7 +89,7 @@ Command add_imatrix(CLI::App& app) {
   auto o = std::make_shared<ImatrixOptions>();
   CLI::App* cmd = app.add_subcommand(
       "imatrix", "collect an importance matrix over calibration text (llama.cpp's imatrix GGUF)");
-  o->common.add_to(*cmd);
+  o->common.add_to(*cmd, true, true, "tokens per chunk (default: 512, as llama-imatrix)");
   cmd->add_option("-f,--file", o->file, "calibration text")->required()->check(CLI::ExistingFile);
   cmd->add_option("-o,--output", o->out, "output imatrix GGUF (default imatrix.gguf)");
   cmd->add_option("--chunks", o->chunks, "use at most this many chunks (0: all)")->check(CLI::Range(0, 1 << 24));

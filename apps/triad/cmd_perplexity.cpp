@@ -190,7 +190,7 @@ int run(const PplOptions& o) {
 Command add_perplexity(CLI::App& app) {
   auto o = std::make_shared<PplOptions>();  // owned by the returned command
   CLI::App* cmd = app.add_subcommand("perplexity", "perplexity of the model over a text file");
-  o->common.add_to(*cmd);
+  o->common.add_to(*cmd, true, true, "tokens per chunk (default: 512, as llama-perplexity)");
   o->common.add_weight_type(*cmd);
   cmd->add_option("-f,--file", o->file, "text file")->check(CLI::ExistingFile);
   cmd->add_option("--chunks", o->chunks, "score at most this many chunks (0: all)")->check(CLI::Range(0, 1 << 24));

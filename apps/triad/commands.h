@@ -31,7 +31,8 @@ struct CommonOptions {
   int threads = 0;  // 0: physical cores
   int ctx = 0;      // 0: min(model's trained context, 4096)
   std::string weight_type;  // --weight-type: online quantization at load (empty: as stored)
-  void add_to(CLI::App& cmd, bool with_ctx = true, bool model_required = true);
+  // ctx_help: the -c/--ctx help text (default: the serving commands' context rule).
+  void add_to(CLI::App& cmd, bool with_ctx = true, bool model_required = true, const char* ctx_help = nullptr);
   void add_weight_type(CLI::App& cmd);
   int resolved_threads() const;
 };

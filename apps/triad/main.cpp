@@ -11,13 +11,13 @@
 
 namespace triad::app {
 
-void CommonOptions::add_to(CLI::App& cmd, bool with_ctx, bool model_required) {
+void CommonOptions::add_to(CLI::App& cmd, bool with_ctx, bool model_required, const char* ctx_help) {
   CLI::Option* m = cmd.add_option("-m,--model", model, "GGUF model file")->check(CLI::ExistingFile);
   if (model_required) m->required();
   cmd.add_option("-t,--threads", threads, "worker threads (default: physical cores)")
       ->check(CLI::Range(0, 1024));
   if (with_ctx)
-    cmd.add_option("-c,--ctx", ctx, "context size in tokens (default: min(trained, 4096))")
+    cmd.add_option("-c,--ctx", ctx, ctx_help ? ctx_help : "context size in tokens (default: min(trained, 4096))")
         ->check(CLI::Range(0, 1 << 24));
 }
 
