@@ -243,6 +243,22 @@ struct DK45 {
   }
 };
 
+// fl(d * v_j) for the 16 int8 scales in v (signed, or unsigned 0..255 when !kSigned), into out[16].
+template <bool kSignedScales>
+inline void scale16(__m128i v, __m256 d, float* out) {
+  auto widen = [](__m128i x) {
+    return _mm256_cvtepi32_ps(kSignedScales ? _mm256_cvtepi8_epi32(x) : _mm256_cvtepu8_epi32(x));
+  };
+  _mm256_store_ps(out, _mm256_mul_ps(d, widen(v)));
+  _mm256_store_ps(out + 8, _mm256_mul_ps(d, widen(_mm_srli_si128(v, 8))));
+}
+
+// The 8-lane vector of a 32-element step s of a type with one value per 16 elements:
+// lanes 0..3 v[2s] (elements 0..15), lanes 4..7 v[2s + 1].
+inline __m256 per16(const float* v, int s) {
+  return _mm256_set_m128(_mm_broadcast_ss(v + 2 * s + 1), _mm_broadcast_ss(v + 2 * s));
+}
+
 struct DQ6K {
   static constexpr int kBytes = 210;
   static constexpr int kGroup = 256, kSteps = 8, kOff = 32;
@@ -254,9 +270,7 @@ struct DQ6K {
     const uint8_t* p = row + g * kBytes;
     const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192));
     const __m256 d = _mm256_set1_ps(f16(p + 208));
-    _mm256_store_ps(gs.sc, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc))));
-    _mm256_store_ps(gs.sc + 8,
-                    _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8)))));
+    scale16<true>(sc, d, gs.sc);
   }
   static inline void step(const uint8_t* row, int64_t g, int s, const Group& gs, Step& st) {
     const uint8_t* p = row + g * kBytes;
@@ -273,7 +287,7 @@ struct DQ6K {
       default: hb = _mm256_srli_epi16(qh, 2); break;
     }
     st.codes = _mm256_or_si256(lo, _mm256_and_si256(hb, _mm256_set1_epi8(0x30)));
-    st.ws = _mm256_set_m128(_mm_broadcast_ss(gs.sc + 2 * s + 1), _mm_broadcast_ss(gs.sc + 2 * s));
+    st.ws = per16(gs.sc, s);
     st.min = 0.f;
   }
 };
@@ -303,10 +317,7 @@ struct DQ3K {
                       _mm_set1_epi8(3));
     const __m128i sc = _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi8(32));
     const __m256 d = _mm256_set1_ps(f16(p + 108));
-    const __m256i sc_lo = _mm256_cvtepi8_epi32(sc);
-    const __m256i sc_hi = _mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8));
-    _mm256_store_ps(gs.sc, _mm256_mul_ps(d, _mm256_cvtepi32_ps(sc_lo)));
-    _mm256_store_ps(gs.sc + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(sc_hi)));
+    scale16<true>(sc, d, gs.sc);
   }
   static inline void step(const uint8_t* row, int64_t g, int s, const Group& gs, Step& st) {
     const uint8_t* p = row + g * kBytes;
@@ -317,7 +328,7 @@ struct DQ3K {
     // Move bit `bit` of every hmask byte to bit 2 (shifts stay inside the byte for that bit).
     const __m256i hb = bit >= 2 ? _mm256_srli_epi16(hm, bit - 2) : _mm256_slli_epi16(hm, 2 - bit);
     st.codes = _mm256_or_si256(lo, _mm256_and_si256(hb, _mm256_set1_epi8(4)));
-    st.ws = _mm256_set_m128(_mm_broadcast_ss(gs.sc + 2 * s + 1), _mm_broadcast_ss(gs.sc + 2 * s));
+    st.ws = per16(gs.sc, s);
     st.min = 0.f;
   }
 };
@@ -338,22 +349,16 @@ struct DQ2K {
     const __m128i m4 = _mm_set1_epi8(0x0F);
     const __m128i sc = _mm_and_si128(s, m4), mn = _mm_and_si128(_mm_srli_epi16(s, 4), m4);
     const __m256 d = _mm256_set1_ps(f16(p + 80)), dmin = _mm256_set1_ps(-f16(p + 82));
-    auto lo8 = [](__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)); };
-    auto hi8 = [](__m128i v) {
-      return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8)));
-    };
-    _mm256_store_ps(gs.sc, _mm256_mul_ps(d, lo8(sc)));
-    _mm256_store_ps(gs.sc + 8, _mm256_mul_ps(d, hi8(sc)));
-    _mm256_store_ps(gs.mn, _mm256_mul_ps(dmin, lo8(mn)));
-    _mm256_store_ps(gs.mn + 8, _mm256_mul_ps(dmin, hi8(mn)));
+    scale16<false>(sc, d, gs.sc);
+    scale16<false>(mn, dmin, gs.mn);
   }
   static inline void step(const uint8_t* row, int64_t g, int s, const Group& gs, Step& st) {
     const uint8_t* p = row + g * kBytes;
     const int h = s / 4, k = s % 4;
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 + 32 * h));
     st.codes = _mm256_and_si256(_mm256_srli_epi16(q, 2 * k), _mm256_set1_epi8(3));
-    st.ws = _mm256_set_m128(_mm_broadcast_ss(gs.sc + 2 * s + 1), _mm_broadcast_ss(gs.sc + 2 * s));
-    st.mn16 = _mm256_set_m128(_mm_broadcast_ss(gs.mn + 2 * s + 1), _mm_broadcast_ss(gs.mn + 2 * s));
+    st.ws = per16(gs.sc, s);
+    st.mn16 = per16(gs.mn, s);
     st.min = 0.f;
   }
 };
