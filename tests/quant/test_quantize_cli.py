@@ -187,10 +187,8 @@ def ppl(model, text):
     return float(re.search(r"perplexity: ([0-9.]+)", p.stdout).group(1))
 
 
-def test_stories_quantized_models_run(testdata_dir, tmp_path):
-    src = os.path.join(testdata_dir, "models", "stories260K.gguf")
-    if not os.path.exists(src):
-        pytest.skip(f"{src} missing")
+def test_stories_quantized_models_run(stories, tmp_path):
+    src = stories
     text = tmp_path / "story.txt"
     story = ("Once upon a time, there was a little girl named Lily. She loved to play outside in the "
              "sun with her red ball. One day, her mom said, \"Lily, let's go to the park!\" ")

@@ -26,14 +26,6 @@ STORY = ("Once upon a time, there was a little girl named Lily. She loved to pla
          "park, she saw a big dog and a small cat. They played together all day, and Lily smiled. ")
 
 
-@pytest.fixture(scope="module")
-def stories(testdata_dir):
-    p = os.path.join(testdata_dir, "models", "stories260K.gguf")
-    if not os.path.exists(p):
-        pytest.skip(f"{p} missing")
-    return p
-
-
 def tradeoff(stories, text, out, kv="f32,f16,fp8_e4m3"):
     args = [TRIAD, "tradeoff", "-m", stories, "-f", text, "-o", out, "--types", "Q8_0,Q4_0,fp8_e4m3,int8",
             "--kv-types", kv, "--ctx", "64", "--chunks", "4", "--tg-tokens", "8",
