@@ -85,17 +85,13 @@ int run_kld(const PplOptions& o) {
   std::vector<float> logits(static_cast<size_t>(n_ctx) * n_vocab);
   std::vector<uint16_t> records;
   quant::KldStats stats(n_vocab);
-  const int64_t nv = quant::kld_record_u16(n_vocab);
-  const int32_t first = n_ctx / 2;
   Timer timer;
   for (int64_t ch = 0; ch < n_chunks; ++ch) {
     const auto b = base.tokens().begin() + ch * n_ctx;
     std::vector<int32_t> chunk(b, b + n_ctx);
     eval_chunk(m, *lm.tokenizer, chunk, kv, scratch, o.batch, logits, pool);
     base.read_chunk(records);
-    for (int32_t j = first; j < n_ctx - 1; ++j)
-      stats.add(logits.data() + static_cast<size_t>(j) * n_vocab, records.data() + (j - first) * nv,
-                chunk[static_cast<size_t>(j) + 1]);
+    stats.add_chunk(logits.data(), records.data(), chunk.data(), n_ctx);
     const quant::KldSummary s = stats.summary();
     std::fprintf(stderr, "[%lld/%lld] PPL %.4f, ln(PPL/base) %.5f, KLD %.5f +/- %.5f, top-1 %.2f%% (%.1f s)\n",
                  static_cast<long long>(ch + 1), static_cast<long long>(n_chunks), s.ppl,

@@ -12,10 +12,7 @@
 //              step without the HTTP server).
 // Then writes report.json / report.md / report.html (quant/tradeoff_report.h) into DIR.
 // Progress: one line per variant step on stderr.
-#include <unistd.h>
-
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -315,16 +312,12 @@ int run(const TradeoffCli& c) {
       quant::KldStats stats(n_vocab);
       std::vector<uint16_t> records;
       std::vector<float> logits;
-      const int64_t nv = quant::kld_record_u16(n_vocab);
-      const int32_t first = n_ctx / 2;
       PagedRunner r(m, kt, kt, 1, n_ctx, pool);
       for (int64_t ch = 0; ch < text.n_chunks; ++ch) {
         std::vector<int32_t> chunk(br.tokens().begin() + ch * n_ctx, br.tokens().begin() + (ch + 1) * n_ctx);
         chunk_logits(m, *lm.tokenizer, chunk, r, logits);
         br.read_chunk(records);
-        for (int32_t j = first; j < n_ctx - 1; ++j)
-          stats.add(logits.data() + static_cast<size_t>(j) * n_vocab, records.data() + (j - first) * nv,
-                    chunk[static_cast<size_t>(j) + 1]);
+        stats.add_chunk(logits.data(), records.data(), chunk.data(), n_ctx);
       }
       const quant::KldSummary s = stats.summary();
       p.ppl = s.ppl;

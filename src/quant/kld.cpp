@@ -150,6 +150,15 @@ void KldBaseReader::read_chunk(std::vector<uint16_t>& records) {
 
 // ---- statistics ----
 
+void KldStats::add_chunk(const float* logits, const uint16_t* records, const int32_t* chunk_tokens,
+                         int32_t n_ctx) {
+  const int64_t nv = kld_record_u16(n_vocab_);
+  const int32_t first = n_ctx / 2;
+  for (int32_t j = first; j < n_ctx - 1; ++j)
+    add(logits + static_cast<size_t>(j) * static_cast<size_t>(n_vocab_), records + (j - first) * nv,
+        chunk_tokens[j + 1]);
+}
+
 void KldStats::add(const float* logits, const uint16_t* record, int32_t next) {
   const int32_t n = n_vocab_;
   int32_t imax = 0;

@@ -89,6 +89,9 @@ class KldStats {
   explicit KldStats(int32_t n_vocab) : n_vocab_(n_vocab) {}
   // One scored position: candidate logits [n_vocab], the base record, the next token.
   void add(const float* logits, const uint16_t* record, int32_t next);
+  // Every scored position of one chunk (the windowing of KldBaseWriter::add_chunk): candidate
+  // logits [n_ctx x n_vocab], the chunk's records (KldBaseReader::read_chunk), its tokens.
+  void add_chunk(const float* logits, const uint16_t* records, const int32_t* chunk_tokens, int32_t n_ctx);
   KldSummary summary() const;
   int64_t count() const { return static_cast<int64_t>(kld_.size()); }
 
