@@ -87,6 +87,17 @@ void quantize_act_q8_row(IsaLevel level, const float* x, int64_t n, int8_t* q, f
   }
 }
 
+void quantize_act_q8k(IsaLevel level, const float* x, int64_t n, int8_t* q, float* d,
+                      int16_t* bsums) {
+  for (int64_t b = 0; b < n / kActSuperBlock; ++b)
+    quantize_act_q8_row(level, x + b * kActSuperBlock, kActSuperBlock, q + b * kActSuperBlock, d + b);
+  for (int64_t j = 0; j < n / 16; ++j) {
+    int s = 0;
+    for (int i = 0; i < 16; ++i) s += q[16 * j + i];
+    bsums[j] = static_cast<int16_t>(s);
+  }
+}
+
 void round_act_bf16(IsaLevel level, const float* x, int64_t n, uint16_t* out) {
   switch (level) {
     case IsaLevel::kAvx512: round_act_bf16_avx512(x, n, out); return;

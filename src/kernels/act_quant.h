@@ -16,6 +16,13 @@
 //   multiply per 32-block in float at no extra cost (see matmul_avx512.cpp).
 // - "Q8 row activations" (paired with I8 W8A8 weights): the same rule with one block spanning
 //   the whole row: amax over the row, d = amax / 127, q_i = round_half_even(x_i * (127 / amax)).
+// - "Q8K activations" (paired with the low-bit K-quants Q2_K and Q3_K, as llama.cpp pairs
+//   every K-quant with its Q8_K): the row rule on every block of 256 values (one scale d[b]
+//   per 256), plus bsums[j] = the exact sum of the 16 codes q[16j .. 16j + 15] (int16:
+//   |bsums| <= 2032). One float scale per super-block lets the kernels apply the weights'
+//   16-element scales and minimums in integers and convert once per super-block: decode of
+//   these types is compute-bound on 32-blocks (two float operations per 32 weights for 2-3
+//   bits of data). The cost is coarser activation rounding (amax over 256, not 32).
 // - "BF16 activations" (paired with BF16 weights): x rounded to bfloat16 with
 //   round-to-nearest-even after flushing f32 subnormal inputs to zero (as the AVX-512 BF16
 //   instructions do); NaN stays a quiet NaN.
@@ -29,7 +36,8 @@
 
 namespace triad::kernels {
 
-inline constexpr int kActBlock = 32;  // elements per Q8 activation block
+inline constexpr int kActBlock = 32;        // elements per Q8 activation block
+inline constexpr int kActSuperBlock = 256;  // elements per Q8K activation block
 
 // Quantizes n values (n % 32 == 0, checked by callers) into q[n], d[n/32], xs[n/32].
 void quantize_act_q8_ref(const float* x, int64_t n, int8_t* q, float* d, float* xs);
@@ -44,6 +52,10 @@ void quantize_act_q8(IsaLevel level, const float* x, int64_t n, int8_t* q, float
 void round_act_bf16(IsaLevel level, const float* x, int64_t n, uint16_t* out);
 // (The AVX-512 level runs the AVX2 variant of this one.)
 void quantize_act_q8_row(IsaLevel level, const float* x, int64_t n, int8_t* q, float* d);
+// Q8K: n % 256 == 0 values into q[n], d[n / 256], bsums[n / 16] (the row quantizer per block,
+// so bit-identical on every level).
+void quantize_act_q8k(IsaLevel level, const float* x, int64_t n, int8_t* q, float* d,
+                      int16_t* bsums);
 
 // Per-ISA variants (act_quant_avx2.cpp, act_quant_avx512.cpp).
 void quantize_act_q8_avx2(const float* x, int64_t n, int8_t* q, float* d, float* xs);

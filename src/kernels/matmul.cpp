@@ -1,6 +1,6 @@
 // matmul() driver: checks arguments, prepares the activations once per call (Q8 blocks for
-// quantized weights, bf16 for BF16 weights; act_quant.h), then splits the output rows evenly
-// over the pool's threads and runs the row-range kernel of the chosen ISA level
+// quantized weights, Q8K for Q2_K / Q3_K, bf16 for BF16 weights; act_quant.h), then splits the
+// output rows evenly over the pool's threads and runs the row-range kernel of the chosen ISA level
 // (matmul_impl.h; kernels in matmul_avx2.cpp / matmul_avx512.cpp / ref/matmul_ref.cpp).
 //
 // Properties:
@@ -76,6 +76,26 @@ void prepare_activations(IsaLevel level, MatmulJob& j, ThreadPool& pool) {
     for_tokens([&](int64_t t) {
       int8_t* q = aq + t * j.aq_stride;
       quantize_act_q8_row(level, j.x + t * j.x_stride, cols, q, ad + t);
+      std::fill(q + cols, q + j.aq_stride, int8_t{0});
+    });
+    return;
+  }
+  if (kind == ActKind::kQ8K) {
+    j.aq_stride = round_up(cols, 64);
+    j.as_stride = cols / kActSuperBlock;
+    j.bs_stride = cols / 16;
+    const size_t code_bytes = static_cast<size_t>(n) * static_cast<size_t>(j.aq_stride);
+    const size_t scale_bytes = static_cast<size_t>(n) * static_cast<size_t>(j.as_stride) * 4;
+    uint8_t* base = scratch(code_bytes + scale_bytes + static_cast<size_t>(n * j.bs_stride) * 2);
+    int8_t* aq = reinterpret_cast<int8_t*>(base);
+    float* ad = reinterpret_cast<float*>(base + code_bytes);
+    int16_t* bs = reinterpret_cast<int16_t*>(base + code_bytes + scale_bytes);
+    j.aq = aq;
+    j.ad = ad;
+    j.bsums = bs;
+    for_tokens([&](int64_t t) {
+      int8_t* q = aq + t * j.aq_stride;
+      quantize_act_q8k(level, j.x + t * j.x_stride, cols, q, ad + t * j.as_stride, bs + t * j.bs_stride);
       std::fill(q + cols, q + j.aq_stride, int8_t{0});
     });
     return;

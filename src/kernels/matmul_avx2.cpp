@@ -1,5 +1,5 @@
 // AVX2 + FMA + F16C matmul kernels for every weight type (the path of CPUs without AVX-512;
-// also the AVX-512 level's kernels for Q2_K, Q3_K, IQ4_NL, IQ4_XS and MXFP4, which have no
+// also the AVX-512 level's kernels for IQ4_NL, IQ4_XS and MXFP4, which have no
 // AVX-512 ones: matmul.cpp's rows_fn). Compiled with AVX2 flags; called only when
 // matmul_isa_supported(kAvx2).
 //
@@ -14,10 +14,8 @@
 //   with the activation sums (init = -offset * sum of 4 xq), then acc += float(p) * (ws * dx).
 //   Q8_0 codes are signed: vpmaddubsw(|w|, sign(xq, w)) (|w| <= 128, |xq| <= 127: no
 //   saturation). Minimums are added per 32-block as mins * xs.
-// - Q3_K: codes 0..7 (2 low bits | high bit << 2, offset 4), Q2_K codes 0..3; both have a scale
-//   per 16 elements (lanes 0..3 / 4..7 of the scale vector). Q2_K's minimums are per 16
-//   elements too: per step an 8-lane min vector times fl(dx * float(sums of 4 xq)), the same
-//   activation sums that remove code offsets (lanes 0..3 cover elements 0..15, 4..7 16..31).
+// - Q6_K has a scale per 16 elements (lanes 0..3 / 4..7 of the scale vector).
+// - Q2_K and Q3_K (Q8K activations) are in matmul_lowbit_avx2.cpp.
 // - IQ4_NL / IQ4_XS / MXFP4: a vpshufb table lookup of the nibbles gives the signed weights
 //   (|value| <= 127), which take the Q8_0 path; scales d, fl(d * (ls - 32)) and e8m0_half(e)
 //   (the MXFP4 table holds doubled FP4 values, quant_blocks.h).
@@ -29,6 +27,7 @@
 #include <type_traits>
 
 #include "kernels/fp8_vec_avx2.h"
+#include "kernels/matmul_avx2_common.h"
 #include "kernels/matmul_impl.h"
 #include "kernels/matmul_tiles.h"
 #include "kernels/quant_blocks.h"
@@ -36,33 +35,6 @@
 namespace triad::kernels {
 namespace avx2 {
 namespace {
-
-inline float hsum8(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-template <int R, int T>
-inline void store_tile(const __m256 (&acc)[R][T], float* y, int64_t ys, int64_t r, int64_t t) {
-#pragma GCC unroll 8
-  for (int k = 0; k < T; ++k)
-#pragma GCC unroll 8
-    for (int i = 0; i < R; ++i) y[(t + k) * ys + r + i] = hsum8(acc[i][k]);
-}
-
-inline uint16_t ld16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, 2);
-  return v;
-}
-inline uint32_t ld32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-inline float f16(const uint8_t* p) { return _cvtsh_ss(ld16(p)); }
 
 // ---- Float weights ----
 
@@ -154,19 +126,20 @@ struct KFloat {
 
 // ---- Quantized weights: decoders produce, per 32-element step, codes (or signed weights for
 // Q8_0 and the table types), an 8-lane scale vector, and (types with mins) the step's 32-block
-// minimum, or (kMins16: Q2_K) an 8-lane minimum vector, one per 4 elements like ws. ----
+// minimum. ----
 
 struct Step {
   __m256i codes;
   __m256 ws;
   float min;
-  __m256 mn16;  // kMins16 only
 };
 
 // 16 nibble bytes -> 32 codes (low nibbles = elements 0..15, high = 16..31).
+// (The 16 bytes are broadcast to both lanes by the load; one variable shift moves the high
+// nibbles down in the upper lane only.)
 inline __m256i nibbles(const uint8_t* qs) {
-  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m256i v = _mm256_set_m128i(_mm_srli_epi16(q, 4), q);
+  const __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+  const __m256i v = _mm256_srlv_epi32(q, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4));
   return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
 }
 
@@ -189,7 +162,7 @@ struct D32 {
   static constexpr int kBytes = kSigned ? 34 : (kFive ? (kHasM ? 24 : 22) : (kHasM ? 20 : 18));
   static constexpr int kGroup = 32, kSteps = 1;
   static constexpr int kOff = kSigned ? 0 : (kHasM ? 0 : (kFive ? 16 : 8));
-  static constexpr bool kMins = kHasM, kMins16 = false;
+  static constexpr bool kMins = kHasM;
   struct Group {};
   static inline void group(const uint8_t*, int64_t, Group&) {}
   static inline void step(const uint8_t* row, int64_t g, int, const Group&, Step& st) {
@@ -210,7 +183,7 @@ template <bool kFive>
 struct DK45 {
   static constexpr int kBytes = kFive ? 176 : 144;
   static constexpr int kGroup = 256, kSteps = 8, kOff = 0;
-  static constexpr bool kSigned = false, kMins = true, kMins16 = false;
+  static constexpr bool kSigned = false, kMins = true;
   struct Group {
     alignas(32) float sc[8];  // fl(d * sc_j)
     alignas(32) float mn[8];  // -fl(dmin * mn_j)
@@ -243,14 +216,10 @@ struct DK45 {
   }
 };
 
-// fl(d * v_j) for the 16 int8 scales in v (signed, or unsigned 0..255 when !kSigned), into out[16].
-template <bool kSignedScales>
+// fl(d * v_j) for the 16 signed int8 scales in v, into out[16].
 inline void scale16(__m128i v, __m256 d, float* out) {
-  auto widen = [](__m128i x) {
-    return _mm256_cvtepi32_ps(kSignedScales ? _mm256_cvtepi8_epi32(x) : _mm256_cvtepu8_epi32(x));
-  };
-  _mm256_store_ps(out, _mm256_mul_ps(d, widen(v)));
-  _mm256_store_ps(out + 8, _mm256_mul_ps(d, widen(_mm_srli_si128(v, 8))));
+  _mm256_store_ps(out, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v))));
+  _mm256_store_ps(out + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8)))));
 }
 
 // The 8-lane vector of a 32-element step s of a type with one value per 16 elements:
@@ -262,7 +231,7 @@ inline __m256 per16(const float* v, int s) {
 struct DQ6K {
   static constexpr int kBytes = 210;
   static constexpr int kGroup = 256, kSteps = 8, kOff = 32;
-  static constexpr bool kSigned = false, kMins = false, kMins16 = false;
+  static constexpr bool kSigned = false, kMins = false;
   struct Group {
     alignas(32) float sc[16];  // fl(d * scale_j)
   };
@@ -270,7 +239,7 @@ struct DQ6K {
     const uint8_t* p = row + g * kBytes;
     const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192));
     const __m256 d = _mm256_set1_ps(f16(p + 208));
-    scale16<true>(sc, d, gs.sc);
+    scale16(sc, d, gs.sc);
   }
   static inline void step(const uint8_t* row, int64_t g, int s, const Group& gs, Step& st) {
     const uint8_t* p = row + g * kBytes;
@@ -288,77 +257,6 @@ struct DQ6K {
     }
     st.codes = _mm256_or_si256(lo, _mm256_and_si256(hb, _mm256_set1_epi8(0x30)));
     st.ws = per16(gs.sc, s);
-    st.min = 0.f;
-  }
-};
-
-// Q3_K: step s = 32 elements 128h + 32k + l (h = s / 4, k = s % 4, l < 32), code = low 2 bits
-// (qs[32h + l] >> 2k) | (bit 4h + k of hmask[l]) << 2, value code - 4; scales per 16.
-struct DQ3K {
-  static constexpr int kBytes = 110;
-  static constexpr int kGroup = 256, kSteps = 8, kOff = 4;
-  static constexpr bool kSigned = false, kMins = false, kMins16 = false;
-  struct Group {
-    alignas(32) float sc[16];  // fl(d * (sc_s - 32))
-  };
-  static inline void group(const uint8_t* row, int64_t g, Group& gs) {
-    const uint8_t* p = row + g * kBytes;
-    const uint8_t* q = p + 96;  // packed scales (quant_blocks.h get_scales_q3k)
-    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q));
-    const __m128i m4 = _mm_set1_epi8(0x0F);
-    // Low nibbles: scale s < 8 from the low nibble of q[s], s >= 8 from the high one of q[s - 8].
-    const __m128i lo =
-        _mm_unpacklo_epi64(_mm_and_si128(b, m4), _mm_and_si128(_mm_srli_epi16(b, 4), m4));
-    // High bits of scale s: bits 2 (s / 4) of q[8 + s % 4], i.e. byte s % 4 of dword s / 4 below.
-    const uint32_t h = ld32(q + 8);
-    const __m128i hi =
-        _mm_and_si128(_mm_set_epi32(static_cast<int>(h >> 6), static_cast<int>(h >> 4),
-                                    static_cast<int>(h >> 2), static_cast<int>(h)),
-                      _mm_set1_epi8(3));
-    const __m128i sc = _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi8(32));
-    const __m256 d = _mm256_set1_ps(f16(p + 108));
-    scale16<true>(sc, d, gs.sc);
-  }
-  static inline void step(const uint8_t* row, int64_t g, int s, const Group& gs, Step& st) {
-    const uint8_t* p = row + g * kBytes;
-    const int h = s / 4, k = s % 4, bit = 4 * h + k;
-    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 + 32 * h));
-    const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(q, 2 * k), _mm256_set1_epi8(3));
-    // Move bit `bit` of every hmask byte to bit 2 (shifts stay inside the byte for that bit).
-    const __m256i hb = bit >= 2 ? _mm256_srli_epi16(hm, bit - 2) : _mm256_slli_epi16(hm, 2 - bit);
-    st.codes = _mm256_or_si256(lo, _mm256_and_si256(hb, _mm256_set1_epi8(4)));
-    st.ws = per16(gs.sc, s);
-    st.min = 0.f;
-  }
-};
-
-// Q2_K: step s = elements 128h + 32k + l as Q3_K, code (qs[32h + l] >> 2k) & 3 (no offset);
-// scale and minimum per 16 elements.
-struct DQ2K {
-  static constexpr int kBytes = 84;
-  static constexpr int kGroup = 256, kSteps = 8, kOff = 0;
-  static constexpr bool kSigned = false, kMins = false, kMins16 = true;
-  struct Group {
-    alignas(32) float sc[16];  // fl(d * (scales[s] & 15))
-    alignas(32) float mn[16];  // -fl(dmin * (scales[s] >> 4))
-  };
-  static inline void group(const uint8_t* row, int64_t g, Group& gs) {
-    const uint8_t* p = row + g * kBytes;
-    const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    const __m128i m4 = _mm_set1_epi8(0x0F);
-    const __m128i sc = _mm_and_si128(s, m4), mn = _mm_and_si128(_mm_srli_epi16(s, 4), m4);
-    const __m256 d = _mm256_set1_ps(f16(p + 80)), dmin = _mm256_set1_ps(-f16(p + 82));
-    scale16<false>(sc, d, gs.sc);
-    scale16<false>(mn, dmin, gs.mn);
-  }
-  static inline void step(const uint8_t* row, int64_t g, int s, const Group& gs, Step& st) {
-    const uint8_t* p = row + g * kBytes;
-    const int h = s / 4, k = s % 4;
-    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 + 32 * h));
-    st.codes = _mm256_and_si256(_mm256_srli_epi16(q, 2 * k), _mm256_set1_epi8(3));
-    st.ws = per16(gs.sc, s);
-    st.mn16 = per16(gs.mn, s);
     st.min = 0.f;
   }
 };
@@ -393,7 +291,7 @@ template <bool kMx>
 struct DTab32 {
   static constexpr int kBytes = kMx ? 17 : 18;
   static constexpr int kGroup = 32, kSteps = 1, kOff = 0;
-  static constexpr bool kSigned = true, kMins = false, kMins16 = false;
+  static constexpr bool kSigned = true, kMins = false;
   struct Group {};
   static inline void group(const uint8_t*, int64_t, Group&) {}
   static inline void step(const uint8_t* row, int64_t g, int, const Group&, Step& st) {
@@ -413,7 +311,7 @@ struct DTab32 {
 struct DIQ4XS {
   static constexpr int kBytes = 136;
   static constexpr int kGroup = 256, kSteps = 8, kOff = 0;
-  static constexpr bool kSigned = true, kMins = false, kMins16 = false;
+  static constexpr bool kSigned = true, kMins = false;
   struct Group {
     alignas(32) float sc[8];
   };
@@ -443,6 +341,7 @@ struct DIQ4XS {
 template <class D>
 struct KQuant {
   static constexpr int kR = 2, kT = 3, kActBytes = 1;
+  static constexpr int kRDecode = 4;  // rows per tile for a single token (tiles::run)
 
   template <int R, int T>
   static void tile(const MatmulJob& j, int64_t r, int64_t t) {
@@ -482,12 +381,9 @@ struct KQuant {
           const __m256i xv = _mm256_load_si256(reinterpret_cast<const __m256i*>(xq[k] + 32 * b));
           const __m256 dx = _mm256_broadcast_ss(xd[k] + b);
           __m256i init = _mm256_setzero_si256();
-          [[maybe_unused]] __m256 sx;  // kMins16: fl(dx * sums of 4 xq)
-          if constexpr (D::kOff != 0 || D::kMins16) {
+          if constexpr (D::kOff != 0) {
             const __m256i s4 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), xv), ones16);
-            if constexpr (D::kOff != 0)
-              init = _mm256_sub_epi32(init, _mm256_mullo_epi32(s4, _mm256_set1_epi32(D::kOff)));
-            if constexpr (D::kMins16) sx = _mm256_mul_ps(_mm256_cvtepi32_ps(s4), dx);
+            init = _mm256_sub_epi32(init, _mm256_mullo_epi32(s4, _mm256_set1_epi32(D::kOff)));
           }
 #pragma GCC unroll 8
           for (int i = 0; i < R; ++i) {
@@ -504,7 +400,6 @@ struct KQuant {
               const __m256 mx = _mm256_set1_ps(st[i].min * 0.125f);
               acc[i][k] = _mm256_fmadd_ps(mx, _mm256_broadcast_ss(xs[k] + b), acc[i][k]);
             }
-            if constexpr (D::kMins16) acc[i][k] = _mm256_fmadd_ps(st[i].mn16, sx, acc[i][k]);
           }
         }
       }
@@ -685,8 +580,8 @@ void matmul_rows_avx2(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, in
     case DType::kQ4_K: tiles::run<KQuant<DK45<false>>>(j, r0, r1, t0, t1); return;
     case DType::kQ5_K: tiles::run<KQuant<DK45<true>>>(j, r0, r1, t0, t1); return;
     case DType::kQ6_K: tiles::run<KQuant<DQ6K>>(j, r0, r1, t0, t1); return;
-    case DType::kQ2_K: tiles::run<KQuant<DQ2K>>(j, r0, r1, t0, t1); return;
-    case DType::kQ3_K: tiles::run<KQuant<DQ3K>>(j, r0, r1, t0, t1); return;
+    case DType::kQ2_K:
+    case DType::kQ3_K: matmul_rows_lowbit(j, r0, r1, t0, t1); return;
     case DType::kIQ4_NL: tiles::run<KQuant<DTab32<false>>>(j, r0, r1, t0, t1); return;
     case DType::kIQ4_XS: tiles::run<KQuant<DIQ4XS>>(j, r0, r1, t0, t1); return;
     case DType::kMXFP4: tiles::run<KQuant<DTab32<true>>>(j, r0, r1, t0, t1); return;

@@ -18,6 +18,12 @@
 //                 minimum (m, or fl(dmin * mn); with a + sign for the additive Q4_1/Q5_1 m).
 //   FP8 E4M3 weights (row-scaled): y = s_r * sum_c e4m3(w_c) * x_c      (f32 activations; the
 //                 codes widen exactly to f32)
+//   Q2_K / Q3_K weights: activations become Q8K blocks of 256 (act_quant.h: codes xq, one
+//                 scale dx per 256, code sums per 16), then per super-block b of 256:
+//                   y += dx_b * (d * sum_j sc_j * isum_j  -  dmin * sum_j mn_j * bsum_j)
+//                 with isum_j = sum (q - offset) * xq over 16-element group j, an exact integer,
+//                 sc_j / mn_j the integer sub-block scales and minimums (Q3_K: sc_j - 32, no
+//                 minimum; the code offset 4 removed with bsum_j).
 //   I8 weights (W8A8, row-scaled): activations become one Q8 row per token (codes xq, one scale
 //                 dx_t = amax_t / 127), y = fl(s_r * dx_t) * isum with isum = sum w_c * xq_c an
 //                 exact integer (|isum| < 2^31 for cols <= 131072, checked)
@@ -56,6 +62,10 @@ struct MatmulJob {
   const float* ad = nullptr;
   const float* axs = nullptr;
   int64_t as_stride = 0;  // Q8 row activations (I8 weights): ad[t * as_stride] is token t's scale
+  // Q8K activations (Q2_K / Q3_K weights): ad holds one scale per 256 (rows of as_stride),
+  // bsums the per-16 code sums (rows of bs_stride int16).
+  const int16_t* bsums = nullptr;
+  int64_t bs_stride = 0;
   // Row-scaled weight types: one float per weight row (WeightMatrix::row_scale).
   const float* row_scale = nullptr;
   // Output.
@@ -64,7 +74,7 @@ struct MatmulJob {
 };
 
 // Which prepared activations a weight type uses.
-enum class ActKind { kF32, kBf16, kQ8, kQ8Row };
+enum class ActKind { kF32, kBf16, kQ8, kQ8K, kQ8Row };
 ActKind act_kind(DType weight_type);
 
 // Row-range kernels: compute y for rows [r0, r1) and tokens [t0, t1). The job's arguments are

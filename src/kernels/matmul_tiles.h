@@ -23,6 +23,7 @@ namespace triad::kernels::tiles {
 
 // Kern must provide:
 //   static constexpr int kR, kT;                 main tile shape
+//   (optionally) static constexpr int kRDecode;  rows per tile for one token (decode_rows)
 //   static constexpr int kActBytes;              prepared activation bytes per element
 //   template <int R, int T> static void tile(const MatmulJob&, int64_t r, int64_t t);
 // and instantiate tile<R, T> for R in {kR, 1} and T in [1, kT].
@@ -80,8 +81,27 @@ inline void prefetch_ahead(const uint8_t* tile_start, int64_t tile_bytes, int64_
 // Bytes of prepared activations per token chunk: about half of a 1-2 MiB L2.
 inline constexpr int64_t kChunkBytes = int64_t{512} << 10;
 
+// Rows per tile when the range holds one token: Kern::kRDecode if the kernel names one (a
+// taller tile amortizes the activation loads of decode over more rows), else kR. The tile
+// shape does not change any output's arithmetic, so results stay independent of the batch.
+template <class Kern>
+constexpr int decode_rows() {
+  if constexpr (requires { Kern::kRDecode; }) {
+    return Kern::kRDecode;
+  } else {
+    return Kern::kR;
+  }
+}
+
 template <class Kern>
 void run(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+  constexpr int kRD = decode_rows<Kern>();
+  if (kRD != Kern::kR && t1 - t0 == 1) {
+    int64_t r = r0;
+    for (; r + kRD <= r1; r += kRD) Kern::template tile<kRD, 1>(j, r, t0);
+    for (; r < r1; ++r) Kern::template tile<1, 1>(j, r, t0);
+    return;
+  }
   const int64_t per_token = std::max<int64_t>(1, j.cols * Kern::kActBytes);
   int64_t chunk = kChunkBytes / per_token / Kern::kT * Kern::kT;
   chunk = std::max<int64_t>(chunk, Kern::kT);

@@ -7,8 +7,9 @@
 //      accumulation order differs, whose error is a small multiple of eps * S per output.
 //  (b) matmul_ref vs the exact product (double dot of dequantize_row_ref(w) with x):
 //      |y_ref - y_exact| <= E + 1e-5 * S, where E bounds the activation rounding:
-//        quantized weights: E = 1.01 * sum_c |w_c| * d_b(c) / 2   (d_b = amax of x's 32-block
-//                           / 127: a Q8 code is off by at most half a step)
+//        quantized weights: E = 1.01 * sum_c |w_c| * d_b(c) / 2   (d_b = amax of x's 32-block,
+//                           256-block for Q8K activations, / 127: a Q8 code is off by at most
+//                           half a step)
 //        BF16 weights:      E = 1.01 * 2^-8 * S       (bf16 has 8 significant bits: round-
 //                           to-nearest is off by at most 2^-8 relative)
 //        F32 / F16:         E = 0.
@@ -160,16 +161,17 @@ TEST(MatmulTest, TableOfShapesOnEveryIsa) {
     std::vector<double> exact(static_cast<size_t>(c.rows * c.n_tokens)),
         mag(exact.size()), act_err(exact.size());
     const uint64_t rb = row_bytes(c.type, static_cast<uint64_t>(c.cols));
-    const bool quantized = act_kind(c.type) == ActKind::kQ8;
+    const bool quantized = act_kind(c.type) == ActKind::kQ8 || act_kind(c.type) == ActKind::kQ8K;
+    const int64_t ablock = act_kind(c.type) == ActKind::kQ8K ? 256 : 32;  // activation block
     for (int64_t r = 0; r < c.rows; ++r) {
       dequantize_row_ref(c.type, w.data() + r * rb, deq.data(), c.cols);
       for (int64_t t = 0; t < c.n_tokens; ++t) {
         const float* xt = x.data() + t * xs;
         double e = 0, s = 0, q = 0;
-        for (int64_t b = 0; b < c.cols; b += 32) {
+        for (int64_t b = 0; b < c.cols; b += ablock) {
           float amax = 0;
-          for (int64_t i = b; i < std::min(c.cols, b + 32); ++i) amax = std::max(amax, std::fabs(xt[i]));
-          for (int64_t i = b; i < std::min(c.cols, b + 32); ++i) {
+          for (int64_t i = b; i < std::min(c.cols, b + ablock); ++i) amax = std::max(amax, std::fabs(xt[i]));
+          for (int64_t i = b; i < std::min(c.cols, b + ablock); ++i) {
             e += double(deq[i]) * xt[i];
             s += std::fabs(double(deq[i]) * xt[i]);
             q += std::fabs(double(deq[i])) * amax / 127.0 / 2.0;

@@ -6,7 +6,8 @@
 //   scales and per-32-block float minimums, formed exactly as dequantization forms them
 //   (d, fl(d * sc), fl(dmin * mn)); integer dot products are exact, each group term is
 //   fl(ws * dx) * isum, and everything is accumulated in double, so this is the algorithm's
-//   value up to one rounding per group scale.
+//   value up to one rounding per group scale. Q2_K / Q3_K (Q8K activations) sum the group
+//   terms fl(d * sc) * isum (and minimums times code sums) per super-block and scale by dx.
 // - F32 / F16 / BF16 / FP8 E4M3 products are exact in double (bf16 activations are rounded
 //   first, as the SIMD kernels do); FP8 rows are scaled once at the end; I8 (W8A8) dot products
 //   are exact integers scaled by fl(s_r * dx_t).
@@ -34,7 +35,7 @@ inline float f16(const uint8_t* p) {
 
 // One decoded weight row: vals[i] = q_i - offset, the scale of group g (of `group` elements),
 // and the minimum coefficient of 32-block b (added as mins[b] * xs[b]); Q2_K has a minimum per
-// 16 elements instead (mins16[s], added as mins16[s] * dx * sum of the 16 activation codes).
+// 16 elements instead (mins16[s], added as mins16[s] * bsum_s with Q8K activations).
 struct DecodedRow {
   std::vector<int8_t> vals;
   std::vector<float> scales;
@@ -235,11 +236,22 @@ double dot_quant(const DecodedRow& w, const int8_t* xq, const float* xd, const f
     for (int64_t b = 0; b < cols / 32; ++b)
       acc += static_cast<double>(w.mins[b]) * static_cast<double>(xs[b]);
   }
-  for (size_t s = 0; s < w.mins16.size(); ++s) {
-    int32_t xsum = 0;
-    for (int i = 0; i < 16; ++i) xsum += xq[16 * s + i];
-    acc += static_cast<double>(w.mins16[s]) * static_cast<double>(xd[s / 2]) *
-           static_cast<double>(xsum);
+  return acc;
+}
+
+// Q8K activations (Q2_K, Q3_K): one scale xd[b] per 256 and the code sums per 16.
+double dot_quant_k(const DecodedRow& w, const int8_t* xq, const float* xd, const int16_t* bsums,
+                   int64_t cols) {
+  double acc = 0.0;
+  for (int64_t b = 0; b < cols / 256; ++b) {
+    double sb = 0.0;
+    for (int64_t k = 16 * b; k < 16 * (b + 1); ++k) {
+      int32_t isum = 0;
+      for (int i = 0; i < 16; ++i) isum += int32_t{w.vals[k * 16 + i]} * int32_t{xq[k * 16 + i]};
+      sb += static_cast<double>(w.scales[k]) * static_cast<double>(isum);
+      if (!w.mins16.empty()) sb += static_cast<double>(w.mins16[k]) * static_cast<double>(bsums[k]);
+    }
+    acc += static_cast<double>(xd[b]) * sb;
   }
   return acc;
 }
@@ -253,6 +265,8 @@ ActKind act_kind(DType t) {
     case DType::kBF16: return ActKind::kBf16;
     case DType::kF8_E4M3: return ActKind::kF32;
     case DType::kI8: return ActKind::kQ8Row;
+    case DType::kQ2_K:
+    case DType::kQ3_K: return ActKind::kQ8K;
     default: return ActKind::kQ8;
   }
 }
@@ -318,11 +332,15 @@ void matmul_rows_ref(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int
       break;
   }
   thread_local DecodedRow dec;
+  const bool q8k = act_kind(j.type) == ActKind::kQ8K;
   for (int64_t r = r0; r < r1; ++r) {
     decode_row(j.type, j.w + static_cast<uint64_t>(r) * j.row_bytes, cols, dec);
     for (int64_t t = t0; t < t1; ++t) {
-      const double acc = dot_quant(dec, j.aq + t * j.aq_stride, j.ad + t * j.as_stride,
-                                   j.axs + t * j.as_stride, cols);
+      const double acc =
+          q8k ? dot_quant_k(dec, j.aq + t * j.aq_stride, j.ad + t * j.as_stride,
+                            j.bsums + t * j.bs_stride, cols)
+              : dot_quant(dec, j.aq + t * j.aq_stride, j.ad + t * j.as_stride,
+                          j.axs + t * j.as_stride, cols);
       j.y[t * j.y_stride + r] = static_cast<float>(acc);
     }
   }
@@ -347,6 +365,7 @@ void matmul_ref(const WeightMatrix& w, const float* x, int64_t n_tokens, int64_t
   std::vector<uint16_t> xb;
   std::vector<int8_t> aq;
   std::vector<float> ad, axs;
+  std::vector<int16_t> bs;
   const size_t n = static_cast<size_t>(n_tokens), cols = static_cast<size_t>(w.cols);
   switch (act_kind(w.type)) {
     case ActKind::kF32: break;
@@ -369,6 +388,20 @@ void matmul_ref(const WeightMatrix& w, const float* x, int64_t n_tokens, int64_t
       j.ad = ad.data();
       j.axs = axs.data();
       j.as_stride = w.cols / 32;
+      break;
+    case ActKind::kQ8K:
+      aq.resize(n * cols);
+      ad.resize(n * cols / 256);
+      bs.resize(n * cols / 16);
+      for (size_t t = 0; t < n; ++t)
+        quantize_act_q8k(IsaLevel::kScalar, x + static_cast<int64_t>(t) * x_stride, w.cols,
+                         aq.data() + t * cols, ad.data() + t * cols / 256, bs.data() + t * cols / 16);
+      j.aq = aq.data();
+      j.aq_stride = w.cols;
+      j.ad = ad.data();
+      j.as_stride = w.cols / 256;
+      j.bsums = bs.data();
+      j.bs_stride = w.cols / 16;
       break;
     case ActKind::kQ8Row:
       aq.resize(n * cols);

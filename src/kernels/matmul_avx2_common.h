@@ -1,0 +1,47 @@
+// Internal to the AVX2 matmul kernels (include only from *_avx2.cpp files, compiled with AVX2,
+// FMA and F16C): the horizontal sum, the tile store, unaligned little-endian loads, and the
+// entry point of the low-bit K-quant kernels (matmul_lowbit_avx2.cpp) that matmul_avx2.cpp
+// dispatches to.
+// Thread-safety: pure inline functions.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/matmul_impl.h"
+
+namespace triad::kernels::avx2 {
+
+inline float hsum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+template <int R, int T>
+inline void store_tile(const __m256 (&acc)[R][T], float* y, int64_t ys, int64_t r, int64_t t) {
+#pragma GCC unroll 8
+  for (int k = 0; k < T; ++k)
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) y[(t + k) * ys + r + i] = hsum8(acc[i][k]);
+}
+
+inline uint16_t ld16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+inline uint32_t ld32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+inline float f16(const uint8_t* p) { return _cvtsh_ss(ld16(p)); }
+
+// Q2_K and Q3_K rows (matmul_lowbit_avx2.cpp); job.type must be one of them.
+void matmul_rows_lowbit(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
+
+}  // namespace triad::kernels::avx2
