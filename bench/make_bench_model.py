@@ -3,8 +3,9 @@
 2 KV heads, FFN 4864, vocab 151936) for `triad bench`, in F16 or Q8_0.
 
 The weights are random (N(0, 0.02)), so the model's output is meaningless: it exists to measure
-speed on a realistic shape. The vocabulary metadata is a small byte-level SPM vocab (the bench
-feeds random token ids, so only the embedding size matters).
+speed on a realistic shape. The vocabulary metadata is a byte-level SPM vocab padded with unused
+tokens to the embedding's row count (the bench feeds random token ids; the padding lets
+llama.cpp's llama-bench load the file for side-by-side runs).
 
 With --shape qwen1.5b the shape is Qwen2.5-1.5B's (hidden 1536, 28 layers, 12 / 2 heads, FFN
 8960): every row length a multiple of 256, so K-quants apply without fallbacks (the quantization
@@ -27,9 +28,13 @@ SHAPES = {"qwen0.5b": (896, 24, 14, 2, 4864, 151936), "qwen1.5b": (1536, 28, 12,
 HIDDEN, LAYERS, HEADS, KV_HEADS, FFN, VOCAB = SHAPES["qwen0.5b"]
 
 
-def vocab():
+def vocab(n):
+    """A byte-level SPM vocabulary padded with unused tokens to n entries: llama.cpp checks that
+    the embedding has one row per token, so the padding lets llama-bench load the same file."""
     toks = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
     types = [2, 3, 3] + [6] * 256
+    toks += [f"<unused{i}>" for i in range(n - len(toks))]
+    types += [5] * (n - len(types))
     return toks, [0.0] * len(toks), types
 
 
@@ -55,7 +60,7 @@ def main():
     w.add_head_count_kv(KV_HEADS)
     w.add_rope_freq_base(1000000.0)
     w.add_layer_norm_rms_eps(1e-6)
-    toks, scores, types = vocab()
+    toks, scores, types = vocab(VOCAB)
     w.add_tokenizer_model("llama")
     w.add_token_list(toks)
     w.add_token_scores(scores)
