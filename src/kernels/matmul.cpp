@@ -1,7 +1,7 @@
 // matmul() driver: checks arguments, prepares the activations once per call (Q8 blocks for
-// quantized weights, Q8K for Q2_K / Q3_K, bf16 for BF16 weights; act_quant.h), then splits the
-// output rows evenly over the pool's threads and runs the row-range kernel of the chosen ISA level
-// (matmul_impl.h; kernels in matmul_avx2.cpp / matmul_avx512.cpp / ref/matmul_ref.cpp).
+// quantized weights, Q8K for Q2_K / Q3_K / IQ4_XS, bf16 for BF16 weights; act_quant.h), then
+// splits the output rows evenly over the pool's threads and runs the row-range kernel of the
+// chosen ISA level (matmul_impl.h; kernels in matmul_avx2.cpp / matmul_avx512.cpp / ref/matmul_ref.cpp).
 //
 // Properties:
 // - Scratch for prepared activations is a grow-only buffer per calling thread: no allocation

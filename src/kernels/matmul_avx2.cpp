@@ -1,5 +1,5 @@
 // AVX2 + FMA + F16C matmul kernels for every weight type (the path of CPUs without AVX-512;
-// also the AVX-512 level's kernels for IQ4_NL, IQ4_XS and MXFP4, which have no
+// also the AVX-512 level's kernels for IQ4_NL and MXFP4, which have no
 // AVX-512 ones: matmul.cpp's rows_fn). Compiled with AVX2 flags; called only when
 // matmul_isa_supported(kAvx2).
 //
@@ -15,8 +15,8 @@
 //   Q8_0 codes are signed: vpmaddubsw(|w|, sign(xq, w)) (|w| <= 128, |xq| <= 127: no
 //   saturation). Minimums are added per 32-block as mins * xs.
 // - Q6_K has a scale per 16 elements (lanes 0..3 / 4..7 of the scale vector).
-// - Q2_K and Q3_K (Q8K activations) are in matmul_lowbit_avx2.cpp.
-// - IQ4_NL / IQ4_XS / MXFP4: a vpshufb table lookup of the nibbles gives the signed weights
+// - Q2_K, Q3_K and IQ4_XS (Q8K activations) are in matmul_q8k_avx2.cpp.
+// - IQ4_NL / MXFP4: a vpshufb table lookup of the nibbles gives the signed weights
 //   (|value| <= 127), which take the Q8_0 path; scales d, fl(d * (ls - 32)) and e8m0_half(e)
 //   (the MXFP4 table holds doubled FP4 values, quant_blocks.h).
 // Thread-safety: writes only the outputs of the given rows and tokens.
@@ -133,15 +133,6 @@ struct Step {
   __m256 ws;
   float min;
 };
-
-// 16 nibble bytes -> 32 codes (low nibbles = elements 0..15, high = 16..31).
-// (The 16 bytes are broadcast to both lanes by the load; one variable shift moves the high
-// nibbles down in the upper lane only.)
-inline __m256i nibbles(const uint8_t* qs) {
-  const __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
-  const __m256i v = _mm256_srlv_epi32(q, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4));
-  return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
-}
 
 // 0x10 in byte i where bit i of `bits` is set.
 inline __m256i bits_to_0x10(uint32_t bits) {
@@ -261,13 +252,6 @@ struct DQ6K {
   }
 };
 
-// The signed weights of 32 nibble codes (nibbles() order) looked up in a 16-entry table.
-inline __m256i lookup16(const int8_t* table, const uint8_t* qs) {
-  const __m256i t =
-      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(table)));
-  return _mm256_shuffle_epi8(t, nibbles(qs));
-}
-
 // e8m0_half(e) (quant_blocks.h) of every exponent byte, same bit construction: one load per
 // MXFP4 block instead of a compare, cmov and variable shift (about +15% MXFP4 decode speed on
 // the dev machine). constexpr, so no static initializer runs code compiled for AVX2.
@@ -303,37 +287,6 @@ struct DTab32 {
       st.ws = _mm256_set1_ps(f16(p));
       st.codes = lookup16(kIq4nlValues, p + 2);
     }
-    st.min = 0.f;
-  }
-};
-
-// IQ4_XS: 8 sub-blocks of 32 (one per step) laid out as IQ4_NL blocks, scale fl(d * (ls - 32)).
-struct DIQ4XS {
-  static constexpr int kBytes = 136;
-  static constexpr int kGroup = 256, kSteps = 8, kOff = 0;
-  static constexpr bool kSigned = true, kMins = false;
-  struct Group {
-    alignas(32) float sc[8];
-  };
-  static inline void group(const uint8_t* row, int64_t g, Group& gs) {
-    const uint8_t* p = row + g * kBytes;
-    // ls_j = nibble j of the little-endian scales_l | (bits 2j..2j+1 of scales_h) << 4.
-    const __m256i lo = _mm256_and_si256(
-        _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(ld32(p + 4))),
-                          _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
-        _mm256_set1_epi32(15));
-    const __m256i hi = _mm256_and_si256(
-        _mm256_srlv_epi32(_mm256_set1_epi32(ld16(p + 2)),
-                          _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
-        _mm256_set1_epi32(3));
-    const __m256i ls =
-        _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
-    _mm256_store_ps(gs.sc, _mm256_mul_ps(_mm256_set1_ps(f16(p)), _mm256_cvtepi32_ps(ls)));
-  }
-  static inline void step(const uint8_t* row, int64_t g, int s, const Group& gs, Step& st) {
-    const uint8_t* p = row + g * kBytes;
-    st.codes = lookup16(kIq4nlValues, p + 8 + 16 * s);
-    st.ws = _mm256_broadcast_ss(gs.sc + s);
     st.min = 0.f;
   }
 };
@@ -581,9 +534,9 @@ void matmul_rows_avx2(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, in
     case DType::kQ5_K: tiles::run<KQuant<DK45<true>>>(j, r0, r1, t0, t1); return;
     case DType::kQ6_K: tiles::run<KQuant<DQ6K>>(j, r0, r1, t0, t1); return;
     case DType::kQ2_K:
-    case DType::kQ3_K: matmul_rows_lowbit(j, r0, r1, t0, t1); return;
+    case DType::kQ3_K:
+    case DType::kIQ4_XS: matmul_rows_q8k(j, r0, r1, t0, t1); return;
     case DType::kIQ4_NL: tiles::run<KQuant<DTab32<false>>>(j, r0, r1, t0, t1); return;
-    case DType::kIQ4_XS: tiles::run<KQuant<DIQ4XS>>(j, r0, r1, t0, t1); return;
     case DType::kMXFP4: tiles::run<KQuant<DTab32<true>>>(j, r0, r1, t0, t1); return;
     case DType::kF8_E4M3: tiles::run<KFp8>(j, r0, r1, t0, t1); return;
     case DType::kI8: tiles::run<KI8>(j, r0, r1, t0, t1); return;

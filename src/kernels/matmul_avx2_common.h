@@ -1,7 +1,7 @@
 // Internal to the AVX2 matmul kernels (include only from *_avx2.cpp files, compiled with AVX2,
-// FMA and F16C): the horizontal sum, the tile store, unaligned little-endian loads, and the
-// entry point of the low-bit K-quant kernels (matmul_lowbit_avx2.cpp) that matmul_avx2.cpp
-// dispatches to.
+// FMA and F16C): the horizontal sum, the tile store, unaligned little-endian loads, nibble
+// unpacking and table lookup, and the entry point of the Q8K-activation kernels
+// (matmul_q8k_avx2.cpp) that matmul_avx2.cpp dispatches to.
 // Thread-safety: pure inline functions.
 #pragma once
 
@@ -41,7 +41,24 @@ inline uint32_t ld32(const uint8_t* p) {
 }
 inline float f16(const uint8_t* p) { return _cvtsh_ss(ld16(p)); }
 
-// Q2_K and Q3_K rows (matmul_lowbit_avx2.cpp); job.type must be one of them.
-void matmul_rows_lowbit(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
+// 16 nibble bytes -> 32 codes (low nibbles = elements 0..15, high = 16..31).
+// (The 16 bytes are broadcast to both lanes by the load; one variable shift moves the high
+// nibbles down in the upper lane only.)
+inline __m256i nibbles(const uint8_t* qs) {
+  const __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+  const __m256i v = _mm256_srlv_epi32(q, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4));
+  return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+}
+
+// The signed weights of 32 nibble codes (nibbles() order) looked up in a 16-entry table.
+inline __m256i lookup16(const int8_t* table, const uint8_t* qs) {
+  const __m256i t =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(table)));
+  return _mm256_shuffle_epi8(t, nibbles(qs));
+}
+
+// Rows of the types with Q8K activations, Q2_K, Q3_K and IQ4_XS (matmul_q8k_avx2.cpp); job.type
+// must be one of them.
+void matmul_rows_q8k(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
 
 }  // namespace triad::kernels::avx2

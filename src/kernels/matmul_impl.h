@@ -18,12 +18,13 @@
 //                 minimum (m, or fl(dmin * mn); with a + sign for the additive Q4_1/Q5_1 m).
 //   FP8 E4M3 weights (row-scaled): y = s_r * sum_c e4m3(w_c) * x_c      (f32 activations; the
 //                 codes widen exactly to f32)
-//   Q2_K / Q3_K weights: activations become Q8K blocks of 256 (act_quant.h: codes xq, one
-//                 scale dx per 256, code sums per 16), then per super-block b of 256:
+//   Q2_K / Q3_K / IQ4_XS weights: activations become Q8K blocks of 256 (act_quant.h: codes
+//                 xq, one scale dx per 256, code sums per 16), then per super-block b of 256:
 //                   y += dx_b * (d * sum_j sc_j * isum_j  -  dmin * sum_j mn_j * bsum_j)
-//                 with isum_j = sum (q - offset) * xq over 16-element group j, an exact integer,
-//                 sc_j / mn_j the integer sub-block scales and minimums (Q3_K: sc_j - 32, no
-//                 minimum; the code offset 4 removed with bsum_j).
+//                 with isum_j = sum (q - offset) * xq over sub-block j (16 elements, IQ4_XS 32),
+//                 an exact integer, sc_j / mn_j the integer sub-block scales and minimums
+//                 (Q3_K: sc_j - 32 and the code offset 4 removed with bsum_j; IQ4_XS: ls_j - 32
+//                 on the table values; only Q2_K has minimums).
 //   I8 weights (W8A8, row-scaled): activations become one Q8 row per token (codes xq, one scale
 //                 dx_t = amax_t / 127), y = fl(s_r * dx_t) * isum with isum = sum w_c * xq_c an
 //                 exact integer (|isum| < 2^31 for cols <= 131072, checked)
@@ -62,7 +63,7 @@ struct MatmulJob {
   const float* ad = nullptr;
   const float* axs = nullptr;
   int64_t as_stride = 0;  // Q8 row activations (I8 weights): ad[t * as_stride] is token t's scale
-  // Q8K activations (Q2_K / Q3_K weights): ad holds one scale per 256 (rows of as_stride),
+  // Q8K activations (Q2_K / Q3_K / IQ4_XS weights): ad holds one scale per 256 (rows of as_stride),
   // bsums the per-16 code sums (rows of bs_stride int16).
   const int16_t* bsums = nullptr;
   int64_t bs_stride = 0;

@@ -6,7 +6,7 @@
 //   scales and per-32-block float minimums, formed exactly as dequantization forms them
 //   (d, fl(d * sc), fl(dmin * mn)); integer dot products are exact, each group term is
 //   fl(ws * dx) * isum, and everything is accumulated in double, so this is the algorithm's
-//   value up to one rounding per group scale. Q2_K / Q3_K (Q8K activations) sum the group
+//   value up to one rounding per group scale. Q2_K / Q3_K / IQ4_XS (Q8K activations) sum the group
 //   terms fl(d * sc) * isum (and minimums times code sums) per super-block and scale by dx.
 // - F32 / F16 / BF16 / FP8 E4M3 products are exact in double (bf16 activations are rounded
 //   first, as the SIMD kernels do); FP8 rows are scaled once at the end; I8 (W8A8) dot products
@@ -239,18 +239,20 @@ double dot_quant(const DecodedRow& w, const int8_t* xq, const float* xd, const f
   return acc;
 }
 
-// Q8K activations (Q2_K, Q3_K): one scale xd[b] per 256 and the code sums per 16.
+// Q8K activations (Q2_K, Q3_K, IQ4_XS): one scale xd[b] per 256 and the code sums per 16.
 double dot_quant_k(const DecodedRow& w, const int8_t* xq, const float* xd, const int16_t* bsums,
                    int64_t cols) {
   double acc = 0.0;
+  const int g = w.group, per = 256 / g;
   for (int64_t b = 0; b < cols / 256; ++b) {
     double sb = 0.0;
-    for (int64_t k = 16 * b; k < 16 * (b + 1); ++k) {
+    for (int64_t k = per * b; k < per * (b + 1); ++k) {
       int32_t isum = 0;
-      for (int i = 0; i < 16; ++i) isum += int32_t{w.vals[k * 16 + i]} * int32_t{xq[k * 16 + i]};
+      for (int i = 0; i < g; ++i) isum += int32_t{w.vals[k * g + i]} * int32_t{xq[k * g + i]};
       sb += static_cast<double>(w.scales[k]) * static_cast<double>(isum);
-      if (!w.mins16.empty()) sb += static_cast<double>(w.mins16[k]) * static_cast<double>(bsums[k]);
     }
+    for (int64_t k = 16 * b; k < 16 * (b + 1) && !w.mins16.empty(); ++k)
+      sb += static_cast<double>(w.mins16[k]) * static_cast<double>(bsums[k]);
     acc += static_cast<double>(xd[b]) * sb;
   }
   return acc;
@@ -266,7 +268,8 @@ ActKind act_kind(DType t) {
     case DType::kF8_E4M3: return ActKind::kF32;
     case DType::kI8: return ActKind::kQ8Row;
     case DType::kQ2_K:
-    case DType::kQ3_K: return ActKind::kQ8K;
+    case DType::kQ3_K:
+    case DType::kIQ4_XS: return ActKind::kQ8K;
     default: return ActKind::kQ8;
   }
 }
