@@ -46,6 +46,7 @@ struct ServeOptions {
   int io_threads = 1;
   int max_queue = 256;
   int max_n = 16;
+  std::string default_model;
   double shutdown_timeout = 30;
   std::string max_body = "8MiB";
 };
@@ -121,6 +122,11 @@ int run(const ServeOptions& o) {
     s->sm.name = name;
     s->sm.path = paths[i];
     served.push_back(std::move(s));
+  }
+  if (!o.default_model.empty()) {
+    bool known = false;
+    for (const auto& s : served) known = known || s->sm.name == o.default_model;
+    TRIAD_CHECK(known, "--default-model ", o.default_model, " is not one of the served models (their names: the --alias, or the file name without .gguf)");
   }
   const uint64_t total_budget = o.engine.kv_memory.empty() ? 0 : parse_byte_size(o.engine.kv_memory);
   uint64_t budget_all = total_budget;
@@ -199,6 +205,7 @@ int run(const ServeOptions& o) {
   so.api_key = api_key;
   so.max_queue = o.max_queue;
   so.max_n = o.max_n;
+  so.default_model = o.default_model;
   server::Service service(models, so);
   server::HttpServerOptions ho;
   ho.host = o.host;
@@ -264,6 +271,8 @@ Command add_serve(CLI::App& app) {
   cmd->add_option("--chat-template-file", o->chat_template_file, "Jinja chat template overriding the models' own")
       ->check(CLI::ExistingFile);
   cmd->add_option("--io-threads", o->io_threads, "HTTP I/O threads")->check(CLI::Range(1, 64));
+  cmd->add_option("--default-model", o->default_model,
+                  "serve requests that name no model with this one (by its served name); without it they are a 400, and unknown names stay a 404");
   cmd->add_option("--max-queue", o->max_queue, "waiting requests per model before answering 503")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--max-n", o->max_n, "largest n (choices per request)")->check(CLI::Range(1, 128));
   cmd->add_option("--max-body", o->max_body, "largest request body (413 beyond)");

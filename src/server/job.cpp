@@ -104,11 +104,22 @@ struct Service::Job : std::enable_shared_from_this<Service::Job> {
       if (lp) c.logprobs.push_back(*lp);
       return;
     }
+    if (chat && first) {
+      // As OpenAI: the first chunk of each choice carries the role and empty content; the
+      // text follows in its own chunks.
+      json ch = chunk_base();
+      ch["choices"] = json::array({json{{"index", i},
+                                        {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                        {"logprobs", nullptr},
+                                        {"finish_reason", nullptr}}});
+      if (opt.include_usage) ch["usage"] = nullptr;
+      event(ch);
+      if (text.empty() && !lp) return;
+    }
     json ch = chunk_base();
     json choice = {{"index", i}};
     if (chat) {
       json delta = json::object();
-      if (first) delta["role"] = "assistant";
       delta["content"] = text;
       choice["delta"] = delta;
       choice["logprobs"] = lp ? json{{"content", json::array({*lp})}, {"refusal", nullptr}} : json(nullptr);

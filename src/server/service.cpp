@@ -145,8 +145,11 @@ ServedModel& model_or_404(ServedModel* m, const json& body) {
   return *m;
 }
 
-std::string model_name_of(const json& body) {
+// The request's model name; a request without one goes to `fallback` (--default-model) when
+// that is set.
+std::string model_name_of(const json& body, const std::string& fallback) {
   const json* m = field(body, "model");
+  if (!m && !fallback.empty()) return fallback;
   if (!m) bad("model", "you must provide a model parameter", "missing_required_parameter");
   if (!m->is_string()) bad("model", "'model' must be a string");
   return m->get<std::string>();
@@ -172,7 +175,7 @@ std::vector<int32_t> encode_prompt(const ServedModel& m, const std::string& text
 
 void Service::chat_completions(const HttpRequest& req, std::shared_ptr<ResponseWriter> w) {
   const json body = parse_json_body(req.body);
-  ServedModel& m = model_or_404(find_model(model_name_of(body)), body);
+  ServedModel& m = model_or_404(find_model(model_name_of(body, options_.default_model)), body);
   const json* msgs = field(body, "messages");
   if (!msgs) bad("messages", "'messages' is required", "missing_required_parameter");
   if (!msgs->is_array() || msgs->empty()) bad("messages", "'messages' must be a non-empty array");
@@ -276,7 +279,7 @@ void Service::chat_completions(const HttpRequest& req, std::shared_ptr<ResponseW
 
 void Service::completions(const HttpRequest& req, std::shared_ptr<ResponseWriter> w) {
   const json body = parse_json_body(req.body);
-  ServedModel& m = model_or_404(find_model(model_name_of(body)), body);
+  ServedModel& m = model_or_404(find_model(model_name_of(body, options_.default_model)), body);
   const json* prompt = field(body, "prompt");
   if (!prompt) bad("prompt", "'prompt' is required", "missing_required_parameter");
   std::vector<std::vector<int32_t>> prompts;
@@ -413,7 +416,7 @@ void Service::metrics(std::shared_ptr<ResponseWriter> w) const {
 
 void Service::tokenize(const HttpRequest& req, std::shared_ptr<ResponseWriter> w) {
   const json body = parse_json_body(req.body);
-  ServedModel& m = model_or_404(find_model(model_name_of(body)), body);
+  ServedModel& m = model_or_404(find_model(model_name_of(body, options_.default_model)), body);
   const bool add_special = opt_bool(body, "add_special_tokens").value_or(true);
   std::vector<int32_t> ids;
   if (const json* p = field(body, "prompt")) {
@@ -427,7 +430,7 @@ void Service::tokenize(const HttpRequest& req, std::shared_ptr<ResponseWriter> w
 
 void Service::detokenize(const HttpRequest& req, std::shared_ptr<ResponseWriter> w) {
   const json body = parse_json_body(req.body);
-  ServedModel& m = model_or_404(find_model(model_name_of(body)), body);
+  ServedModel& m = model_or_404(find_model(model_name_of(body, options_.default_model)), body);
   const json* t = field(body, "tokens");
   if (!t || !t->is_array()) bad("tokens", "'tokens' must be an array of token ids", "missing_required_parameter");
   std::vector<int32_t> ids;

@@ -47,6 +47,7 @@ struct ServedModel {
 
 struct ServiceOptions {
   std::string api_key;                    // empty: no authentication
+  std::string default_model;              // requests without "model" go here (empty: a 400)
   int max_n = 16;                         // largest `n`
   int max_queue = 256;                    // waiting requests per model before 503
   double health_stall_s = 30;             // /health fails when an engine made no progress for this long

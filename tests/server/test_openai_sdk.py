@@ -9,13 +9,14 @@ import json
 import re
 import signal
 import socket
+import subprocess
 import threading
 import time
 
 import openai
 import pytest
 
-from conftest import GEMMA, STORIES, Server, need
+from conftest import BIN, GEMMA, STORIES, Server, need
 
 KEY = "sk-no-key-required"
 
@@ -162,8 +163,10 @@ def test_stream_equals_non_stream_for_a_seed(server):
     assert len({ch.id for ch in chunks}) == 1 and len({ch.created for ch in chunks}) == 1
     assert usage.completion_tokens == full.usage.completion_tokens
     assert usage.prompt_tokens == full.usage.prompt_tokens
-    # One event per decode step: as many content chunks as tokens.
-    content_chunks = [ch for ch in chunks if ch.choices and ch.choices[0].finish_reason is None]
+    # The role chunk first (empty content, as OpenAI), then one event per decode step: as many
+    # content chunks as tokens.
+    assert chunks[0].choices[0].delta.content == ""
+    content_chunks = [ch for ch in chunks[1:] if ch.choices and ch.choices[0].finish_reason is None]
     assert len(content_chunks) == full.usage.completion_tokens
 
 
@@ -637,3 +640,36 @@ def test_x_request_id_is_echoed(server):
     assert err.status_code == 404 and err.headers.get("x-request-id") == "r-2"
     plain = httpx.post(server.base_url + "/chat/completions", json=GOOD)
     assert "x-request-id" not in plain.headers
+
+
+def test_first_chat_chunk_is_the_role_with_empty_content(server):
+    stream = client(server).chat.completions.create(
+        model="stories", messages=[{"role": "user", "content": "Once upon a time"}], max_tokens=6,
+        temperature=0, stream=True)
+    chunks = [c for c in stream if c.choices]
+    first = chunks[0].choices[0].delta
+    assert first.role == "assistant" and first.content == ""
+    assert all(c.choices[0].delta.role is None for c in chunks[1:])
+    assert "".join(c.choices[0].delta.content or "" for c in chunks)  # the text follows
+
+
+def test_default_model_serves_requests_without_one():
+    need(STORIES)
+    s = Server(["-m", str(STORIES), "--alias", "stories", "--default-model", "stories"])
+    try:
+        r = raw(s, "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3})
+        assert r.status_code == 200, r.text
+        assert r.json()["model"] == "stories"
+        r = raw(s, "/v1/completions", {"prompt": "Once", "max_tokens": 3})
+        assert r.status_code == 200 and r.json()["model"] == "stories", r.text
+        # A name that is not served stays a 404, as in OpenAI.
+        check_error(raw(s, "/v1/chat/completions", {**GOOD, "model": "gpt-4o"}), 404, "model_not_found", "model")
+    finally:
+        assert s.stop() == 0
+
+
+def test_default_model_must_be_served():
+    need(STORIES)
+    p = subprocess.run([BIN, "serve", "--port", "0", "-m", str(STORIES), "--default-model", "nope"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode != 0 and "--default-model nope" in p.stderr
