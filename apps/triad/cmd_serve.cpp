@@ -47,6 +47,7 @@ struct ServeOptions {
   int max_queue = 256;
   int max_n = 16;
   std::string default_model;
+  std::vector<std::string> cors_origins;
   double shutdown_timeout = 30;
   std::string max_body = "8MiB";
 };
@@ -206,6 +207,7 @@ int run(const ServeOptions& o) {
   so.max_queue = o.max_queue;
   so.max_n = o.max_n;
   so.default_model = o.default_model;
+  so.cors_origins = o.cors_origins;
   server::Service service(models, so);
   server::HttpServerOptions ho;
   ho.host = o.host;
@@ -271,6 +273,8 @@ Command add_serve(CLI::App& app) {
   cmd->add_option("--chat-template-file", o->chat_template_file, "Jinja chat template overriding the models' own")
       ->check(CLI::ExistingFile);
   cmd->add_option("--io-threads", o->io_threads, "HTTP I/O threads")->check(CLI::Range(1, 64));
+  cmd->add_option("--cors-allow-origin", o->cors_origins,
+                  "let browser pages from this origin call the API (repeatable; '*' for any): CORS headers on every response, preflight OPTIONS answered before authentication");
   cmd->add_option("--default-model", o->default_model,
                   "serve requests that name no model with this one (by its served name); without it they are a 400, and unknown names stay a 404");
   cmd->add_option("--max-queue", o->max_queue, "waiting requests per model before answering 503")->check(CLI::Range(1, 1 << 20));

@@ -45,15 +45,17 @@ std::string path_of(const std::string& target) {
 }
 
 
-// Adds the client's x-request-id (vLLM's benchmark sends one) to every response header.
-class RequestIdWriter : public ResponseWriter {
+// Adds fixed headers to every response: the client's x-request-id (vLLM's benchmark sends one)
+// and the CORS headers of an allowed origin, on answers, errors and streams alike.
+class HeaderWriter : public ResponseWriter {
  public:
-  RequestIdWriter(std::shared_ptr<ResponseWriter> inner, std::string id) : inner_(std::move(inner)), id_(std::move(id)) {}
+  HeaderWriter(std::shared_ptr<ResponseWriter> inner, HeaderList headers)
+      : inner_(std::move(inner)), headers_(std::move(headers)) {}
   void send(int status, const std::string& content_type, std::string body, const HeaderList& extra) override {
-    inner_->send(status, content_type, std::move(body), with_id(extra));
+    inner_->send(status, content_type, std::move(body), with(extra));
   }
   void start_stream(int status, const std::string& content_type, const HeaderList& extra) override {
-    inner_->start_stream(status, content_type, with_id(extra));
+    inner_->start_stream(status, content_type, with(extra));
   }
   void write(std::string data) override { inner_->write(std::move(data)); }
   void end() override { inner_->end(); }
@@ -61,28 +63,61 @@ class RequestIdWriter : public ResponseWriter {
   bool disconnected() const override { return inner_->disconnected(); }
 
  private:
-  HeaderList with_id(HeaderList h) const {
-    h.emplace_back("x-request-id", id_);
+  HeaderList with(HeaderList h) const {
+    h.insert(h.end(), headers_.begin(), headers_.end());
     return h;
   }
   std::shared_ptr<ResponseWriter> inner_;
-  std::string id_;
+  HeaderList headers_;
 };
 
-// A header value safe to echo: printable ASCII, at most 128 bytes.
-bool safe_header_value(const std::string& v) {
-  if (v.empty() || v.size() > 128) return false;
+// A header value safe to echo: printable ASCII, at most max_bytes.
+bool safe_header_value(const std::string& v, size_t max_bytes = 128) {
+  if (v.empty() || v.size() > max_bytes) return false;
   for (unsigned char c : v)
     if (c < 0x20 || c > 0x7e) return false;
   return true;
+}
+
+// The Access-Control-Allow-Origin value for a request from `origin`: "*" when any origin is
+// allowed, the origin itself when it is listed, empty when it is not allowed (or absent).
+std::string allowed_origin(const std::vector<std::string>& allowed, const std::string& origin) {
+  if (origin.empty() || !safe_header_value(origin)) return "";
+  for (const std::string& a : allowed) {
+    if (a == "*") return "*";
+    if (a == origin) return origin;
+  }
+  return "";
 }
 
 }  // namespace
 
 void Service::handle(HttpRequest req, std::shared_ptr<ResponseWriter> w) {
   const std::string path = path_of(req.target);
+  HeaderList always;
   if (const std::string rid = req.header("x-request-id"); safe_header_value(rid))
-    w = std::make_shared<RequestIdWriter>(std::move(w), rid);
+    always.emplace_back("x-request-id", rid);
+  const std::string origin = allowed_origin(options_.cors_origins, req.header("origin"));
+  if (!origin.empty()) {
+    always.emplace_back("Access-Control-Allow-Origin", origin);
+    if (origin != "*") always.emplace_back("Vary", "Origin");
+    always.emplace_back("Access-Control-Expose-Headers", "x-request-id, retry-after");
+  }
+  if (!always.empty()) w = std::make_shared<HeaderWriter>(std::move(w), std::move(always));
+  // CORS preflight: answered before authentication (browsers send no credentials with it).
+  if (req.method == "OPTIONS" && !options_.cors_origins.empty()) {
+    if (origin.empty()) {
+      send_error(*w, ApiError{403, "origin not allowed (see --cors-allow-origin)", "invalid_request_error", "", "cors_origin_not_allowed", {}});
+      return;
+    }
+    std::string want = req.header("access-control-request-headers");
+    if (!safe_header_value(want, 2048)) want = "authorization, content-type";
+    w->send(204, "text/plain", "",
+            {{"Access-Control-Allow-Methods", "GET, POST, OPTIONS"},
+             {"Access-Control-Allow-Headers", want},
+             {"Access-Control-Max-Age", "600"}});
+    return;
+  }
   try {
     if (path == "/health") return health(w);
     if (path == "/ready") return send_json(*w, json{{"status", "ready"}});

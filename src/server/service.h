@@ -48,6 +48,9 @@ struct ServedModel {
 struct ServiceOptions {
   std::string api_key;                    // empty: no authentication
   std::string default_model;              // requests without "model" go here (empty: a 400)
+  // Origins browsers may call from (--cors-allow-origin; "*" for any). Empty: no CORS headers,
+  // and OPTIONS is not answered.
+  std::vector<std::string> cors_origins;
   int max_n = 16;                         // largest `n`
   int max_queue = 256;                    // waiting requests per model before 503
   double health_stall_s = 30;             // /health fails when an engine made no progress for this long

@@ -598,18 +598,29 @@ def test_overload_answers_503_with_retry_after():
     need(STORIES)
     s = Server(["-m", str(STORIES), "--alias", "stories", "--max-seqs", "1", "--max-queue", "2"])
     try:
-        body = json.dumps({"model": "stories", "prompt": [1, 403], "max_tokens": 1500, "ignore_eos": True}).encode()
+        import urllib.request
+        # Occupy the one sequence first: a long streamed request, read until its first token, so
+        # the burst below surely finds it running (a burst alone overlapped too little under
+        # ASan on a loaded VM, now and then).
+        hold = urllib.request.urlopen(urllib.request.Request(
+            s.base_url + "/completions", method="POST", headers={"Content-Type": "application/json"},
+            data=json.dumps({"model": "stories", "prompt": [1, 403], "max_tokens": 1500, "ignore_eos": True,
+                             "stream": True}).encode()), timeout=120)
+        assert hold.status == 200 and hold.readline().startswith(b"data: ")
+        body = json.dumps({"model": "stories", "prompt": [1, 403], "max_tokens": 4}).encode()
 
         def one(_):
             return http("POST", s.base_url + "/completions", body, {"Content-Type": "application/json"}, timeout=120)
 
-        with cf.ThreadPoolExecutor(12) as ex:
-            results = list(ex.map(one, range(12)))
+        with cf.ThreadPoolExecutor(8) as ex:
+            results = list(ex.map(one, range(8)))
+        hold.close()
         statuses = sorted(r.status_code for r in results)
         assert 200 in statuses and 503 in statuses, statuses
         for r in results:
             if r.status_code == 503:
                 assert r.json()["error"]["code"] == "server_is_overloaded"
+                assert r.headers["retry-after"] == "1"
         assert httpx.get(s.base + "/health").status_code == 200
     finally:
         assert s.stop() == 0
@@ -673,3 +684,57 @@ def test_default_model_must_be_served():
     p = subprocess.run([BIN, "serve", "--port", "0", "-m", str(STORIES), "--default-model", "nope"],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode != 0 and "--default-model nope" in p.stderr
+
+
+def test_cors_preflight_and_headers_on_every_response():
+    need(STORIES)
+    s = Server(["-m", str(STORIES), "--alias", "stories", "--api-key", "secret-123",
+                "--cors-allow-origin", "http://app.example", "--cors-allow-origin", "http://other.example"])
+    try:
+        origin = {"Origin": "http://app.example"}
+        # A browser's preflight: no credentials, answered before authentication.
+        r = http("OPTIONS", s.base_url + "/chat/completions", None,
+                 {**origin, "Access-Control-Request-Method": "POST",
+                  "Access-Control-Request-Headers": "authorization, content-type, x-stainless-os"})
+        assert r.status_code == 204, r.text
+        assert r.headers["access-control-allow-origin"] == "http://app.example"
+        assert "POST" in r.headers["access-control-allow-methods"]
+        assert "x-stainless-os" in r.headers["access-control-allow-headers"]
+        assert r.headers["vary"] == "Origin"
+        # An origin that is not listed gets no CORS headers (the browser blocks it).
+        r = http("OPTIONS", s.base_url + "/chat/completions", None,
+                 {"Origin": "http://evil.example", "Access-Control-Request-Method": "POST"})
+        assert r.status_code == 403 and "access-control-allow-origin" not in r.headers
+        # The headers ride on answers, errors and streams.
+        auth = {"Authorization": "Bearer secret-123"}
+        r = raw(s, "/v1/chat/completions", GOOD, {**origin, **auth})
+        assert r.status_code == 200 and r.headers["access-control-allow-origin"] == "http://app.example"
+        r = raw(s, "/v1/chat/completions", GOOD, origin)
+        assert r.status_code == 401 and r.headers["access-control-allow-origin"] == "http://app.example"
+        r = raw(s, "/v1/chat/completions", {**GOOD, "stream": True}, {**origin, **auth})
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        assert r.headers["access-control-allow-origin"] == "http://app.example"
+        assert "x-request-id" in r.headers["access-control-expose-headers"]
+        r = http("GET", s.base_url + "/models", None, {"Origin": "http://evil.example", **auth})
+        assert r.status_code == 200 and "access-control-allow-origin" not in r.headers
+    finally:
+        assert s.stop() == 0
+
+
+def test_cors_any_origin():
+    need(STORIES)
+    s = Server(["-m", str(STORIES), "--alias", "stories", "--cors-allow-origin", "*"])
+    try:
+        r = http("OPTIONS", s.base_url + "/models", None,
+                 {"Origin": "http://anything.example", "Access-Control-Request-Method": "GET"})
+        assert r.status_code == 204 and r.headers["access-control-allow-origin"] == "*"
+        assert "vary" not in r.headers
+        r = http("GET", s.base_url + "/models", None, {"Origin": "http://anything.example"})
+        assert r.status_code == 200 and r.headers["access-control-allow-origin"] == "*"
+    finally:
+        assert s.stop() == 0
+
+
+def test_no_cors_unless_asked(server):
+    r = http("GET", server.base_url + "/models", None, {"Origin": "http://app.example"})
+    assert r.status_code == 200 and "access-control-allow-origin" not in r.headers
