@@ -302,22 +302,15 @@ struct KQuant {
   template <int R, int T>
   static void tile(const MatmulJob& j, int64_t r, int64_t t) {
     const uint8_t* w[R];
-#pragma GCC unroll 8
-    for (int i = 0; i < R; ++i) w[i] = j.w + static_cast<uint64_t>(r + i) * j.row_bytes;
+    tile_rows(j, r, w);
     const int8_t* xq[T];
     const float* xd[T];
+    tile_acts(j, t, xq, xd);
     const float* xs[T];
 #pragma GCC unroll 8
-    for (int k = 0; k < T; ++k) {
-      xq[k] = j.aq + (t + k) * j.aq_stride;
-      xd[k] = j.ad + (t + k) * j.as_stride;
-      xs[k] = j.axs + (t + k) * j.as_stride;
-    }
+    for (int k = 0; k < T; ++k) xs[k] = j.axs + (t + k) * j.as_stride;
     __m256 acc[R][T];
-#pragma GCC unroll 8
-    for (int i = 0; i < R; ++i)
-#pragma GCC unroll 8
-      for (int k = 0; k < T; ++k) acc[i][k] = _mm256_setzero_ps();
+    zero_tile(acc);
     const __m256i ones16 = _mm256_set1_epi16(1);
     const int64_t ng = j.cols / D::kGroup;
     const int64_t tile_bytes = R * static_cast<int64_t>(j.row_bytes);

@@ -29,6 +29,29 @@ inline void store_tile(const __m256 (&acc)[R][T], float* y, int64_t ys, int64_t 
     for (int i = 0; i < R; ++i) y[(t + k) * ys + r + i] = hsum8(acc[i][k]);
 }
 
+// The tile prologue shared by the quantized kernels: the R weight rows from row r, the Q8 / Q8K
+// activation codes and scales of T tokens from token t, and a zeroed accumulator tile.
+template <int R>
+inline void tile_rows(const MatmulJob& j, int64_t r, const uint8_t* (&w)[R]) {
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i) w[i] = j.w + static_cast<uint64_t>(r + i) * j.row_bytes;
+}
+template <int T>
+inline void tile_acts(const MatmulJob& j, int64_t t, const int8_t* (&xq)[T], const float* (&xd)[T]) {
+#pragma GCC unroll 8
+  for (int k = 0; k < T; ++k) {
+    xq[k] = j.aq + (t + k) * j.aq_stride;
+    xd[k] = j.ad + (t + k) * j.as_stride;
+  }
+}
+template <int R, int T>
+inline void zero_tile(__m256 (&acc)[R][T]) {
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 8
+    for (int k = 0; k < T; ++k) acc[i][k] = _mm256_setzero_ps();
+}
+
 inline uint16_t ld16(const uint8_t* p) {
   uint16_t v;
   std::memcpy(&v, p, 2);
