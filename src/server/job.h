@@ -1,5 +1,5 @@
-// A chat or completions request in flight, internal to src/server: the service parses and
-// checks a request, then hands it over here.
+// A generation request in flight, internal to src/server: the service parses and checks a
+// request and chooses its wire format (an Encoder), then hands it over here.
 // Thread-safety: start_job() runs on an HTTP thread; the job's sinks then run on the engine's
 // thread and its disconnect callback on the HTTP threads (a mutex orders them).
 #pragma once
@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "server/encoder.h"
 #include "server/openai_request.h"
 #include "server/service.h"
 #include "server/tool_calls.h"
@@ -17,16 +18,16 @@ namespace triad::server {
 struct JobSpec {
   ServedModel* model = nullptr;
   std::shared_ptr<ResponseWriter> writer;
-  bool chat = true;                             // chat.completion(.chunk) vs text_completion
+  std::unique_ptr<Encoder> encoder;             // the wire format
   GenOptions opt;
-  ToolRequest tools;                            // chat with tools: outputs become tool_calls
+  ToolRequest tools;                            // with active tools, outputs are split into calls
   std::vector<std::vector<int32_t>> prompts;    // one per prompt (completions may have several)
-  std::vector<std::string> echo_text;           // completions with echo: the prompt texts
+  bool completion_defaults = false;             // /v1/completions: 16 tokens unless max_tokens says
 };
 
 // Checks the prompts against the context and compiles the request's constraint (throwing
-// ApiError, with nothing submitted, when either fails), starts the stream's headers, submits one
-// engine request per choice and answers the client as they run.
+// ApiError, with nothing submitted, when either fails), starts the stream, submits one engine
+// request per choice and reports to the encoder as they run. A disconnect cancels them.
 void start_job(Service& svc, JobSpec spec);
 
 }  // namespace triad::server

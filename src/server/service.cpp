@@ -11,7 +11,9 @@
 #include "base/log.h"
 #include "model/model.h"
 #include "grammar/grammar.h"
+#include "server/encoder.h"
 #include "server/job.h"
+#include "server/endpoints.h"
 #include "server/openai_request.h"
 #include "server/tool_calls.h"
 #include "template/template.h"
@@ -169,8 +171,6 @@ void Service::handle(HttpRequest req, std::shared_ptr<ResponseWriter> w) {
   }
 }
 
-namespace {
-
 ServedModel& model_or_404(ServedModel* m, const json& body) {
   if (m == nullptr) {
     const std::string name = body.contains("model") && body["model"].is_string() ? body["model"].get<std::string>() : "";
@@ -180,8 +180,6 @@ ServedModel& model_or_404(ServedModel* m, const json& body) {
   return *m;
 }
 
-// The request's model name; a request without one goes to `fallback` (--default-model) when
-// that is set.
 std::string model_name_of(const json& body, const std::string& fallback) {
   const json* m = field(body, "model");
   if (!m && !fallback.empty()) return fallback;
@@ -199,6 +197,8 @@ void check_capacity(const ServedModel& m, int max_queue) {
   }
 }
 
+namespace {
+
 std::vector<int32_t> encode_prompt(const ServedModel& m, const std::string& text, bool parse_special) {
   const Tokenizer& tok = *m.tokenizer;
   // A template that writes the BOS token itself must not get a second one.
@@ -208,18 +208,17 @@ std::vector<int32_t> encode_prompt(const ServedModel& m, const std::string& text
 
 }  // namespace
 
-void Service::chat_completions(const HttpRequest& req, std::shared_ptr<ResponseWriter> w) {
-  const json body = parse_json_body(req.body);
-  ServedModel& m = model_or_404(find_model(model_name_of(body, options_.default_model)), body);
-  const json* msgs = field(body, "messages");
-  if (!msgs) bad("messages", "'messages' is required", "missing_required_parameter");
-  if (!msgs->is_array() || msgs->empty()) bad("messages", "'messages' must be a non-empty array");
-  if (msgs->size() > 4096) bad("messages", "too many messages (at most 4096)");
+std::vector<int32_t> chat_prompt(const ServedModel& m, const json& msgs_in, const ToolRequest& tools,
+                                 const json* template_kwargs, const char* param) {
+  const json* msgs = &msgs_in;
+  const std::string P = param;
+  if (!msgs->is_array() || msgs->empty()) bad(P, "'" + P + "' must be a non-empty array");
+  if (msgs->size() > 4096) bad(P, "too many messages (at most 4096)");
   json messages = json::array();
   std::vector<ChatMessage> simple;
   for (size_t i = 0; i < msgs->size(); ++i) {
     const json& msg = (*msgs)[i];
-    const std::string p = "messages[" + std::to_string(i) + "]";
+    const std::string p = P + "[" + std::to_string(i) + "]";
     if (!msg.is_object()) bad(p, p + " must be an object");
     if (!msg.contains("role") || !msg["role"].is_string()) bad(p + ".role", p + " needs a string 'role'");
     std::string role = msg["role"].get<std::string>();
@@ -229,12 +228,21 @@ void Service::chat_completions(const HttpRequest& req, std::shared_ptr<ResponseW
     if (role == "developer") role = "system";
     json out = msg;
     out["role"] = role;
+    if (role == "function") {  // the deprecated form of a tool result: {"role": "function", "name", "content"}
+      out["role"] = "tool";
+      if (msg.contains("name") && msg["name"].is_string()) out["name"] = msg["name"];
+    }
     const json content = msg.contains("content") ? msg["content"] : json(nullptr);
     if (content.is_null() && role != "assistant") bad(p + ".content", p + " needs 'content'");
     out["content"] = text_of_content(content, (p + ".content").c_str());
     std::string flat = out["content"].get<std::string>();  // for the built-in formats
-    if (role == "assistant" && msg.contains("tool_calls") && !msg["tool_calls"].is_null()) {
-      const json& tcs = msg["tool_calls"];
+    json tcs = msg.contains("tool_calls") ? msg["tool_calls"] : json(nullptr);
+    if (role == "assistant" && tcs.is_null() && msg.contains("function_call") && msg["function_call"].is_object()) {
+      // The deprecated single call: {"function_call": {"name", "arguments"}}.
+      tcs = json::array({{{"id", "call_legacy_" + std::to_string(i)}, {"type", "function"}, {"function", msg["function_call"]}}});
+      out.erase("function_call");
+    }
+    if (role == "assistant" && !tcs.is_null()) {
       if (!tcs.is_array()) bad(p + ".tool_calls", "'tool_calls' must be an array");
       json calls = json::array();
       for (const json& tc : tcs) {
@@ -260,55 +268,77 @@ void Service::chat_completions(const HttpRequest& req, std::shared_ptr<ResponseW
       }
       out["tool_calls"] = calls;
     }
-    if (role == "tool") flat = "<tool_response>\n" + flat + "\n</tool_response>";
+    if (role == "tool" || role == "function") flat = "<tool_response>\n" + flat + "\n</tool_response>";
     messages.push_back(out);
     simple.push_back(ChatMessage{role == "tool" || role == "function" ? "user" : role, flat});
   }
-  GenOptions opt = parse_gen_options(body, m.model->config().n_vocab, options_.max_n, /*chat=*/true);
-  ToolRequest tools = parse_tools(body);
-  if (tools.active()) {
-    if (!opt.constraint_kind.empty()) bad("tools", "use either tools or a response_format / grammar, not both");
-    opt.constraint_kind = "grammar";
-    opt.constraint_param = "tools";
-    try {
-      opt.constraint_text = tool_grammar(tools);
-    } catch (const grammar::GrammarError& e) {
-      bad("tools", e.what(), "invalid_json_schema");
-    }
-    // Models whose template does not render tools learn them (and the call format) from a system
-    // message.
-    if (!m.chat_template || !m.template_knows_tools) {
-      const std::string ins = tool_instructions(tools);
-      if (!messages.empty() && messages[0]["role"] == "system") {
-        messages[0]["content"] = messages[0]["content"].get<std::string>() + "\n\n" + ins;
-        simple[0].content += "\n\n" + ins;
-      } else {
-        messages.insert(messages.begin(), json{{"role", "system"}, {"content", ins}});
-        simple.insert(simple.begin(), ChatMessage{"system", ins});
-      }
+  // Listed tools are shown to the model even under tool_choice "none" (which only forbids
+  // calls): the prompt, and so the prefix cache, does not depend on tool_choice. Models whose
+  // template does not render tools learn them (and the call format) from a system message.
+  const bool show_tools = !tools.tools.empty();
+  if (show_tools && (!m.chat_template || !m.template_knows_tools)) {
+    const std::string ins = tool_instructions(tools);
+    if (!messages.empty() && messages[0]["role"] == "system") {
+      messages[0]["content"] = messages[0]["content"].get<std::string>() + "\n\n" + ins;
+      simple[0].content += "\n\n" + ins;
+    } else {
+      messages.insert(messages.begin(), json{{"role", "system"}, {"content", ins}});
+      simple.insert(simple.begin(), ChatMessage{"system", ins});
     }
   }
   std::string text;
   if (m.chat_template) {
     json ctx = {{"messages", messages}, {"add_generation_prompt", true}, {"bos_token", m.bos_text}, {"eos_token", m.eos_text}};
-    if (tools.active() && m.template_knows_tools) {
+    if (show_tools && m.template_knows_tools) {
       json list = json::array();
       for (const ToolSpec& t : tools.tools) {
         list.push_back({{"type", "function"}, {"function", {{"name", t.name}, {"description", t.description}, {"parameters", t.parameters}}}});
       }
       ctx["tools"] = list;
     }
-    if (const json* kw = field(body, "chat_template_kwargs")) {
-      if (!kw->is_object()) bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
-      for (const auto& [k, v] : kw->items()) ctx[k] = v;
+    if (template_kwargs) {
+      if (!template_kwargs->is_object()) bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+      for (const auto& [k, v] : template_kwargs->items()) ctx[k] = v;
     }
     text = m.chat_template->render(ctx);
   } else {
     text = render_chat(static_cast<ChatFormat>(m.builtin_chat_format), simple);
   }
+  return encode_prompt(m, text, /*parse_special=*/true);
+}
+
+void constrain_for_tools(GenOptions& opt, const ToolRequest& tools) {
+  const char* param = tools.legacy ? "functions" : "tools";
+  if (tools.active()) {
+    if (!opt.constraint_kind.empty()) bad(param, std::string("use either ") + param + " or a response_format / grammar, not both");
+    opt.constraint_kind = "grammar";
+    opt.constraint_param = param;
+    try {
+      opt.constraint_text = tool_grammar(tools);
+    } catch (const grammar::GrammarError& e) {
+      bad(param, e.what(), "invalid_json_schema");
+    }
+  }
+  // tool_choice "none": the tools stay in the prompt and nothing is read as a call (as vLLM).
+}
+
+void Service::chat_completions(const HttpRequest& req, std::shared_ptr<ResponseWriter> w) {
+  const json body = parse_json_body(req.body);
+  ServedModel& m = model_or_404(find_model(model_name_of(body, options_.default_model)), body);
+  const json* msgs = field(body, "messages");
+  if (!msgs) bad("messages", "'messages' is required", "missing_required_parameter");
+  GenOptions opt = parse_gen_options(body, m.model->config().n_vocab, options_.max_n, /*chat=*/true);
+  ToolRequest tools = parse_tools(body);
+  constrain_for_tools(opt, tools);
+  std::vector<int32_t> prompt = chat_prompt(m, *msgs, tools, field(body, "chat_template_kwargs"));
   check_capacity(m, options_.max_queue);
-  JobSpec spec{&m, std::move(w), /*chat=*/true, std::move(opt), std::move(tools), {}, {}};
-  spec.prompts.push_back(encode_prompt(m, text, /*parse_special=*/true));
+  JobSpec spec;
+  spec.model = &m;
+  spec.writer = w;
+  spec.encoder = make_chat_encoder(w, m.name, opt, tools.legacy);
+  spec.opt = std::move(opt);
+  spec.tools = std::move(tools);
+  spec.prompts.push_back(std::move(prompt));
   start_job(*this, std::move(spec));
 }
 
@@ -362,7 +392,14 @@ void Service::completions(const HttpRequest& req, std::shared_ptr<ResponseWriter
   if (opt.stream && opt.echo) bad("echo", "'echo' is not supported with streaming", "unsupported_parameter");
   if (opt.n * static_cast<int>(prompts.size()) > 64) bad("n", "n times the number of prompts must be at most 64");
   check_capacity(m, options_.max_queue);
-  start_job(*this, JobSpec{&m, std::move(w), /*chat=*/false, std::move(opt), {}, std::move(prompts), std::move(echo)});
+  JobSpec spec;
+  spec.model = &m;
+  spec.writer = w;
+  spec.encoder = make_completion_encoder(w, m.name, opt, std::move(echo));
+  spec.opt = std::move(opt);
+  spec.prompts = std::move(prompts);
+  spec.completion_defaults = true;
+  start_job(*this, std::move(spec));
 }
 
 void Service::list_models(std::shared_ptr<ResponseWriter> w) const {

@@ -81,41 +81,213 @@ bool parse_call(std::string_view body, ToolCall& out) {
   }
   if (!args.is_object()) return false;
   out.name = j["name"].get<std::string>();
-  out.arguments = args.dump(-1, ' ', false, json::error_handler_t::replace);
+  // The canonical form keeps the model's own text of the arguments (what streaming sends).
+  CallScanner sc;
+  sc.feed(t);
+  if (sc.args_done() && sc.name() == out.name && json::parse(sc.args(), nullptr, false) == args) {
+    out.arguments = sc.args();
+  } else {
+    out.arguments = args.dump(-1, ' ', false, json::error_handler_t::replace);
+  }
   return true;
 }
 
 }  // namespace
 
+void CallScanner::feed(std::string_view piece) {
+  if (stage_ == kDone || stage_ == kFailed) return;
+  buf_ += piece;
+  while (step()) {
+  }
+}
+
+std::string CallScanner::take_args() {
+  std::string out = args_.substr(args_taken_);
+  args_taken_ = args_.size();
+  return out;
+}
+
+// Whether the JSON string opening at buf_[at] is closed within buf_.
+bool CallScanner::name_closed(size_t at) const {
+  bool esc = false;
+  for (size_t k = at + 1; k < buf_.size(); ++k) {
+    if (esc) esc = false;
+    else if (buf_[k] == '\\') esc = true;
+    else if (buf_[k] == '"') return true;
+  }
+  return false;
+}
+
+bool CallScanner::step() {
+  auto skip_ws = [&] {
+    while (pos_ < buf_.size() && (buf_[pos_] == ' ' || buf_[pos_] == '\n' || buf_[pos_] == '\t' || buf_[pos_] == '\r')) ++pos_;
+    return pos_ < buf_.size();
+  };
+  // A literal at pos_: advances to the next stage, waits for more text, or fails.
+  auto literal = [&](std::string_view l, Stage next) {
+    if (!skip_ws()) return false;
+    const size_t n = std::min(l.size(), buf_.size() - pos_);
+    if (buf_.compare(pos_, n, l.substr(0, n)) != 0) {
+      stage_ = kFailed;
+      return false;
+    }
+    if (n < l.size()) return false;
+    pos_ += l.size();
+    stage_ = next;
+    return true;
+  };
+  switch (stage_) {
+    case kOpenBrace: return literal("{", kNameKey);
+    case kNameKey: return literal("\"name\"", kNameColon);
+    case kNameColon: return literal(":", kName);
+    case kComma: return literal(",", kArgsKey);
+    case kArgsKey: return literal("\"arguments\"", kArgsColon);
+    case kArgsColon: return literal(":", kArgsOpen);
+    case kName: {
+      if (!skip_ws()) return false;
+      if (buf_[pos_] != '"') {
+        stage_ = kFailed;
+        return false;
+      }
+      bool esc = false;
+      for (size_t k = pos_ + 1; k < buf_.size(); ++k) {
+        if (k - pos_ > 1024) break;  // no tool is named that long
+        const char c = buf_[k];
+        if (esc) {
+          esc = false;
+        } else if (c == '\\') {
+          esc = true;
+        } else if (c == '"') {
+          const json n = json::parse(std::string_view(buf_).substr(pos_, k + 1 - pos_), nullptr, false);
+          if (!n.is_string()) break;
+          name_ = n.get<std::string>();
+          pos_ = k + 1;
+          stage_ = kComma;
+          return true;
+        }
+      }
+      if (buf_.size() - pos_ > 1024 || (buf_.size() > pos_ && stage_ == kName && name_closed(pos_))) stage_ = kFailed;
+      return false;
+    }
+    case kArgsOpen:
+      if (!skip_ws()) return false;
+      if (buf_[pos_] != '{') {
+        stage_ = kFailed;
+        return false;
+      }
+      stage_ = kArgs;
+      return true;
+    case kArgs: {
+      const size_t start = pos_;
+      while (pos_ < buf_.size()) {
+        const char c = buf_[pos_++];
+        if (in_str_) {
+          if (esc_) esc_ = false;
+          else if (c == '\\') esc_ = true;
+          else if (c == '"') in_str_ = false;
+        } else if (c == '"') {
+          in_str_ = true;
+        } else if (c == '{' || c == '[') {
+          ++depth_;
+        } else if (c == '}' || c == ']') {
+          if (--depth_ == 0) {
+            args_.append(buf_, start, pos_ - start);
+            stage_ = kDone;
+            buf_.clear();
+            pos_ = 0;
+            return false;
+          }
+        }
+      }
+      args_.append(buf_, start, pos_ - start);
+      buf_.clear();
+      pos_ = 0;
+      return false;
+    }
+    case kDone:
+    case kFailed: return false;
+  }
+  return false;
+}
+
+namespace {
+
+// One function declaration ({"name", "description", "parameters", "strict"}) at `p`.
+ToolSpec parse_function(const json& f, const std::string& p) {
+  if (!f.contains("name") || !f["name"].is_string() || !valid_name(f["name"].get<std::string>()))
+    bad(p + ".name", "function names must be 1 to 64 characters of a-z, A-Z, 0-9, _ and -");
+  ToolSpec s;
+  s.name = f["name"].get<std::string>();
+  if (f.contains("description") && !f["description"].is_null()) {
+    if (!f["description"].is_string()) bad(p + ".description", "'description' must be a string");
+    s.description = f["description"].get<std::string>();
+  }
+  s.parameters = json{{"type", "object"}, {"properties", json::object()}};
+  if (f.contains("parameters") && !f["parameters"].is_null()) {
+    if (!f["parameters"].is_object()) bad(p + ".parameters", "'parameters' must be a JSON Schema object");
+    s.parameters = f["parameters"];
+  }
+  s.strict = f.contains("strict") && f["strict"].is_boolean() && f["strict"].get<bool>();
+  return s;
+}
+
+void add_tool(ToolRequest& t, ToolSpec s, const std::string& p) {
+  for (const ToolSpec& o : t.tools)
+    if (o.name == s.name) bad(p + ".name", "two tools are named '" + s.name + "'");
+  t.tools.push_back(std::move(s));
+}
+
+void check_named(const ToolRequest& t, const char* param) {
+  for (const ToolSpec& s : t.tools)
+    if (s.name == t.named) return;
+  bad(param, std::string(param) + " names '" + t.named + "', which is not in the declared functions");
+}
+
+ToolRequest parse_legacy_functions(const json& body, const json& fns) {
+  ToolRequest t;
+  t.legacy = true;
+  t.parallel = false;  // function_call holds one call
+  if (!fns.is_array()) bad("functions", "'functions' must be an array");
+  if (fns.size() > 128) bad("functions", "at most 128 functions");
+  for (size_t i = 0; i < fns.size(); ++i) {
+    const std::string p = "functions[" + std::to_string(i) + "]";
+    if (!fns[i].is_object()) bad(p, p + " must be an object");
+    add_tool(t, parse_function(fns[i], p), p);
+  }
+  if (const json* c = field(body, "function_call")) {
+    if (c->is_string() && (*c == "none" || *c == "auto")) {
+      t.choice = c->get<std::string>();
+    } else if (c->is_object() && c->contains("name") && (*c)["name"].is_string()) {
+      t.choice = "named";
+      t.named = (*c)["name"].get<std::string>();
+      check_named(t, "function_call");
+    } else {
+      bad("function_call", "function_call must be 'none', 'auto' or {\"name\": ...}");
+    }
+  }
+  return t;
+}
+
+}  // namespace
+
 ToolRequest parse_tools(const json& body) {
+  if (const json* fns = field(body, "functions")) {
+    if (field(body, "tools") || field(body, "tool_choice"))
+      bad("functions", "use either 'tools' or the deprecated 'functions', not both");
+    return parse_legacy_functions(body, *fns);
+  }
+  if (field(body, "function_call")) bad("function_call", "'function_call' needs 'functions'");
   ToolRequest t;
   if (const json* tools = field(body, "tools")) {
     if (!tools->is_array()) bad("tools", "'tools' must be an array");
     if (tools->size() > 128) bad("tools", "at most 128 tools");
-    std::set<std::string> names;
     for (size_t i = 0; i < tools->size(); ++i) {
       const json& e = (*tools)[i];
       const std::string p = "tools[" + std::to_string(i) + "]";
       if (!e.is_object() || !e.contains("type") || e["type"] != "function")
         bad(p + ".type", p + " must be {\"type\": \"function\", \"function\": {...}}");
       if (!e.contains("function") || !e["function"].is_object()) bad(p + ".function", p + " needs a 'function' object");
-      const json& f = e["function"];
-      if (!f.contains("name") || !f["name"].is_string() || !valid_name(f["name"].get<std::string>()))
-        bad(p + ".function.name", "function names must be 1 to 64 characters of a-z, A-Z, 0-9, _ and -");
-      ToolSpec s;
-      s.name = f["name"].get<std::string>();
-      if (!names.insert(s.name).second) bad(p + ".function.name", "two tools are named '" + s.name + "'");
-      if (f.contains("description") && !f["description"].is_null()) {
-        if (!f["description"].is_string()) bad(p + ".function.description", "'description' must be a string");
-        s.description = f["description"].get<std::string>();
-      }
-      s.parameters = json{{"type", "object"}, {"properties", json::object()}};
-      if (f.contains("parameters") && !f["parameters"].is_null()) {
-        if (!f["parameters"].is_object()) bad(p + ".function.parameters", "'parameters' must be a JSON Schema object");
-        s.parameters = f["parameters"];
-      }
-      s.strict = f.contains("strict") && f["strict"].is_boolean() && f["strict"].get<bool>();
-      t.tools.push_back(std::move(s));
+      add_tool(t, parse_function(e["function"], p + ".function"), p + ".function");
     }
   }
   if (const json* c = field(body, "tool_choice")) {
@@ -128,9 +300,7 @@ ToolRequest parse_tools(const json& body) {
                (*c)["function"].contains("name") && (*c)["function"]["name"].is_string()) {
       t.choice = "named";
       t.named = (*c)["function"]["name"].get<std::string>();
-      bool found = false;
-      for (const ToolSpec& s : t.tools) found = found || s.name == t.named;
-      if (!found) bad("tool_choice", "tool_choice names '" + t.named + "', which is not in 'tools'");
+      check_named(t, "tool_choice");
     } else {
       bad("tool_choice", "tool_choice must be 'none', 'auto', 'required' or {\"type\": \"function\", \"function\": {\"name\": ...}}");
     }
@@ -139,6 +309,23 @@ ToolRequest parse_tools(const json& body) {
   if (auto p = opt_bool(body, "parallel_tool_calls")) t.parallel = *p;
   return t;
 }
+
+namespace {
+
+// tc-free0: text that never contains "<tool_call>" (tc-freeJ: J bytes of the tag just seen).
+std::string free_text_rules() {
+  std::string g = "tc-free0 ::= [^<] tc-free0 | \"<\" tc-free1 | \"\"\n";
+  for (size_t j = 1; j < kOpen.size(); ++j) {
+    const char c = kOpen[j];
+    std::string rule = "tc-free" + std::to_string(j) + " ::= ";
+    if (j + 1 < kOpen.size()) rule += lit(std::string(1, c)) + " tc-free" + std::to_string(j + 1) + " | ";
+    rule += "\"<\" tc-free1 | [^<" + std::string(1, c) + "] tc-free0 | \"\"\n";
+    g += rule;
+  }
+  return g;
+}
+
+}  // namespace
 
 std::string tool_grammar(const ToolRequest& t) {
   std::string g;
@@ -166,14 +353,7 @@ std::string tool_grammar(const ToolRequest& t) {
     g += "root ::= tc-start tc-calls? | tc-bare\n";
     g += "tc-bare ::= " + lit("{\"name\": ") + " ( " + alts + " ) \"}\"\n";
     g += "tc-start ::= [^<{] tc-free0 | \"<\" tc-free1 | \"\"\n";
-    g += "tc-free0 ::= [^<] tc-free0 | \"<\" tc-free1 | \"\"\n";
-    for (size_t j = 1; j < kOpen.size(); ++j) {
-      const char c = kOpen[j];
-      std::string rule = "tc-free" + std::to_string(j) + " ::= ";
-      if (j + 1 < kOpen.size()) rule += lit(std::string(1, c)) + " tc-free" + std::to_string(j + 1) + " | ";
-      rule += "\"<\" tc-free1 | [^<" + std::string(1, c) + "] tc-free0 | \"\"\n";
-      g += rule;
-    }
+    g += free_text_rules();
   } else {
     g += "root ::= tc-calls\n";
   }
@@ -242,6 +422,7 @@ std::string ToolStreamSplitter::feed(std::string_view piece) {
       mode_ = Mode::kBare;
       bare_ = std::move(pre_);
       pre_.clear();
+      scan(bare_);
       return {};
     }
     mode_ = Mode::kText;
@@ -251,9 +432,55 @@ std::string ToolStreamSplitter::feed(std::string_view piece) {
   }
   if (mode_ == Mode::kBare) {
     bare_ += piece;
+    scan(piece);
     return {};
   }
   return feed_text(piece);
+}
+
+void ToolStreamSplitter::scan(std::string_view piece) {
+  scanner_.feed(piece);
+  if (!begun_ && scanner_.named()) {
+    events_.push_back({CallEvent::kBegin, scanner_.name()});
+    begun_ = true;
+  }
+  if (begun_) {
+    std::string frag = scanner_.take_args();
+    if (!frag.empty()) events_.push_back({CallEvent::kArgs, std::move(frag)});
+  }
+}
+
+void ToolStreamSplitter::complete(const ToolCall& call) {
+  if (begun_ && (scanner_.name() != call.name || (!scanner_.args().empty() && scanner_.args() != call.arguments))) {
+    // What streamed is not this call (a key given twice): end it, and report the call whole.
+    abandon();
+  }
+  if (!begun_) {
+    events_.push_back({CallEvent::kBegin, call.name});
+    events_.push_back({CallEvent::kArgs, call.arguments});
+  } else if (scanner_.args().empty()) {
+    events_.push_back({CallEvent::kArgs, call.arguments});  // the arguments were not an inline object
+  } else if (std::string rest = scanner_.take_args(); !rest.empty()) {
+    events_.push_back({CallEvent::kArgs, std::move(rest)});
+  }
+  events_.push_back({CallEvent::kEnd, call.arguments});
+  done_.push_back(call);
+  scanner_ = CallScanner();
+  begun_ = false;
+}
+
+bool ToolStreamSplitter::abandon() {
+  const bool was = begun_;
+  if (was) events_.push_back({CallEvent::kAbandon, {}});
+  scanner_ = CallScanner();
+  begun_ = false;
+  return was;
+}
+
+std::vector<CallEvent> ToolStreamSplitter::take_events() {
+  std::vector<CallEvent> out;
+  out.swap(events_);
+  return out;
 }
 
 std::string ToolStreamSplitter::feed_text(std::string_view piece) {
@@ -274,14 +501,16 @@ std::string ToolStreamSplitter::feed_raw(std::string_view piece) {
   held_.clear();
   while (!buf.empty()) {
     if (in_call_) {
+      const size_t old = call_.size();
       call_ += buf;
       buf.clear();
       const size_t close = call_.find(kClose);
+      scan(std::string_view(call_).substr(old, close == std::string::npos ? std::string::npos : close > old ? close - old : 0));
       if (close == std::string::npos) break;
       ToolCall c;
       if (parse_call(std::string_view(call_).substr(0, close), c)) {
-        done_.push_back(std::move(c));
-      } else {
+        complete(c);
+      } else if (!abandon()) {
         emit += std::string(kOpen) + call_.substr(0, close + kClose.size());  // not a call: text
       }
       buf = call_.substr(close + kClose.size());
@@ -327,13 +556,15 @@ std::string ToolStreamSplitter::flush() {
     mode_ = Mode::kText;
     ToolCall call;
     if (parse_call(bare_, call)) {
-      done_.push_back(std::move(call));
+      complete(call);
       saw_call_ = true;
       bare_.clear();
       return {};
     }
-    std::string text = feed_text(bare_);  // not a call after all: text, with any tagged calls in it
-    bare_.clear();
+    std::string bare;
+    bare.swap(bare_);
+    abandon();
+    std::string text = feed_text(bare);  // not a call after all: text, with any tagged calls in it
     return text + flush();
   }
   std::string out = held_;
@@ -341,7 +572,7 @@ std::string ToolStreamSplitter::flush() {
   if (ws_.find_first_not_of(" \n\t\r") != std::string::npos) out = ws_ + out;
   ws_.clear();
   if (in_call_) {
-    out += std::string(kOpen) + call_;
+    if (!abandon()) out += std::string(kOpen) + call_;  // an unfinished call is text, unless it streamed as a call
     call_.clear();
     in_call_ = false;
   }

@@ -40,10 +40,12 @@ struct ToolRequest {
   std::string choice = "auto";  // "none" | "auto" | "required" | "named"
   std::string named;            // the forced function with choice "named"
   bool parallel = true;
+  bool legacy = false;          // given as the deprecated functions / function_call
   bool active() const { return !tools.empty() && choice != "none"; }
 };
 
-// Reads tools / tool_choice / parallel_tool_calls; throws ApiError (400) on bad ones.
+// Reads tools / tool_choice / parallel_tool_calls, or the deprecated functions / function_call
+// (one call at most, answered as message.function_call); throws ApiError (400) on bad ones.
 ToolRequest parse_tools(const json& body);
 
 // GBNF for the request's calls (requires active()); parameter schemas are compiled under their
@@ -56,7 +58,38 @@ std::string tool_instructions(const ToolRequest& t);
 
 struct ToolCall {
   std::string name;
-  std::string arguments;  // JSON text
+  // JSON text: the model's own text of the arguments object when the call has the canonical
+  // form {"name": ..., "arguments": {...}} (so streamed fragments add up to it), else the
+  // object re-serialized.
+  std::string arguments;
+};
+
+// Reads one call's text as it grows, when it has the canonical form the tool grammar writes,
+// {"name": "NAME", "arguments": {...}} (whitespace allowed between tokens): the name as soon as
+// its string is closed, then the arguments object's text byte by byte as it arrives. Text of
+// another form sets failed() (the call can then only be reported whole, once it is complete).
+class CallScanner {
+ public:
+  void feed(std::string_view piece);
+  bool failed() const { return stage_ == kFailed; }
+  bool named() const { return stage_ > kName && stage_ != kFailed; }
+  bool args_done() const { return stage_ == kDone; }
+  const std::string& name() const { return name_; }
+  const std::string& args() const { return args_; }  // the arguments' text so far
+  // Argument text that arrived since the last call.
+  std::string take_args();
+
+ private:
+  enum Stage { kOpenBrace, kNameKey, kNameColon, kName, kComma, kArgsKey, kArgsColon, kArgsOpen, kArgs, kDone, kFailed };
+  bool name_closed(size_t at) const;
+  bool step();  // one stage forward over buf_; false when more text is needed or it failed
+  std::string buf_;
+  size_t pos_ = 0;
+  Stage stage_ = kOpenBrace;
+  std::string name_, args_;
+  size_t args_taken_ = 0;
+  int depth_ = 0;
+  bool in_str_ = false, esc_ = false;
 };
 
 struct ParsedOutput {
@@ -67,13 +100,25 @@ struct ParsedOutput {
 // Splits a finished completion into text and calls.
 ParsedOutput parse_tool_output(std::string_view text);
 
+// What a streamed call does, in order per call: kBegin (its name is known), kArgs (fragments of
+// the arguments' text, which add up to the finished call's `arguments`), then kEnd (the call is
+// complete and well-formed: also returned by take_calls()) or kAbandon (the text stopped being a
+// call, or the stream ended inside it; a call that streamed no kBegin is simply text).
+struct CallEvent {
+  enum Kind { kBegin, kArgs, kEnd, kAbandon } kind;
+  std::string text;  // kBegin: the name; kArgs: the fragment; kEnd: the arguments
+};
+
 // Streaming: feed() returns the text that is certainly content (holding back a possible start
-// of "<tool_call>"); once a call opens, text goes to the call buffer and each completed call is
-// returned by take_calls().
+// of "<tool_call>"); once a call opens, text goes to the call buffer, its progress is reported
+// by take_events() as it is generated, and each completed call is returned by take_calls().
+// The text of a tagged call that began streaming and was then abandoned is not returned as
+// content (it was shown as a call).
 class ToolStreamSplitter {
  public:
   std::string feed(std::string_view piece);
   std::vector<ToolCall> take_calls();
+  std::vector<CallEvent> take_events();
   // End of stream: held-back text that turned out not to start a call; an unfinished call is
   // returned as text too (it cannot be a call).
   std::string flush();
@@ -83,6 +128,9 @@ class ToolStreamSplitter {
   enum class Mode { kUndecided, kBare, kText };
   std::string feed_text(std::string_view piece);
   std::string feed_raw(std::string_view piece);
+  void scan(std::string_view piece);      // feeds the current call's scanner, queueing events
+  void complete(const ToolCall& call);    // the current call ended well-formed
+  bool abandon();                         // it did not: true when it had begun streaming
   Mode mode_ = Mode::kUndecided;
   std::string pre_;      // leading whitespace while undecided
   std::string bare_;     // a possible bare call object (the answer opened with "{")
@@ -92,6 +140,9 @@ class ToolStreamSplitter {
   bool in_call_ = false;
   bool saw_call_ = false;
   std::vector<ToolCall> done_;
+  CallScanner scanner_;                   // the current call (tagged or bare)
+  bool begun_ = false;                    // kBegin was queued for the current call
+  std::vector<CallEvent> events_;
 };
 
 }  // namespace triad::server

@@ -1,8 +1,10 @@
 // libFuzzer target for the tool-call output parser (src/server/tool_calls.h): model output is
 // untrusted. The input is split at its first byte into chunk sizes; the whole text goes through
 // parse_tool_output() and, chunk by chunk, through a ToolStreamSplitter. Both must find the
-// same calls (a mismatch aborts: a finding), every call's arguments must be a JSON object, and
-// nothing may crash, throw, hang or allocate without bound.
+// same calls (a mismatch aborts: a finding), every call's arguments must be a JSON object, the
+// streamed events must be well nested (begin, fragments, then end or abandon) with each ended
+// call's fragments adding up to its arguments, and nothing may crash, throw, hang or allocate
+// without bound.
 // Also linked into tool_fuzz_replay (replay_main.cpp), which runs the corpus in ctest.
 #include <cstddef>
 #include <cstdint>
@@ -19,12 +21,46 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const ParsedOutput whole = parse_tool_output(text);
   ToolStreamSplitter s;
   std::vector<ToolCall> streamed;
+  std::vector<ToolCall> ended;   // from the events
+  bool open = false;
+  std::string args;
+  auto events = [&] {
+    for (const CallEvent& e : s.take_events()) {
+      switch (e.kind) {
+        case CallEvent::kBegin:
+          if (open) std::abort();
+          open = true;
+          args.clear();
+          ended.push_back({e.text, ""});
+          break;
+        case CallEvent::kArgs:
+          if (!open) std::abort();
+          args += e.text;
+          break;
+        case CallEvent::kEnd:
+          if (!open || args != e.text) std::abort();
+          ended.back().arguments = e.text;
+          open = false;
+          break;
+        case CallEvent::kAbandon:
+          if (!open) std::abort();
+          ended.pop_back();
+          open = false;
+          break;
+      }
+    }
+  };
   for (size_t i = 0; i < text.size(); i += step) {
     (void)s.feed(text.substr(i, step));
     for (ToolCall& c : s.take_calls()) streamed.push_back(std::move(c));
+    events();
   }
   (void)s.flush();
   for (ToolCall& c : s.take_calls()) streamed.push_back(std::move(c));
+  events();
+  if (open || ended.size() != streamed.size()) std::abort();
+  for (size_t i = 0; i < ended.size(); ++i)
+    if (ended[i].name != streamed[i].name || ended[i].arguments != streamed[i].arguments) std::abort();
   if (streamed.size() != whole.calls.size()) std::abort();
   for (size_t i = 0; i < streamed.size(); ++i) {
     if (streamed[i].name != whole.calls[i].name || streamed[i].arguments != whole.calls[i].arguments) std::abort();

@@ -87,6 +87,90 @@ def test_parallel_calls_and_streaming_match(server):
     assert parallel >= 1, "no seed produced parallel calls"
 
 
+def test_streamed_arguments_arrive_in_fragments(server):
+    """As OpenAI streams them: the call's id and name first, then its arguments in pieces while they
+    are generated (not one piece at the end), and no empty content deltas meanwhile."""
+    c = client(server)
+    fragments = []
+    for seed in range(8):
+        kw = dict(model="tiny", messages=MSGS, tools=TOOLS, temperature=1.0, seed=seed, max_tokens=200,
+                  tool_choice={"type": "function", "function": {"name": "get_weather"}})
+        full = c.chat.completions.create(**kw).choices[0]
+        if full.finish_reason != "tool_calls":
+            continue
+        pieces, chunks = [], 0
+        for chunk in c.chat.completions.create(stream=True, **kw):
+            if not chunk.choices:
+                continue
+            chunks += 1
+            d = chunk.choices[0].delta
+            if chunks > 1:  # after the role chunk, a content delta always carries text
+                assert d.content is None or d.content != "", chunk
+            for tc in d.tool_calls or []:
+                if tc.id:
+                    assert tc.function.name == "get_weather" and tc.function.arguments == "" and not pieces
+                else:
+                    pieces.append(tc.function.arguments)
+        assert "".join(pieces) == full.message.tool_calls[0].function.arguments
+        jsonschema.validate(json.loads("".join(pieces)), WEATHER)
+        fragments.append(len(pieces))
+    assert fragments and min(fragments) > 3, fragments
+
+
+def test_tool_choice_none_keeps_the_tools_in_the_prompt(server):
+    c = client(server)
+    kw = dict(model="stories", messages=MSGS, max_tokens=8, temperature=0)
+    plain = c.chat.completions.create(**kw)
+    auto = c.chat.completions.create(tools=TOOLS, **kw)
+    none = c.chat.completions.create(tools=TOOLS, tool_choice="none", **kw)
+    assert none.usage.prompt_tokens == auto.usage.prompt_tokens > plain.usage.prompt_tokens + 50
+    assert none.choices[0].message.tool_calls is None
+    assert none.usage.prompt_tokens_details.cached_tokens > 0  # the same prompt as the auto request
+
+
+def test_legacy_functions(server):
+    """The deprecated functions / function_call, as OpenAI still serves them."""
+    c = client(server)
+    fns = [t["function"] for t in TOOLS]
+    kw = dict(model="tiny", messages=MSGS, functions=fns, function_call={"name": "add"}, temperature=1.0,
+              max_tokens=150)
+    seen = 0
+    for seed in range(6):
+        ch = c.chat.completions.create(seed=seed, **kw).choices[0]
+        if ch.finish_reason == "length":
+            continue
+        assert ch.finish_reason == "function_call" and ch.message.tool_calls is None
+        assert ch.message.function_call.name == "add"
+        args = ch.message.function_call.arguments
+        jsonschema.validate(json.loads(args), ADD)
+        name, streamed, finish = "", "", None
+        for chunk in c.chat.completions.create(stream=True, seed=seed, **kw):
+            if not chunk.choices:
+                continue
+            fc = chunk.choices[0].delta.function_call
+            if fc:
+                name += fc.name or ""
+                streamed += fc.arguments or ""
+            finish = chunk.choices[0].finish_reason or finish
+        assert (name, streamed, finish) == ("add", args, "function_call")
+        seen += 1
+        # The call and its result fed back in the legacy shape.
+        history = MSGS + [{"role": "assistant", "content": None, "function_call": {"name": "add", "arguments": args}},
+                          {"role": "function", "name": "add", "content": "3"}]
+        r = c.chat.completions.create(model="tiny", messages=history, functions=fns, function_call="none", max_tokens=10)
+        assert r.choices[0].message.function_call is None and r.choices[0].finish_reason in ("stop", "length")
+    assert seen > 0
+    body = {"model": "tiny", "messages": MSGS, "functions": fns, "tools": TOOLS}
+    r = httpx.post(server.base_url + "/chat/completions", json=body, timeout=30)
+    assert r.status_code == 400 and r.json()["error"]["param"] == "functions"
+    r = httpx.post(server.base_url + "/chat/completions", json={"model": "tiny", "messages": MSGS,
+                                                               "function_call": "auto"}, timeout=30)
+    assert r.status_code == 400 and r.json()["error"]["param"] == "function_call"
+    r = httpx.post(server.base_url + "/chat/completions", json={"model": "tiny", "messages": MSGS, "functions": fns,
+                                                               "function_call": {"name": "nope"}}, timeout=30)
+    assert r.status_code == 400 and r.json()["error"]["param"] == "function_call"
+
+
 def test_auto_none_and_tool_result_round_trip(server):
     c = client(server)
     # auto: whatever the model writes, any call it makes is valid; text stays content.

@@ -82,12 +82,17 @@ def test_tool_result_fed_back_reaches_the_model(qwen_server):
     r2 = c.chat.completions.create(model="qwen", messages=history, tools=TOOLS, temperature=0, max_tokens=80)
     for tc in r2.choices[0].message.tool_calls or []:
         jsonschema.validate(json.loads(tc.function.arguments), WEATHER)
-    # With tool_choice none it answers in text, and the answer carries the tool's result.
+    # With tool_choice none the tools stay in the prompt (the same prompt tokens as under auto, so
+    # the prefix cache stays warm) and the answer is text, never a call.
     r3 = c.chat.completions.create(model="qwen", messages=history, tools=TOOLS, tool_choice="none", temperature=0,
                                    max_tokens=80)
     ch = r3.choices[0]
-    assert ch.finish_reason in ("stop", "length") and not ch.message.tool_calls
-    assert "18" in ch.message.content, ch.message.content
+    assert ch.finish_reason in ("stop", "length") and not ch.message.tool_calls and ch.message.content
+    assert r3.usage.prompt_tokens == r2.usage.prompt_tokens
+    assert r3.usage.prompt_tokens_details.cached_tokens >= r2.usage.prompt_tokens - 16
+    # Without the tools it answers in text, and the answer carries the tool's result.
+    r4 = c.chat.completions.create(model="qwen", messages=history, temperature=0, max_tokens=80)
+    assert "18" in r4.choices[0].message.content, r4.choices[0].message.content
 
 
 def test_greeting_gets_text_not_a_call(qwen_server):

@@ -44,8 +44,8 @@ TEST(ToolCalls, ParserSplitsTextAndCalls) {
   EXPECT_EQ(p.content, "Let me check.");
   ASSERT_EQ(p.calls.size(), 2u);
   EXPECT_EQ(p.calls[0].name, "get_weather");
-  EXPECT_EQ(p.calls[0].arguments, R"({"city":"Paris"})");
-  EXPECT_EQ(p.calls[1].arguments, R"({"a":1,"b":-2})");
+  EXPECT_EQ(p.calls[0].arguments, R"({"city": "Paris"})");  // the model's own text
+  EXPECT_EQ(p.calls[1].arguments, R"({"a": 1, "b": -2})");
   // Arguments given as a JSON string, and llama-style "parameters", are accepted too.
   p = parse_tool_output(R"(<tool_call>{"name": "f", "arguments": "{\"x\": 1}"}</tool_call>)");
   ASSERT_EQ(p.calls.size(), 1u);
@@ -129,4 +129,63 @@ TEST(ToolCalls, GrammarAdmitsWellFormedCallsOnly) {
   EXPECT_FALSE(grammar_accepts(automatic, "{\"name\": \"add\", \"arguments\": {\"a\": \"x\", \"b\": 2}}"));
   EXPECT_FALSE(grammar_accepts(automatic, "{\"answer\": 42}"));
   EXPECT_TRUE(grammar_accepts(automatic, "The answer is {42}."));
+}
+
+TEST(ToolCalls, StreamedArgumentsArriveInFragments) {
+  // Byte by byte, a canonical call streams its name as soon as it is closed and its arguments
+  // as they are written; the fragments add up to the finished call's arguments, which are the
+  // model's own text.
+  const std::string text = "Ok. " + kCallW + "\n" + kCallA;
+  ToolStreamSplitter s;
+  std::vector<CallEvent> ev;
+  size_t begin_at = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    (void)s.feed(std::string_view(text).substr(i, 1));
+    for (CallEvent& e : s.take_events()) {
+      if (e.kind == CallEvent::kBegin && ev.empty()) begin_at = i;
+      ev.push_back(std::move(e));
+    }
+  }
+  (void)s.flush();
+  for (CallEvent& e : s.take_events()) ev.push_back(std::move(e));
+  EXPECT_EQ(begin_at, text.find("\"get_weather\"") + std::string("\"get_weather\"").size() - 1);
+  std::vector<std::string> names, args;
+  std::string cur;
+  int fragments = 0;
+  for (const CallEvent& e : ev) {
+    if (e.kind == CallEvent::kBegin) names.push_back(e.text), cur.clear();
+    if (e.kind == CallEvent::kArgs) cur += e.text, ++fragments;
+    if (e.kind == CallEvent::kEnd) {
+      EXPECT_EQ(cur, e.text);
+      args.push_back(e.text);
+    }
+    EXPECT_NE(e.kind, CallEvent::kAbandon);
+  }
+  ASSERT_EQ(names, (std::vector<std::string>{"get_weather", "add"}));
+  EXPECT_EQ(args, (std::vector<std::string>{"{\"city\": \"Paris\"}", "{\"a\": 1, \"b\": -2}"}));
+  EXPECT_GT(fragments, 20);
+  const ParsedOutput p = parse_tool_output(text);
+  ASSERT_EQ(p.calls.size(), 2u);
+  EXPECT_EQ(p.calls[0].arguments, args[0]);
+
+  // A call cut off by the length limit streamed its start and is then abandoned, not repeated
+  // as text.
+  ToolStreamSplitter cut;
+  std::string content = cut.feed("<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1");
+  content += cut.flush();
+  EXPECT_EQ(content, "");
+  std::vector<CallEvent> ce = cut.take_events();
+  ASSERT_EQ(ce.size(), 3u);
+  EXPECT_EQ(ce[0].kind, CallEvent::kBegin);
+  EXPECT_EQ(ce[1].text, "{\"a\": 1");
+  EXPECT_EQ(ce[2].kind, CallEvent::kAbandon);
+  EXPECT_TRUE(cut.take_calls().empty());
+  // A call in another form (arguments first) is reported whole once complete.
+  ToolStreamSplitter other;
+  (void)other.feed("<tool_call>{\"arguments\": {\"a\": 1, \"b\": 2}, \"name\": \"add\"}</tool_call>");
+  std::vector<CallEvent> oe = other.take_events();
+  ASSERT_EQ(oe.size(), 3u);
+  EXPECT_EQ(oe[0].text, "add");
+  EXPECT_EQ(oe[1].text, "{\"a\":1,\"b\":2}");
+  EXPECT_EQ(oe[2].kind, CallEvent::kEnd);
 }

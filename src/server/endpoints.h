@@ -1,0 +1,36 @@
+// What the endpoint handlers share, internal to src/server: the model a request names, the
+// queue check, and chat prompts: OpenAI chat messages (checked here, each problem a 400 naming
+// the message) and the request's tools rendered by the model's chat template (or its built-in
+// chat format) into prompt token ids; and the constraint that tools put on decoding.
+// Thread-safety: pure functions of their arguments (check_capacity reads the engine's stats).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "server/openai_request.h"
+#include "server/service.h"
+#include "server/tool_calls.h"
+
+namespace triad::server {
+
+// The request's model name; a request without one goes to `fallback` (--default-model) when
+// that is set, else it is a 400.
+std::string model_name_of(const json& body, const std::string& fallback);
+// The model, or a 404 in OpenAI's words for the name the body gives.
+ServedModel& model_or_404(ServedModel* m, const json& body);
+// A 503 (with Retry-After) when `max_queue` requests already wait for the model.
+void check_capacity(const ServedModel& m, int max_queue);
+
+// `msgs`: the chat `messages` array; `param` names it in errors. Listed tools are shown to the
+// model (the template renders them, or a system message describes them), whatever tool_choice
+// says. `template_kwargs`: chat_template_kwargs (or null).
+std::vector<int32_t> chat_prompt(const ServedModel& m, const json& msgs, const ToolRequest& tools,
+                                 const json* template_kwargs, const char* param = "messages");
+
+// Sets the call grammar when the tools may be called (not under tool_choice "none", where the
+// answer is text whatever it says). Throws ApiError when the request also asks for a response
+// format or grammar, or a parameter schema does not compile.
+void constrain_for_tools(GenOptions& opt, const ToolRequest& tools);
+
+}  // namespace triad::server
