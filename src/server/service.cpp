@@ -15,6 +15,7 @@
 #include "server/job.h"
 #include "server/endpoints.h"
 #include "server/openai_request.h"
+#include "server/responses.h"
 #include "server/tool_calls.h"
 #include "template/template.h"
 #include "tokenizer/chat_format.h"
@@ -23,7 +24,8 @@
 namespace triad::server {
 
 Service::Service(std::vector<ServedModel*> models, ServiceOptions options)
-    : models_(std::move(models)), options_(std::move(options)) {}
+    : models_(std::move(models)), options_(std::move(options)),
+      responses_(std::make_shared<ResponseStore>(options_.responses_max, options_.responses_max_bytes)) {}
 
 ServedModel* Service::find_model(const std::string& name) const {
   for (ServedModel* m : models_)
@@ -115,7 +117,7 @@ void Service::handle(HttpRequest req, std::shared_ptr<ResponseWriter> w) {
     std::string want = req.header("access-control-request-headers");
     if (!safe_header_value(want, 2048)) want = "authorization, content-type";
     w->send(204, "text/plain", "",
-            {{"Access-Control-Allow-Methods", "GET, POST, OPTIONS"},
+            {{"Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS"},
              {"Access-Control-Allow-Headers", want},
              {"Access-Control-Max-Age", "600"}});
     return;
@@ -150,6 +152,11 @@ void Service::handle(HttpRequest req, std::shared_ptr<ResponseWriter> w) {
       need_post();
       return completions(req, w);
     }
+    if (path == "/v1/responses" || path == "/responses") {
+      need_post();
+      return responses(req, w);
+    }
+    if (path.rfind("/v1/responses/", 0) == 0) return stored_response(req, path.substr(14), w);
     if (path == "/tokenize" || path == "/v1/tokenize") {
       need_post();
       return tokenize(req, w);
@@ -400,6 +407,53 @@ void Service::completions(const HttpRequest& req, std::shared_ptr<ResponseWriter
   spec.prompts = std::move(prompts);
   spec.completion_defaults = true;
   start_job(*this, std::move(spec));
+}
+
+void Service::responses(const HttpRequest& req, std::shared_ptr<ResponseWriter> w) {
+  const json body = parse_json_body(req.body);
+  ServedModel& m = model_or_404(find_model(model_name_of(body, options_.default_model)), body);
+  const ResponsesRequest rr = parse_responses_request(body, *responses_);
+  GenOptions opt = parse_gen_options(rr.chat_body, m.model->config().n_vocab, 1, /*chat=*/true);
+  ToolRequest tools = parse_tools(rr.chat_body);
+  constrain_for_tools(opt, tools);
+  if (opt.constraint_param == "response_format") opt.constraint_param = "text.format";
+  std::vector<int32_t> prompt = chat_prompt(m, rr.messages, tools, field(body, "chat_template_kwargs"), "input");
+  check_capacity(m, options_.max_queue);
+  JobSpec spec;
+  spec.model = &m;
+  spec.writer = w;
+  spec.encoder = make_responses_encoder(w, m.name, opt, rr, responses_);
+  spec.opt = std::move(opt);
+  spec.tools = std::move(tools);
+  spec.prompts.push_back(std::move(prompt));
+  start_job(*this, std::move(spec));
+}
+
+void Service::stored_response(const HttpRequest& req, const std::string& rest, std::shared_ptr<ResponseWriter> w) {
+  const size_t slash = rest.find('/');
+  const std::string id = rest.substr(0, slash);
+  const std::string sub = slash == std::string::npos ? "" : rest.substr(slash + 1);
+  auto not_found = [&] {
+    return ApiError{404, "Response with id '" + id + "' not found.", "invalid_request_error", "response_id", "not_found", {}};
+  };
+  if (sub == "cancel") {
+    if (req.method != "POST") throw ApiError{405, "use POST to cancel", "invalid_request_error", "", "method_not_allowed", {}};
+    if (!responses_->get(id)) throw not_found();
+    bad("response_id", "only background responses can be cancelled, and this server runs none in the background");
+  }
+  if (!sub.empty() && sub != "input_items") throw ApiError{404, "no route for " + req.method + " " + req.target, "invalid_request_error", "", "not_found", {}};
+  auto entry = responses_->get(id);
+  if (req.method == "DELETE" && sub.empty()) {
+    if (!responses_->erase(id)) throw not_found();
+    return send_json(*w, json{{"id", id}, {"object", "response"}, {"deleted", true}});
+  }
+  if (req.method != "GET") throw ApiError{405, "use GET or DELETE for /v1/responses/{id}", "invalid_request_error", "", "method_not_allowed", {}};
+  if (!entry) throw not_found();
+  if (sub == "input_items") {
+    const size_t q = req.target.find('?');
+    return send_json(*w, list_input_items(*entry, q == std::string::npos ? "" : req.target.substr(q + 1)));
+  }
+  send_json(*w, entry->response);
 }
 
 void Service::list_models(std::shared_ptr<ResponseWriter> w) const {

@@ -1,6 +1,7 @@
 // The OpenAI-compatible service: routes HTTP requests to the served models' engines.
 //
-// Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET
+// Endpoints: POST /v1/chat/completions, POST /v1/completions, POST /v1/responses (and GET /
+// DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items), GET /v1/models, GET
 // /v1/models/{id}, GET /health, GET /ready, GET /metrics, POST /tokenize, POST /detokenize.
 // Requests are validated into engine requests (every bad field is a 4xx in OpenAI's error
 // shape naming it); the engine's tokens come back through a sink that detokenizes them
@@ -29,6 +30,7 @@ class Template;
 namespace triad::server {
 
 class ConstraintCache;
+class ResponseStore;
 
 struct ServedModel {
   std::string name;                       // the `model` string clients send
@@ -54,6 +56,8 @@ struct ServiceOptions {
   int max_n = 16;                         // largest `n`
   int max_queue = 256;                    // waiting requests per model before 503
   double health_stall_s = 30;             // /health fails when an engine made no progress for this long
+  size_t responses_max = 1024;            // stored Responses API responses (oldest dropped first) ...
+  size_t responses_max_bytes = 64u << 20; // ... and their approximate JSON size
 };
 
 class Service {
@@ -71,6 +75,8 @@ class Service {
   ServedModel* find_model(const std::string& name) const;
   void chat_completions(const HttpRequest& req, std::shared_ptr<ResponseWriter> w);
   void completions(const HttpRequest& req, std::shared_ptr<ResponseWriter> w);
+  void responses(const HttpRequest& req, std::shared_ptr<ResponseWriter> w);
+  void stored_response(const HttpRequest& req, const std::string& rest, std::shared_ptr<ResponseWriter> w);
   void list_models(std::shared_ptr<ResponseWriter> w) const;
   void get_model(const std::string& id, std::shared_ptr<ResponseWriter> w) const;
   void metrics(std::shared_ptr<ResponseWriter> w) const;
@@ -80,6 +86,7 @@ class Service {
 
   std::vector<ServedModel*> models_;
   ServiceOptions options_;
+  std::shared_ptr<ResponseStore> responses_;
 };
 
 }  // namespace triad::server
