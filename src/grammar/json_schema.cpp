@@ -3,12 +3,16 @@
 #include "grammar/json_schema.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
+#include <charconv>
 #include <cstdio>
+#include <functional>
 #include <optional>
 #include <map>
 #include <set>
+#include <tuple>
 #include <vector>
 
 namespace triad::grammar {
@@ -118,6 +122,175 @@ std::string nonneg_range(uint64_t lo, uint64_t hi) {
 
 constexpr int64_t kIntLimit = 999999999999999;  // 15 digits
 
+// ---- Decimal ranges as digit grammars
+//
+// A bound is a double; what validators compare is the number a document's text parses to. With
+// at most 15 significant digits a decimal parses to a distinct double (DBL_DIG), and rounding is
+// monotonic, so such a decimal d is >= a bound b exactly when d >= S, the shortest decimal that
+// reads back as b (and > exactly when d > S). So the grammar admits plain decimals (no exponent)
+// of at most 15 digits, compared digit by digit with S: exact on what it admits, and everything
+// it admits validates, as Python (float() and int) and JavaScript read it.
+
+// A non-negative decimal: integer digits (no leading zeros; "0" for zero) and fraction digits
+// (no trailing zeros).
+struct Dec {
+  std::string ip = "0", fp;
+};
+
+Dec dec_of(double v) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, std::fabs(v), std::chars_format::scientific);
+  const std::string t(buf, r.ptr);
+  const size_t e = t.find('e');
+  std::string digits;
+  for (size_t i = 0; i < e; ++i)
+    if (t[i] != '.') digits += t[i];
+  const int exp = std::stoi(t.substr(e + 1));
+  const long point = 1L + exp;  // digits before the decimal point
+  Dec d;
+  if (point <= 0) {
+    d.fp = std::string(static_cast<size_t>(-point), '0') + digits;
+  } else if (static_cast<size_t>(point) >= digits.size()) {
+    d.ip = digits + std::string(static_cast<size_t>(point) - digits.size(), '0');
+  } else {
+    d.ip = digits.substr(0, static_cast<size_t>(point));
+    d.fp = digits.substr(static_cast<size_t>(point));
+  }
+  while (d.ip.size() > 1 && d.ip[0] == '0') d.ip.erase(0, 1);
+  while (!d.fp.empty() && d.fp.back() == '0') d.fp.pop_back();
+  if (d.ip.empty()) d.ip = "0";
+  return d;
+}
+
+struct DecBound {
+  Dec v;
+  bool inclusive = true;
+};
+
+// Builds the grammar of magnitudes m with lo <= m (or <) and m <= hi (or <; no hi: unbounded),
+// written without sign or exponent and with at most 15 digits in all. `rule` names a body.
+class DecimalRange {
+ public:
+  using RuleFn = std::function<std::string(const std::string&, const std::string&)>;
+  DecimalRange(DecBound lo, std::optional<DecBound> hi, RuleFn rule) : lo_(std::move(lo)), hi_(std::move(hi)), rule_(std::move(rule)) {
+    if (hi_ && hi_->v.ip.size() > kDigits) hi_.reset();  // beyond every admitted number
+  }
+
+  // The expression; empty when no admitted number lies in the range.
+  std::string build() {
+    const size_t L = lo_.v.ip.size(), H = hi_ ? hi_->v.ip.size() : kDigits;
+    std::vector<std::string> alts;
+    for (size_t n = L; n <= std::min(H, kDigits); ++n) {
+      std::string e = int_state(n, 0, n == L, hi_ && n == H);
+      if (!e.empty()) alts.push_back(e);
+    }
+    return join(alts);
+  }
+
+ private:
+  static constexpr size_t kDigits = 15;
+
+  static std::string join(const std::vector<std::string>& alts) {
+    if (alts.empty()) return "";
+    if (alts.size() == 1) return alts[0];
+    std::string o = "(";
+    for (size_t i = 0; i < alts.size(); ++i) o += (i ? " | " : "") + alts[i];
+    return o + ")";
+  }
+  static std::string digit_class(char a, char b) {
+    if (a == b) return "\"" + std::string(1, a) + "\"";
+    return "[" + std::string(1, a) + "-" + std::string(1, b) + "]";
+  }
+  static char at(const std::string& s, size_t i) { return i < s.size() ? s[i] : '0'; }
+
+  // The digit choices at one position: [lo_d, hi_d], where the bound digit keeps its side tight.
+  // Calls next(class, tight_lo, tight_hi) for each group; returns their alternatives.
+  template <class Next>
+  static std::string branch(char lo_d, char hi_d, bool tl, bool th, Next next) {
+    if (lo_d > hi_d) return "";
+    std::vector<std::string> alts;
+    auto add = [&](char a, char b, bool l, bool h) {
+      if (a > b) return;
+      std::string rest = next(l, h);
+      if (rest == "!") return;  // no way to finish
+      alts.push_back(digit_class(a, b) + (rest.empty() ? "" : " " + rest));
+    };
+    if (tl && th && lo_d == hi_d) {
+      add(lo_d, lo_d, true, true);
+    } else {
+      if (tl) add(lo_d, lo_d, true, false);
+      add(static_cast<char>(lo_d + (tl ? 1 : 0)), static_cast<char>(hi_d - (th ? 1 : 0)), false, false);
+      if (th) add(hi_d, hi_d, false, true);
+    }
+    if (alts.empty()) return "!";
+    return alts.size() == 1 ? alts[0] : join(alts);
+  }
+
+  // After i of n integer digits, tight against the low / high bound's digits.
+  std::string int_state(size_t n, size_t i, bool tl, bool th) {
+    if (i == n) return end_int(n, tl, th);
+    const char lo_d = tl ? lo_.v.ip[i] : (i == 0 && n > 1 ? '1' : '0');
+    const char hi_d = th ? hi_->v.ip[i] : '9';
+    std::string e = branch(lo_d, hi_d, tl, th, [&](bool l, bool h) {
+      if (!l && !h) {  // free: the remaining digits are any
+        const std::string end = end_int(n, false, false);
+        const size_t left = n - i - 1;
+        std::string d = left ? "[0-9]{" + std::to_string(left) + "}" : "";
+        return d.empty() ? end : (end.empty() ? d : d + " " + end);
+      }
+      const std::string r = int_state(n, i + 1, l, h);
+      return r;
+    });
+    if (e == "!") return i == 0 ? "" : "!";
+    return i == 0 ? e : rule_("dec", e);
+  }
+
+  // Whether the number may end here: its digits so far equal the tight bounds' prefixes.
+  bool may_end(bool tl, bool th, size_t frac_len) const {
+    if (tl) {
+      if (lo_.v.fp.size() > frac_len) return false;  // still below lo
+      if (!lo_.inclusive) return false;               // equal to lo
+    }
+    if (th && hi_->v.fp.size() <= frac_len && !hi_->inclusive) return false;  // equal to hi
+    return true;
+  }
+
+  std::string end_int(size_t n, bool tl, bool th) {
+    const size_t budget = kDigits - n;
+    std::vector<std::string> alts;
+    if (may_end(tl, th, 0)) alts.push_back("\"\"");
+    if (budget > 0) {
+      std::string f = frac_state(0, budget, tl, th);
+      if (f != "!" && !f.empty()) alts.push_back("\".\" " + f);
+    }
+    if (alts.empty()) return "!";
+    if (alts.size() == 1 && alts[0] == "\"\"") return "";
+    return rule_("dec", join(alts));
+  }
+
+  // At least one more fraction digit (j written so far, at most `budget` in all).
+  std::string frac_state(size_t j, size_t budget, bool tl, bool th) {
+    if (!tl && !th) return "[0-9]{1," + std::to_string(budget - j) + "}";
+    const char lo_d = tl ? at(lo_.v.fp, j) : '0';
+    const char hi_d = th ? at(hi_->v.fp, j) : '9';
+    std::string e = branch(lo_d, hi_d, tl, th, [&](bool l, bool h) -> std::string {
+      const bool end = may_end(l, h, j + 1);
+      const bool more = j + 1 < budget;
+      if (!l && !h) return more ? "[0-9]{0," + std::to_string(budget - j - 1) + "}" : std::string();
+      std::string next = more ? frac_state(j + 1, budget, l, h) : "!";
+      if (next == "!") return end ? "" : "!";
+      return end ? "(" + next + ")?" : next;
+    });
+    if (e == "!") return "!";
+    return rule_("frac", e);
+  }
+
+  DecBound lo_;
+  std::optional<DecBound> hi_;
+  RuleFn rule_;
+};
+
+
 std::string int_range(int64_t lo, int64_t hi) {
   std::vector<std::string> alts;
   if (lo < 0) {  // negatives: "-" then |x| in [max(1, -hi), -lo]
@@ -149,6 +322,14 @@ class Compiler {
   }
 
  private:
+  // A keyword the grammar cannot enforce: an error under `strict`; otherwise dropped (the grammar
+  // admits more than the schema there) and reported.
+  void unenforceable(const std::string& keyword, const std::string& why) {
+    if (o_.strict) fail(why);
+    if (o_.dropped && std::find(o_.dropped->begin(), o_.dropped->end(), keyword) == o_.dropped->end())
+      o_.dropped->push_back(keyword);
+  }
+
   std::string add_rule(const std::string& hint, const std::string& body) {
     auto it = by_body_.find(body);
     if (it != by_body_.end()) return it->second;
@@ -180,10 +361,11 @@ class Compiler {
     static const std::set<std::string> known = {
         "type", "properties", "required", "additionalProperties", "enum", "const", "items", "prefixItems",
         "minItems", "maxItems", "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum",
-        "exclusiveMaximum", "anyOf", "oneOf", "allOf", "$ref", "$defs", "definitions", "format", "pattern"};
+        "exclusiveMaximum", "anyOf", "oneOf", "allOf", "$ref", "$defs", "definitions", "format", "pattern",
+        "multipleOf", "uniqueItems"};
     for (const auto& [k, v] : s.items()) {
       if (kAnnotations.count(k)) continue;
-      if (!known.count(k)) fail("unsupported keyword '" + k + "'");
+      if (!known.count(k)) unenforceable(k, "unsupported keyword '" + k + "'");
     }
     auto has = [&](const char* k) { return s.contains(k); };
     auto validation_siblings = [&](std::initializer_list<const char*> allowed) {
@@ -191,7 +373,7 @@ class Compiler {
         if (kAnnotations.count(k) || k == "$defs" || k == "definitions") continue;
         bool ok = false;
         for (const char* a : allowed) ok = ok || k == a;
-        if (!ok) fail("keyword '" + k + "' next to '" + std::string(*allowed.begin()) + "' is not supported");
+        if (!ok && known.count(k)) unenforceable(k, "keyword '" + k + "' next to '" + std::string(*allowed.begin()) + "' is not supported");
       }
     };
     if (has("$ref")) {
@@ -229,7 +411,8 @@ class Compiler {
     }
     if (has("allOf")) {
       validation_siblings({"allOf"});
-      if (!s["allOf"].is_array() || s["allOf"].size() != 1) fail("'allOf' is supported with exactly one schema");
+      if (!s["allOf"].is_array() || s["allOf"].empty()) fail("'allOf' must be a non-empty array");
+      if (s["allOf"].size() != 1) unenforceable("allOf", "'allOf' is supported with exactly one schema");  // else: the first
       return visit(s["allOf"][0], depth + 1);
     }
     std::vector<std::string> types;
@@ -246,11 +429,11 @@ class Compiler {
       }
     } else if (has("properties") || has("additionalProperties") || has("required")) {
       types = {"object"};
-    } else if (has("items") || has("prefixItems") || has("minItems") || has("maxItems")) {
+    } else if (has("items") || has("prefixItems") || has("minItems") || has("maxItems") || has("uniqueItems")) {
       types = {"array"};
     } else if (has("minLength") || has("maxLength") || has("pattern") || has("format")) {
       types = {"string"};
-    } else if (has("minimum") || has("maximum") || has("exclusiveMinimum") || has("exclusiveMaximum")) {
+    } else if (has("minimum") || has("maximum") || has("exclusiveMinimum") || has("exclusiveMaximum") || has("multipleOf")) {
       types = {"number"};
     } else {
       return "json-value";
@@ -338,7 +521,54 @@ class Compiler {
     return add_rule("object", "\"{\" ws " + (body.empty() ? "" : body + " ") + "\"}\"");
   }
 
+  // uniqueItems over an enum (or const) of at most 10 values: a state per set of values
+  // written, so none repeats.
+  std::string unique_array(const json& s) {
+    const json& it = s["items"];
+    const json values = it.contains("enum") ? it["enum"] : json::array({it["const"]});
+    if (!values.is_array() || values.empty()) fail("'enum' must be a non-empty array");
+    for (size_t i = 0; i < values.size(); ++i)
+      for (size_t j = 0; j < i; ++j)
+        if (values[i] == values[j] || (values[i].is_number() && values[j].is_number() &&
+                                       values[i].get<double>() == values[j].get<double>()))
+          fail("'enum' lists a value twice");
+    const size_t m = values.size();
+    const int64_t min_items = count_of(s, "minItems", 0);
+    const int64_t max_items = std::min<int64_t>(count_of(s, "maxItems", -1) < 0 ? static_cast<int64_t>(m) : count_of(s, "maxItems", -1),
+                                                static_cast<int64_t>(m));
+    if (min_items > max_items) fail("uniqueItems with minItems above the number of distinct values admits nothing");
+    std::vector<std::string> names(size_t{1} << m);
+    for (size_t set = names.size(); set-- > 0;) {
+      const int64_t count = std::popcount(set);
+      if (count > max_items) continue;
+      std::vector<std::string> alts;
+      if (count >= min_items) alts.push_back("\"]\"");
+      if (count < max_items)
+        for (size_t e = 0; e < m; ++e) {
+          if (set >> e & 1) continue;
+          const std::string next = names[set | size_t{1} << e];
+          if (next.empty()) continue;
+          alts.push_back((count ? "\",\" ws " : "") + lit(values[e].dump()) + " ws " + next);
+        }
+      if (alts.empty()) continue;
+      std::string body;
+      for (size_t i = 0; i < alts.size(); ++i) body += (i ? " | " : "") + alts[i];
+      names[set] = add_rule("uniq", body);
+    }
+    if (names[0].empty()) fail("the array bounds admit no value");
+    return add_rule("array", "\"[\" ws " + names[0]);
+  }
+
   std::string array(const json& s, int depth) {
+    if (s.contains("uniqueItems")) {
+      if (!s["uniqueItems"].is_boolean()) fail("'uniqueItems' must be a boolean");
+      if (s["uniqueItems"].get<bool>()) {
+        const bool enum_items = s.contains("items") && s["items"].is_object() && !s.contains("prefixItems") &&
+                                (s["items"].contains("enum") || s["items"].contains("const"));
+        if (enum_items && (s["items"].contains("enum") ? s["items"]["enum"].size() : 1) <= 10) return unique_array(s);
+        unenforceable("uniqueItems", "'uniqueItems' is supported for items that are an enum or const of at most 10 values");
+      }
+    }
     std::vector<std::string> prefix;
     if (s.contains("prefixItems")) {
       if (!s["prefixItems"].is_array()) fail("'prefixItems' must be an array");
@@ -408,12 +638,19 @@ class Compiler {
 
   std::string string(const json& s) {
     const bool has_len = s.contains("minLength") || s.contains("maxLength");
+    const int64_t min_len = count_of(s, "minLength", 0), max_len = count_of(s, "maxLength", -1);
+    if (max_len >= 0 && max_len < min_len) fail("maxLength is below minLength");
     if (s.contains("pattern")) {
-      if (has_len || s.contains("format")) fail("'pattern' together with lengths or 'format' is not supported");
       if (!s["pattern"].is_string()) fail("'pattern' must be a string");
-      return add_rule("pattern", "\"\\\"\" " + pattern(s["pattern"].get<std::string>()) + " \"\\\"\"");
-    }
-    if (s.contains("format")) {
+      if (s.contains("format")) unenforceable("format", "'pattern' together with 'format' is not supported");
+      try {
+        return add_rule("pattern", "\"\\\"\" " + pattern(s["pattern"].get<std::string>(), min_len, max_len) + " \"\\\"\"");
+      } catch (const GrammarError& e) {
+        // A regex the compiler cannot take: dropped unless strict (the string keeps its lengths).
+        if (o_.strict || std::string_view(e.what()).rfind("json_schema: pattern:", 0) != 0) throw;
+        unenforceable("pattern", e.what());
+      }
+    } else if (s.contains("format")) {
       if (!s["format"].is_string()) fail("'format' must be a string");
       const std::string f = s["format"].get<std::string>();
       std::string body;
@@ -430,17 +667,16 @@ class Compiler {
         // would give every character position its own vocabulary walk (matcher.h).
         body = "[a-zA-Z0-9_+] [a-zA-Z0-9._+-]* \"@\" [a-zA-Z0-9] [a-zA-Z0-9-]* ( \".\" [a-zA-Z0-9] [a-zA-Z0-9-]* )* "
                "\".\" [a-zA-Z] [a-zA-Z]+";
-      } else if (o_.strict) {
-        fail("unsupported string format '" + f + "'");
+      } else {
+        unenforceable("format", "unsupported string format '" + f + "'");
       }
       if (!body.empty()) {
-        if (has_len) fail("'format' together with lengths is not supported");
+        if (has_len) unenforceable(s.contains("minLength") ? "minLength" : "maxLength", "'format' together with lengths is not supported");
         return add_rule("format", "\"\\\"\" " + body + " \"\\\"\"");
       }
     }
     if (!has_len) return "json-string";
-    const int64_t lo = count_of(s, "minLength", 0), hi = count_of(s, "maxLength", -1);
-    if (hi >= 0 && hi < lo) fail("maxLength is below minLength");
+    const int64_t lo = min_len, hi = max_len;
     const std::string rep = hi < 0 ? "{" + std::to_string(lo) + ",}" : "{" + std::to_string(lo) + "," + std::to_string(hi) + "}";
     return add_rule("string", "\"\\\"\" json-char" + rep + " \"\\\"\"");
   }
@@ -448,41 +684,189 @@ class Compiler {
   std::string integer(const json& s) {
     auto bound = [&](const char* k, const char* ek, bool lower) -> std::optional<int64_t> {
       std::optional<int64_t> b;
+      const bool draft4 = s.contains(ek) && s[ek].is_boolean();
       for (const char* key : {k, ek}) {
-        if (!s.contains(key)) continue;
+        if (!s.contains(key) || (key == ek && draft4)) continue;
         const json& v = s[key];
         if (!v.is_number()) fail(std::string("'") + key + "' must be a number");
         const double d = v.get<double>();
         if (d > 9e15 || d < -9e15) fail(std::string("'") + key + "' is out of range");
         int64_t x = static_cast<int64_t>(lower ? std::ceil(d) : std::floor(d));
-        if (key == ek && static_cast<double>(x) == d) x += lower ? 1 : -1;
+        const bool exclusive = key == ek || (draft4 && s[ek].get<bool>());
+        if (exclusive && static_cast<double>(x) == d) x += lower ? 1 : -1;
         if (!b || (lower ? x > *b : x < *b)) b = x;
       }
       return b;
     };
     const auto lo = bound("minimum", "exclusiveMinimum", true);
     const auto hi = bound("maximum", "exclusiveMaximum", false);
-    if (!lo && !hi) return "json-int";
     const int64_t a = std::max<int64_t>(lo.value_or(-kIntLimit), -kIntLimit);
     const int64_t b = std::min<int64_t>(hi.value_or(kIntLimit), kIntLimit);
     if (a > b) fail("the integer bounds admit no value");
+    int64_t k = 1;
+    if (s.contains("multipleOf")) {
+      const json& m = s["multipleOf"];
+      if (!m.is_number() || !(m.get<double>() > 0) || !std::isfinite(m.get<double>())) fail("'multipleOf' must be a positive number");
+      const double d = m.get<double>();
+      if (d == std::floor(d) && d <= 9e15) {
+        k = static_cast<int64_t>(d);
+      } else if (const double inv = 1.0 / d; inv == std::floor(inv)) {
+        k = 1;  // 0.5, 0.25, 0.1...: every integer is a multiple
+      } else {
+        unenforceable("multipleOf", "'multipleOf' " + m.dump() + " on an integer is supported for whole numbers and 1/n");
+      }
+    }
+    if (k > 1) return multiples(a, b, k);
+    if (!lo && !hi) return "json-int";
     return add_rule("int", int_range(a, b));
   }
 
+  // Integers in [a, b] that are multiples of k > 1: listed when there are few; for a power of
+  // ten, a range of quotients followed by its zeros; for k <= 20, digits tracked with their
+  // remainder modulo k.
+  std::string multiples(int64_t a, int64_t b, int64_t k) {
+    auto floor_div = [](int64_t x, int64_t y) { return x / y - ((x % y != 0) && ((x < 0) != (y < 0))); };
+    const int64_t qa = -floor_div(-a, k), qb = floor_div(b, k);
+    if (qa > qb) fail("the integer bounds admit no multiple of " + std::to_string(k));
+    std::vector<std::string> alts;
+    if (qb - qa < 1000) {
+      for (int64_t q = qa; q <= qb; ++q) alts.push_back(lit(std::to_string(q * k)));
+    } else if (std::string ks = std::to_string(k); ks.find_first_not_of('0', 1) == std::string::npos && ks[0] == '1') {
+      const std::string zeros = " \"" + ks.substr(1) + "\"";
+      if (qa < 0) alts.push_back(int_range(qa, std::min<int64_t>(qb, -1)) + zeros);
+      if (qa <= 0 && qb >= 0) alts.push_back("\"0\"");
+      if (qb > 0) alts.push_back(int_range(std::max<int64_t>(qa, 1), qb) + zeros);
+    } else if (k <= 20) {
+      if (a < 0) {
+        const std::string neg = mod_range(static_cast<uint64_t>(b < 0 ? -b : 1), static_cast<uint64_t>(-a), static_cast<int>(k));
+        if (!neg.empty()) alts.push_back("\"-\" " + neg);
+      }
+      if (b >= 0) {
+        const std::string pos = mod_range(static_cast<uint64_t>(std::max<int64_t>(a, 0)), static_cast<uint64_t>(b), static_cast<int>(k));
+        if (!pos.empty()) alts.push_back(pos);
+      }
+    } else {
+      unenforceable("multipleOf", "'multipleOf' " + std::to_string(k) + " over more than 1000 values is supported for powers of ten and up to 20");
+      return add_rule("int", int_range(a, b));
+    }
+    std::string o = "(";
+    for (size_t i = 0; i < alts.size(); ++i) o += (i ? " | " : "") + alts[i];
+    return add_rule("mult", o + ")");
+  }
+
+  // Non-negative integers in [lo, hi] divisible by k: digit states (position, tight against
+  // lo's / hi's digits, remainder so far), the free ones shared by remaining length.
+  std::string mod_range(uint64_t lo, uint64_t hi, int k) {
+    const std::string A = std::to_string(lo), B = std::to_string(hi);
+    std::map<std::tuple<size_t, size_t, bool, bool, int>, std::string> memo;
+    std::function<std::string(size_t, size_t, bool, bool, int)> state = [&](size_t n, size_t i, bool tl, bool th,
+                                                                               int r) -> std::string {
+      if (i == n) return r == 0 ? "" : "!";
+      const bool free = !tl && !th && i > 0;
+      const auto key = std::make_tuple(free ? 0 : n, n - i, tl, th, r);
+      if (auto it = memo.find(key); it != memo.end()) return it->second;
+      const char lo_d = tl ? A[i] : (i == 0 && n > 1 ? '1' : '0');
+      const char hi_d = th ? B[i] : '9';
+      std::map<std::string, std::string> by_next;  // next state -> its digits
+      std::vector<std::string> order;
+      for (char d = lo_d; d <= hi_d; ++d) {
+        const std::string next = state(n, i + 1, tl && d == lo_d, th && d == hi_d, (r * 10 + (d - '0')) % k);
+        if (next == "!") continue;
+        if (!by_next.count(next)) order.push_back(next);
+        by_next[next] += d;
+      }
+      std::string body;
+      for (const std::string& next : order) {
+        const std::string& ds = by_next[next];
+        const std::string cls = ds.size() == 1 ? "\"" + ds + "\"" : "[" + ds + "]";
+        body += (body.empty() ? "" : " | ") + cls + (next.empty() ? "" : " " + next);
+      }
+      const std::string out = body.empty() ? "!" : add_rule("mod", body);
+      memo[key] = out;
+      return out;
+    };
+    std::vector<std::string> alts;
+    for (size_t n = A.size(); n <= B.size(); ++n) {
+      const std::string e = state(n, 0, n == A.size(), n == B.size(), 0);
+      if (e != "!") alts.push_back(e);
+    }
+    if (alts.empty()) return "";
+    std::string o = "(";
+    for (size_t i = 0; i < alts.size(); ++i) o += (i ? " | " : "") + alts[i];
+    return o + ")";
+  }
+
   std::string number(const json& s) {
-    const bool lo = s.contains("minimum") || s.contains("exclusiveMinimum");
-    if (s.contains("maximum") || s.contains("exclusiveMaximum")) fail("'maximum' on a non-integer number is not supported");
-    if (!lo) return "json-number";
-    const json& m = s.contains("minimum") ? s["minimum"] : s["exclusiveMinimum"];
-    if (s.contains("minimum") && s.contains("exclusiveMinimum")) fail("use one of minimum / exclusiveMinimum");
-    if (!m.is_number() || m.get<double>() != 0.0) fail("'minimum' on a non-integer number is supported only as 0");
-    if (s.contains("exclusiveMinimum")) return add_rule("pos", "( \"0\" ( \".\" [0-9]{0,15} [1-9] ) | [1-9] [0-9]{0,14} ( \".\" [0-9]{1,16} )? )");
-    return "json-nonneg";
+    // The tightest bound on each side: minimum / exclusiveMinimum (a number, or draft 4's
+    // boolean modifier), maximum / exclusiveMaximum.
+    auto bound = [&](const char* k, const char* ek, bool lower) -> std::optional<std::pair<double, bool>> {
+      std::optional<std::pair<double, bool>> b;  // value, inclusive
+      const bool draft4 = s.contains(ek) && s[ek].is_boolean();
+      for (const char* key : {k, ek}) {
+        if (!s.contains(key) || (key == ek && draft4)) continue;
+        const json& v = s[key];
+        if (!v.is_number()) fail(std::string("'") + key + "' must be a number");
+        const double d = v.get<double>();
+        if (!std::isfinite(d)) fail(std::string("'") + key + "' must be finite");
+        const bool incl = key == k && !(draft4 && s[ek].get<bool>());
+        if (!b || (lower ? (d > b->first || (d == b->first && !incl)) : (d < b->first || (d == b->first && !incl)))) b = {{d, incl}};
+      }
+      return b;
+    };
+    const auto lo = bound("minimum", "exclusiveMinimum", true);
+    const auto hi = bound("maximum", "exclusiveMaximum", false);
+    if (s.contains("multipleOf")) {
+      if (!s["multipleOf"].is_number() || !(s["multipleOf"].get<double>() > 0)) fail("'multipleOf' must be a positive number");
+      unenforceable("multipleOf", "'multipleOf' on a non-integer number is not supported (use \"type\": \"integer\")");
+    }
+    if (!lo && !hi) return "json-number";
+    if (lo && hi && (lo->first > hi->first || (lo->first == hi->first && !(lo->second && hi->second))))
+      fail("the number bounds admit no value");
+    auto rule = [this](const std::string& hint, const std::string& body) { return add_rule(hint, body); };
+    std::vector<std::string> alts;
+    // x >= 0 (never "-0")
+    if (!hi || hi->first > 0 || (hi->first == 0 && hi->second)) {
+      DecBound a{Dec{}, true};
+      if (lo && lo->first >= 0) a = DecBound{dec_of(lo->first), lo->second};
+      std::optional<DecBound> b;
+      if (hi) b = DecBound{dec_of(hi->first), hi->second};
+      const std::string e = DecimalRange(a, b, rule).build();
+      if (!e.empty()) alts.push_back(e);
+    }
+    // x < 0: "-" and a magnitude in (max(0, -hi), -lo]
+    if (!lo || lo->first < 0) {
+      DecBound a{Dec{}, false};
+      if (hi && hi->first < 0) a = DecBound{dec_of(hi->first), hi->second};
+      std::optional<DecBound> b;
+      if (lo) b = DecBound{dec_of(lo->first), lo->second};
+      const std::string e = DecimalRange(a, b, rule).build();
+      if (!e.empty()) alts.push_back("\"-\" " + e);
+    }
+    // Negative zero reads as 0 (and -0.0 == 0).
+    const bool zero = (!lo || lo->first < 0 || (lo->first == 0 && lo->second)) && (!hi || hi->first > 0 || (hi->first == 0 && hi->second));
+    if (zero) alts.push_back("\"-0\" ( \".\" \"0\"{1,14} )?");
+    if (alts.empty()) fail("the number bounds admit no value of at most 15 digits");
+    std::string o = "(";
+    for (size_t i = 0; i < alts.size(); ++i) o += (i ? " | " : "") + alts[i];
+    return add_rule("num", o + ")");
   }
 
   // ---- regex subset -> GBNF
 
-  std::string pattern(const std::string& re) {
+  // A compiled regex piece: its GBNF expression and the range of its length in characters (mx
+  // -1: unbounded); `single` when it is one character (a literal or a class).
+  struct Rx {
+    std::string e;
+    int64_t mn = 0, mx = 0;
+    bool single = false;
+  };
+  static int64_t add_len(int64_t x, int64_t y) { return x < 0 || y < 0 ? -1 : std::min<int64_t>(x + y, 1 << 30); }
+
+  // A pattern as the body of a JSON string, held to lengths [min_len, max_len] (max -1: none).
+  // The lengths are exact when the pattern implies them, or when it is anchored and all its
+  // variable length sits in one repeated character (as "^[a-z]+$" or "^[A-Z][a-z0-9_]*$"):
+  // that repetition's bounds then take them. Otherwise they cannot be enforced.
+  std::string pattern(const std::string& re, int64_t min_len = 0, int64_t max_len = -1) {
     rx_ = re;
     rp_ = 0;
     bool anchored_start = false, anchored_end = false;
@@ -490,14 +874,59 @@ class Compiler {
       anchored_start = true;
       ++rp_;
     }
-    std::string body = rx_alt(0);
+    top_.clear();
+    Rx body = rx_alt(0);
     if (rp_ < rx_.size() && rx_[rp_] == '$') {
       anchored_end = true;
       ++rp_;
     }
     if (rp_ != rx_.size()) fail("pattern: unexpected '" + std::string(1, rx_[rp_]) + "' at offset " + std::to_string(rp_));
+    const bool anchored = anchored_start && anchored_end;
+    const bool implied = anchored && body.mn >= min_len && (max_len < 0 || (body.mx >= 0 && body.mx <= max_len));
+    if (anchored && ((max_len >= 0 && body.mn > max_len) || (body.mx >= 0 && body.mx < min_len)))
+      fail("'pattern' and the length bounds admit no string");
+    bool lengths_dropped = false;
+    if (!implied && (min_len > 0 || max_len >= 0)) {
+      // One variable element, a repeated single character, takes the length bounds.
+      size_t var = top_.size();
+      bool ok = anchored && !top_.empty();
+      for (size_t i = 0; ok && i < top_.size(); ++i) {
+        if (top_[i].rx.mn == top_[i].rx.mx) {
+          continue;
+        } else if (var == top_.size() && top_[i].atom.single) {
+          var = i;
+        } else {
+          ok = false;
+        }
+      }
+      if (!ok || var == top_.size()) {
+        unenforceable(max_len >= 0 ? "maxLength" : "minLength",
+                      "'pattern' with minLength / maxLength is supported when the pattern is anchored (^...$) and its "
+                      "variable length is one repeated character");
+        lengths_dropped = true;
+      }
+    }
+    if (!implied && !lengths_dropped && (min_len > 0 || max_len >= 0)) {
+      size_t var = 0;
+      int64_t fixed = 0;
+      for (size_t i = 0; i < top_.size(); ++i) {
+        if (top_[i].rx.mn == top_[i].rx.mx) fixed += top_[i].rx.mn;
+        else var = i;
+      }
+      const TopElem& v = top_[var];
+      const int64_t lo = std::max<int64_t>(v.lo, min_len - fixed);
+      const int64_t hi = max_len < 0 ? v.hi : (v.hi < 0 ? max_len - fixed : std::min<int64_t>(v.hi, max_len - fixed));
+      if (hi >= 0 && hi < lo) fail("'pattern' and the length bounds admit no string");
+      std::string out;
+      for (size_t i = 0; i < top_.size(); ++i) {
+        std::string e = top_[i].rx.e;
+        if (i == var) e = "(" + v.atom.e + "){" + std::to_string(lo) + "," + (hi < 0 ? "" : std::to_string(hi)) + "}";
+        out += (out.empty() ? "" : " ") + e;
+      }
+      return "(" + out + ")";
+    }
     const std::string any = "json-char{0,32}";
-    return (anchored_start ? "" : any + " ") + "(" + body + ")" + (anchored_end ? "" : " " + any);
+    return (anchored_start ? "" : any + " ") + "(" + body.e + ")" + (anchored_end ? "" : " " + any);
   }
 
   uint32_t rx_cp() {
@@ -555,30 +984,40 @@ class Compiler {
     fail("pattern: unsupported escape '\\" + std::string(1, c) + "'");
   }
 
-  std::string rx_alt(int depth) {
+  Rx rx_alt(int depth) {
     if (depth > 64) fail("pattern: groups nest too deep");
-    std::vector<std::string> alts{rx_seq(depth)};
+    std::vector<Rx> alts{rx_seq(depth)};
     while (rp_ < rx_.size() && rx_[rp_] == '|') {
       ++rp_;
       alts.push_back(rx_seq(depth));
     }
+    if (depth == 0 && alts.size() > 1) top_.clear();  // not one sequence
     if (alts.size() == 1) return alts[0];
-    std::string o = "(";
-    for (size_t i = 0; i < alts.size(); ++i) o += (i ? " | " : "") + (alts[i].empty() ? "\"\"" : alts[i]);
-    return o + ")";
+    Rx o{"(", alts[0].mn, alts[0].mx, false};
+    for (size_t i = 0; i < alts.size(); ++i) {
+      o.e += (i ? " | " : "") + (alts[i].e.empty() ? "\"\"" : alts[i].e);
+      o.mn = std::min(o.mn, alts[i].mn);
+      o.mx = o.mx < 0 || alts[i].mx < 0 ? -1 : std::max(o.mx, alts[i].mx);
+    }
+    o.e += ")";
+    return o;
   }
 
-  std::string rx_seq(int depth) {
-    std::string o;
+  Rx rx_seq(int depth) {
+    Rx o;
     while (rp_ < rx_.size() && rx_[rp_] != '|' && rx_[rp_] != ')') {
       if (rx_[rp_] == '$' && rp_ + 1 == rx_.size()) break;
-      std::string atom = rx_atom(depth);
+      Rx atom = rx_atom(depth);
+      const Rx plain = atom;
+      int64_t lo = 1, hi = 1;
       // quantifier
       if (rp_ < rx_.size()) {
         const char q = rx_[rp_];
         std::string rep;
         if (q == '*' || q == '+' || q == '?') {
           rep = std::string(1, q);
+          lo = q == '+' ? 1 : 0;
+          hi = q == '?' ? 1 : -1;
           ++rp_;
         } else if (q == '{') {
           const size_t close = rx_.find('}', rp_);
@@ -591,28 +1030,40 @@ class Compiler {
             return std::stoi(t);
           };
           if (comma == std::string::npos) {
-            rep = "{" + std::to_string(num(inner)) + "}";
+            lo = hi = num(inner);
+            rep = "{" + std::to_string(lo) + "}";
           } else if (comma + 1 == inner.size()) {
-            rep = "{" + std::to_string(num(inner.substr(0, comma))) + ",}";
+            lo = num(inner.substr(0, comma));
+            hi = -1;
+            rep = "{" + std::to_string(lo) + ",}";
           } else {
-            const int a = num(inner.substr(0, comma)), b = num(inner.substr(comma + 1));
-            if (b < a) fail("pattern: repetition {m,n} with n < m");
-            rep = "{" + std::to_string(a) + "," + std::to_string(b) + "}";
+            lo = num(inner.substr(0, comma));
+            hi = num(inner.substr(comma + 1));
+            if (hi < lo) fail("pattern: repetition {m,n} with n < m");
+            rep = "{" + std::to_string(lo) + "," + std::to_string(hi) + "}";
           }
           rp_ = close + 1;
         }
         if (!rep.empty()) {
           if (rp_ < rx_.size() && rx_[rp_] == '?') ++rp_;  // lazy: same language
           if (rp_ < rx_.size() && rx_[rp_] == '+') fail("pattern: possessive quantifiers are not supported");
-          atom = "(" + atom + ")" + rep;
+          atom.e = "(" + atom.e + ")" + rep;
+          atom.mn = std::min<int64_t>(atom.mn * lo, 1 << 30);
+          atom.mx = hi < 0 || atom.mx < 0 ? (atom.mx == 0 ? 0 : -1) : std::min<int64_t>(atom.mx * hi, 1 << 30);
+          atom.single = false;
         }
       }
-      o += (o.empty() ? "" : " ") + atom;
+      if (depth == 0) top_.push_back({atom, plain, lo, hi});
+      o.e += (o.e.empty() ? "" : " ") + atom.e;
+      o.mn = std::min<int64_t>(o.mn + atom.mn, 1 << 30);
+      o.mx = add_len(o.mx, atom.mx);
     }
     return o;
   }
 
-  std::string rx_atom(int depth) {
+  static Rx one(std::string e) { return Rx{std::move(e), 1, 1, true}; }
+
+  Rx rx_atom(int depth) {
     const char c = rx_[rp_];
     if (c == '(') {
       ++rp_;
@@ -623,15 +1074,16 @@ class Compiler {
           fail("pattern: lookarounds and named groups are not supported");
         }
       }
-      std::string inner = rx_alt(depth + 1);
+      Rx inner = rx_alt(depth + 1);
       if (rp_ >= rx_.size() || rx_[rp_] != ')') fail("pattern: missing ')'");
       ++rp_;
-      return "(" + (inner.empty() ? "\"\"" : inner) + ")";
+      inner.e = "(" + (inner.e.empty() ? "\"\"" : inner.e) + ")";
+      return inner;
     }
-    if (c == '[') return rx_class();
+    if (c == '[') return one(rx_class());
     if (c == '.') {
       ++rp_;
-      return class_expr(json_safe(complement({{'\n', '\n'}})));
+      return one(class_expr(json_safe(complement({{'\n', '\n'}}))));
     }
     if (c == '^' || c == '$') fail("pattern: anchors are supported only at the start and end");
     if (c == '*' || c == '+' || c == '?' || c == '{') fail("pattern: a quantifier with nothing to repeat");
@@ -640,7 +1092,7 @@ class Compiler {
       const char e = rx_[rp_ + 1];
       rp_ += 2;
       Ranges r;
-      if (rx_class_escape(e, r)) return class_expr(json_safe(r));
+      if (rx_class_escape(e, r)) return one(class_expr(json_safe(r)));
       if (e == 'u') {
         if (rp_ + 4 > rx_.size()) fail("pattern: truncated \\u escape");
         uint32_t cp = 0;
@@ -651,11 +1103,11 @@ class Compiler {
           cp = cp << 4 | static_cast<uint32_t>(v);
         }
         rp_ += 4;
-        return rx_literal(cp);
+        return one(rx_literal(cp));
       }
-      return rx_literal(rx_escaped_char(e));
+      return one(rx_literal(rx_escaped_char(e)));
     }
-    return rx_literal(rx_cp());
+    return one(rx_literal(rx_cp()));
   }
 
   std::string rx_class() {
@@ -715,6 +1167,12 @@ class Compiler {
   std::map<std::string, std::string> refs_;
   std::string rx_;
   size_t rp_ = 0;
+  struct TopElem {
+    Rx rx;        // as quantified
+    Rx atom;      // before its quantifier
+    int64_t lo = 1, hi = 1;
+  };
+  std::vector<TopElem> top_;  // the pattern's top-level sequence (empty when it has alternatives)
 };
 
 }  // namespace
@@ -728,7 +1186,6 @@ json-string ::= "\"" json-char* "\""
 json-char ::= [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )
 json-int ::= "-"? ( "0" | [1-9] [0-9]{0,14} )
 json-number ::= json-int ( "." [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,3} )?
-json-nonneg ::= ( "0" | [1-9] [0-9]{0,14} ) ( "." [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,3} )?
 hex ::= [0-9a-fA-F]
 date ::= [1-9] [0-9]{3} "-" ( ( "01" | "03" | "05" | "07" | "08" | "10" | "12" ) "-" day31 | ( "04" | "06" | "09" | "11" ) "-" day30 | "02" "-" day28 )
 day28 ::= "0" [1-9] | "1" [0-9] | "2" [0-8]

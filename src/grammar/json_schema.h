@@ -9,22 +9,30 @@
 //   - objects: properties in their declared order, required ones always, optional ones may be
 //     left out; extra keys only when the schema declares no properties (a map) and
 //     additionalProperties is absent, true or a schema (which their values follow);
-//   - arrays: prefixItems, items (a schema, or false), minItems / maxItems;
+//   - arrays: prefixItems, items (a schema, or false), minItems / maxItems; uniqueItems when the
+//     items are an enum or const of at most 10 values (a state per set of values written);
 //   - strings: minLength / maxLength, format date (no 29 February), time and date-time (whole
 //     seconds, as Python's validators read them), uuid and
 //     email, pattern (a regex subset compiled to grammar rules, so matching is an automaton,
 //     never backtracking: literals, ., classes, \d \w \s and their negations, groups,
 //     alternation, * + ? {m,n}; ^ and $ only at the ends; an unanchored side admits up to 32
-//     characters of any text);
-//   - integers: minimum / maximum / exclusiveMinimum / exclusiveMaximum (as digit ranges);
-//     numbers: minimum 0 or exclusiveMinimum 0 (no sign) only.
+//     characters of any text); pattern with lengths when the pattern implies them or is
+//     anchored with its variable length in one repeated character (which takes the bounds);
+//   - integers: minimum / maximum / exclusiveMinimum / exclusiveMaximum (as digit ranges),
+//     multipleOf (listed when at most 1,000 values; a power of ten; or up to 20, as digits
+//     with their remainder);
+//   - numbers: minimum / maximum / exclusiveMinimum / exclusiveMaximum with any bound (draft 4's
+//     boolean exclusives too), exactly: plain decimals of at most 15 digits (no exponent),
+//     compared digit by digit with the bound's shortest decimal form, which decides exactly
+//     what the parsed double compares to (DBL_DIG).
 // Annotations (title, description, default, examples, $schema, $id, $comment, ...) are ignored.
-// Any other keyword is a GrammarError naming it; so is an unknown format under `strict` (it is
-// read as a plain string otherwise, as JSON Schema treats formats as annotations).
+// Any other keyword, an unknown format, or a combination the grammar cannot express is, under
+// `strict`, a GrammarError naming it; without `strict` it is dropped and reported (SchemaOptions).
 // Untrusted input: depth, the number of rules and the output size are bounded.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -33,7 +41,10 @@
 namespace triad::grammar {
 
 struct SchemaOptions {
+  // strict: a keyword the grammar cannot enforce is an error naming it. Otherwise it is dropped
+  // (the grammar admits more there than the schema does) and its name added to `dropped`.
   bool strict = false;
+  std::vector<std::string>* dropped = nullptr;
   std::string root_name = "root";  // the rule that matches the document
   std::string prefix;              // prepended to every other generated rule name
   bool with_common = true;         // also emit the shared rules (json_schema_common_gbnf)

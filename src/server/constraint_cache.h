@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
@@ -24,16 +25,21 @@ class ConstraintCache {
 
   // kind: "json_object" (text ignored), "json_schema" / "json_schema_strict" (the schema as
   // JSON text, keys in declared order) or "grammar" (GBNF). Throws grammar::GrammarError.
-  std::shared_ptr<grammar::Constraint> get(const std::string& kind, const std::string& text) {
+  // `dropped`, when given, receives the keywords a non-strict schema had to drop
+  // (json_schema.h).
+  std::shared_ptr<grammar::Constraint> get(const std::string& kind, const std::string& text,
+                                           std::vector<std::string>* dropped = nullptr) {
     const std::string key = kind + '\0' + (kind == "json_object" ? std::string() : text);
     {
       std::lock_guard<std::mutex> lk(mu_);
       auto it = index_.find(key);
       if (it != index_.end()) {
         lru_.splice(lru_.begin(), lru_, it->second);
-        return it->second->second;
+        if (dropped) *dropped = it->second->second.dropped;
+        return it->second->second.constraint;
       }
     }
+    std::vector<std::string> dropped_here;
     std::string src;
     if (kind == "json_object") {
       src = grammar::json_object_gbnf();
@@ -46,6 +52,7 @@ class ConstraintCache {
       }
       grammar::SchemaOptions so;
       so.strict = kind == "json_schema_strict";
+      so.dropped = &dropped_here;
       src = grammar::json_schema_to_gbnf(schema, so);
     } else {
       src = text;
@@ -55,10 +62,11 @@ class ConstraintCache {
     // Compute the masks near the grammar's start here, on the requesting thread, rather than
     // on the engine thread where a first-time vocabulary walk would stall every sequence.
     grammar::warm_up(c, 2, 48, 1);
+    if (dropped) *dropped = dropped_here;
     std::lock_guard<std::mutex> lk(mu_);
     auto it = index_.find(key);
-    if (it != index_.end()) return it->second->second;
-    lru_.emplace_front(key, c);
+    if (it != index_.end()) return it->second->second.constraint;
+    lru_.emplace_front(key, Entry{c, std::move(dropped_here)});
     index_[key] = lru_.begin();
     while (lru_.size() > capacity_) {
       index_.erase(lru_.back().first);
@@ -72,7 +80,11 @@ class ConstraintCache {
   std::shared_ptr<const grammar::Vocab> vocab_;
   size_t capacity_;
   std::mutex mu_;
-  std::list<std::pair<std::string, std::shared_ptr<grammar::Constraint>>> lru_;
+  struct Entry {
+    std::shared_ptr<grammar::Constraint> constraint;
+    std::vector<std::string> dropped;
+  };
+  std::list<std::pair<std::string, Entry>> lru_;
   std::unordered_map<std::string, decltype(lru_)::iterator> index_;
 };
 

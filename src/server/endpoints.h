@@ -6,11 +6,17 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "server/openai_request.h"
 #include "server/service.h"
 #include "server/tool_calls.h"
+
+namespace triad::grammar {
+class Constraint;
+}
 
 namespace triad::server {
 
@@ -31,6 +37,12 @@ std::vector<int32_t> chat_prompt(const ServedModel& m, const json& msgs, const T
 // Sets the call grammar when the tools may be called (not under tool_choice "none", where the
 // answer is text whatever it says). Throws ApiError when the request also asks for a response
 // format or grammar, or a parameter schema does not compile.
-void constrain_for_tools(GenOptions& opt, const ToolRequest& tools);
+void constrain_for_tools(GenOptions& opt, const ToolRequest& tools, std::vector<std::string>* dropped);
+
+// Compiles the request's constraint, if it asks for one (a 400 naming its field when it does
+// not compile). Schema keywords that non-strict schemas had to drop (with `dropped`, those of
+// the tools) are named in the x-triad-schema-dropped header, which `w` then carries.
+std::shared_ptr<grammar::Constraint> compile_constraint(ServedModel& m, const GenOptions& o, std::vector<std::string> dropped,
+                                                        std::shared_ptr<ResponseWriter>& w);
 
 }  // namespace triad::server

@@ -286,16 +286,6 @@ bool submit_all(const std::shared_ptr<Service::Job>& job, std::string& error) {
   return true;
 }
 
-// The compiled constraint of a request that asks for one (throws ApiError 400 on a bad grammar).
-std::shared_ptr<grammar::Constraint> compile_constraint(ServedModel& m, const GenOptions& o) {
-  if (!m.constraints) bad(o.constraint_param, "constrained decoding is not available for model '" + m.name + "'");
-  try {
-    return m.constraints->get(o.constraint_kind, o.constraint_text);
-  } catch (const grammar::GrammarError& e) {
-    bad(o.constraint_param, e.what(), o.constraint_kind == "grammar" ? "invalid_grammar" : "invalid_json_schema");
-  }
-}
-
 }  // namespace
 
 void start_job(Service& svc, JobSpec spec) {
@@ -308,8 +298,8 @@ void start_job(Service& svc, JobSpec spec) {
   job->tools = std::move(spec.tools);
   job->prompts = std::move(spec.prompts);
   job->completion_defaults = spec.completion_defaults;
+  job->constraint = std::move(spec.constraint);
   validate_prompts(*job);
-  if (!job->opt.constraint_kind.empty()) job->constraint = compile_constraint(*job->model, job->opt);
   // The stream's headers and first events go out before any token can: all are posted to the
   // connection in order.
   if (job->opt.stream) {

@@ -20,14 +20,15 @@ struct JobSpec {
   std::shared_ptr<ResponseWriter> writer;
   std::unique_ptr<Encoder> encoder;             // the wire format
   GenOptions opt;
+  std::shared_ptr<grammar::Constraint> constraint;  // compiled (compile_constraint), or null
   ToolRequest tools;                            // with active tools, outputs are split into calls
   std::vector<std::vector<int32_t>> prompts;    // one per prompt (completions may have several)
   bool completion_defaults = false;             // /v1/completions: 16 tokens unless max_tokens says
 };
 
-// Checks the prompts against the context and compiles the request's constraint (throwing
-// ApiError, with nothing submitted, when either fails), starts the stream, submits one engine
-// request per choice and reports to the encoder as they run. A disconnect cancels them.
+// Checks the prompts against the context (throwing ApiError, with nothing submitted, when one
+// does not fit), starts the stream, submits one engine request per choice and reports to the
+// encoder as they run. A disconnect cancels them.
 void start_job(Service& svc, JobSpec spec);
 
 }  // namespace triad::server

@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "model/model.h"
 #include "grammar/grammar.h"
+#include "server/constraint_cache.h"
 #include "server/encoder.h"
 #include "server/job.h"
 #include "server/endpoints.h"
@@ -105,7 +106,7 @@ void Service::handle(HttpRequest req, std::shared_ptr<ResponseWriter> w) {
   if (!origin.empty()) {
     always.emplace_back("Access-Control-Allow-Origin", origin);
     if (origin != "*") always.emplace_back("Vary", "Origin");
-    always.emplace_back("Access-Control-Expose-Headers", "x-request-id, retry-after");
+    always.emplace_back("Access-Control-Expose-Headers", "x-request-id, retry-after, x-triad-schema-dropped");
   }
   if (!always.empty()) w = std::make_shared<HeaderWriter>(std::move(w), std::move(always));
   // CORS preflight: answered before authentication (browsers send no credentials with it).
@@ -314,19 +315,41 @@ std::vector<int32_t> chat_prompt(const ServedModel& m, const json& msgs_in, cons
   return encode_prompt(m, text, /*parse_special=*/true);
 }
 
-void constrain_for_tools(GenOptions& opt, const ToolRequest& tools) {
+void constrain_for_tools(GenOptions& opt, const ToolRequest& tools, std::vector<std::string>* dropped) {
   const char* param = tools.legacy ? "functions" : "tools";
   if (tools.active()) {
     if (!opt.constraint_kind.empty()) bad(param, std::string("use either ") + param + " or a response_format / grammar, not both");
     opt.constraint_kind = "grammar";
     opt.constraint_param = param;
     try {
-      opt.constraint_text = tool_grammar(tools);
+      opt.constraint_text = tool_grammar(tools, dropped);
     } catch (const grammar::GrammarError& e) {
       bad(param, e.what(), "invalid_json_schema");
     }
   }
   // tool_choice "none": the tools stay in the prompt and nothing is read as a call (as vLLM).
+}
+
+std::shared_ptr<grammar::Constraint> compile_constraint(ServedModel& m, const GenOptions& o, std::vector<std::string> dropped,
+                                                        std::shared_ptr<ResponseWriter>& w) {
+  if (o.constraint_kind.empty()) return nullptr;
+  if (!m.constraints) bad(o.constraint_param, "constrained decoding is not available for model '" + m.name + "'");
+  std::shared_ptr<grammar::Constraint> c;
+  try {
+    std::vector<std::string> more;
+    c = m.constraints->get(o.constraint_kind, o.constraint_text, &more);
+    for (std::string& k : more)
+      if (std::find(dropped.begin(), dropped.end(), k) == dropped.end()) dropped.push_back(std::move(k));
+  } catch (const grammar::GrammarError& e) {
+    bad(o.constraint_param, e.what(), o.constraint_kind == "grammar" ? "invalid_grammar" : "invalid_json_schema");
+  }
+  if (!dropped.empty()) {
+    // Not strict: what the grammar could not enforce is named instead of failing the request.
+    std::string v;
+    for (const std::string& k : dropped) v += (v.empty() ? "" : ", ") + k;
+    if (safe_header_value(v, 1024)) w = std::make_shared<HeaderWriter>(std::move(w), HeaderList{{"x-triad-schema-dropped", v}});
+  }
+  return c;
 }
 
 void Service::chat_completions(const HttpRequest& req, std::shared_ptr<ResponseWriter> w) {
@@ -336,11 +359,13 @@ void Service::chat_completions(const HttpRequest& req, std::shared_ptr<ResponseW
   if (!msgs) bad("messages", "'messages' is required", "missing_required_parameter");
   GenOptions opt = parse_gen_options(body, m.model->config().n_vocab, options_.max_n, /*chat=*/true);
   ToolRequest tools = parse_tools(body);
-  constrain_for_tools(opt, tools);
+  std::vector<std::string> dropped;
+  constrain_for_tools(opt, tools, &dropped);
   std::vector<int32_t> prompt = chat_prompt(m, *msgs, tools, field(body, "chat_template_kwargs"));
   check_capacity(m, options_.max_queue);
   JobSpec spec;
   spec.model = &m;
+  spec.constraint = compile_constraint(m, opt, std::move(dropped), w);
   spec.writer = w;
   spec.encoder = make_chat_encoder(w, m.name, opt, tools.legacy);
   spec.opt = std::move(opt);
@@ -401,6 +426,7 @@ void Service::completions(const HttpRequest& req, std::shared_ptr<ResponseWriter
   check_capacity(m, options_.max_queue);
   JobSpec spec;
   spec.model = &m;
+  spec.constraint = compile_constraint(m, opt, {}, w);
   spec.writer = w;
   spec.encoder = make_completion_encoder(w, m.name, opt, std::move(echo));
   spec.opt = std::move(opt);
@@ -415,12 +441,14 @@ void Service::responses(const HttpRequest& req, std::shared_ptr<ResponseWriter> 
   const ResponsesRequest rr = parse_responses_request(body, *responses_);
   GenOptions opt = parse_gen_options(rr.chat_body, m.model->config().n_vocab, 1, /*chat=*/true);
   ToolRequest tools = parse_tools(rr.chat_body);
-  constrain_for_tools(opt, tools);
+  std::vector<std::string> dropped;
+  constrain_for_tools(opt, tools, &dropped);
   if (opt.constraint_param == "response_format") opt.constraint_param = "text.format";
   std::vector<int32_t> prompt = chat_prompt(m, rr.messages, tools, field(body, "chat_template_kwargs"), "input");
   check_capacity(m, options_.max_queue);
   JobSpec spec;
   spec.model = &m;
+  spec.constraint = compile_constraint(m, opt, std::move(dropped), w);
   spec.writer = w;
   spec.encoder = make_responses_encoder(w, m.name, opt, rr, responses_);
   spec.opt = std::move(opt);

@@ -327,7 +327,7 @@ std::string free_text_rules() {
 
 }  // namespace
 
-std::string tool_grammar(const ToolRequest& t) {
+std::string tool_grammar(const ToolRequest& t, std::vector<std::string>* dropped) {
   std::string g;
   std::string alts;
   for (size_t i = 0; i < t.tools.size(); ++i) {
@@ -335,6 +335,7 @@ std::string tool_grammar(const ToolRequest& t) {
     if (t.choice == "named" && s.name != t.named) continue;
     grammar::SchemaOptions o;
     o.strict = s.strict;
+    o.dropped = dropped;
     o.root_name = "tc" + std::to_string(i) + "-args";
     o.prefix = "tc" + std::to_string(i) + "-";
     o.with_common = false;

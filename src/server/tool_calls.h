@@ -49,8 +49,9 @@ struct ToolRequest {
 ToolRequest parse_tools(const json& body);
 
 // GBNF for the request's calls (requires active()); parameter schemas are compiled under their
-// `strict` flag. Throws grammar::GrammarError on a schema it cannot compile.
-std::string tool_grammar(const ToolRequest& t);
+// `strict` flag, and `dropped` (when given) receives the keywords non-strict ones had to drop.
+// Throws grammar::GrammarError on a schema it cannot compile.
+std::string tool_grammar(const ToolRequest& t, std::vector<std::string>* dropped = nullptr);
 
 // Instructions describing the tools and the call format, for models whose chat template does
 // not render tools itself.

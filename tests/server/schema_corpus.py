@@ -64,6 +64,23 @@ HAND = [
                                                  "minItems": 2, "maxItems": 2}}, "required": ["matrix"]},
     {"type": "object", "properties": {"user": {"type": "object", "properties": {"id": {"type": "integer", "minimum": 1}, "handle": {"type": "string", "pattern": "^@[a-z0-9_]{3,12}$"}},
                                                "required": ["id", "handle"]}, "followers": {"type": "integer", "minimum": 0}}, "required": ["user"]},
+    # decimal bounds (fractional, negative, exclusive, tiny and huge), multipleOf, uniqueItems, pattern with lengths
+    {"type": "object", "properties": {"p": {"type": "number", "minimum": 0, "maximum": 1},
+                                      "t": {"type": "number", "exclusiveMinimum": -273.15, "maximum": 1e3}}, "required": ["p", "t"]},
+    {"type": "object", "properties": {"lat": {"type": "number", "minimum": -90, "maximum": 90},
+                                      "lon": {"type": "number", "exclusiveMinimum": -180, "exclusiveMaximum": 180}},
+     "required": ["lat", "lon"], "additionalProperties": False},
+    {"type": "object", "properties": {"tiny": {"type": "number", "exclusiveMinimum": 0, "maximum": 1e-3},
+                                      "huge": {"type": "number", "minimum": -1e300, "maximum": 1e300},
+                                      "neg": {"type": "number", "maximum": -0.5}, "price": {"type": "number", "minimum": 0.01, "exclusiveMaximum": 99.99}},
+     "required": ["tiny", "huge", "neg", "price"]},
+    {"type": "object", "properties": {"qty": {"type": "integer", "multipleOf": 5, "minimum": 0, "maximum": 500},
+                                      "step": {"type": "integer", "multipleOf": 3}, "cents": {"type": "integer", "multipleOf": 100, "minimum": -100000}},
+     "required": ["qty", "step", "cents"]},
+    {"type": "object", "properties": {"tags": {"type": "array", "items": {"enum": ["red", "green", "blue", "cyan"]}, "uniqueItems": True, "maxItems": 3}},
+     "required": ["tags"]},
+    {"type": "object", "properties": {"handle": {"type": "string", "pattern": "^[a-z]+$", "minLength": 3, "maxLength": 8},
+                                      "code": {"type": "string", "pattern": "^[A-Z]{2}\\d*$", "maxLength": 5}}, "required": ["handle", "code"]},
 ]
 
 

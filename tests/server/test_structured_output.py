@@ -305,10 +305,11 @@ def test_json_schema_streams_and_keeps_declared_order(server):
 def test_json_schema_errors(server):
     c = client(server)
     bad = [
-        ({"type": "integer", "multipleOf": 2}, True, "multipleOf"),
+        ({"type": "number", "multipleOf": 0.3}, True, "multipleOf"),
         ({"type": "string", "format": "hostname"}, True, "hostname"),
         ({"type": "object", "properties": {"a": {"$ref": "#/$defs/nope"}}}, False, "points to nothing"),
-        ({"type": "string", "pattern": "(a)\\1"}, False, "backreferences"),
+        ({"type": "string", "pattern": "(a)\\1"}, True, "backreferences"),
+        ({"type": "integer", "minimum": 3, "maximum": 2}, False, "admit no value"),
         ({"type": "array", "items": {"type": "integer"}, "minItems": 5, "maxItems": 2}, False, "below minItems"),
     ]
     for schema, strict, needle in bad:
@@ -328,6 +329,72 @@ def test_json_schema_errors(server):
         assert r.status_code == 400 and r.json()["error"]["param"] == "response_format", r.text
 
 
+class Reading(__import__("pydantic").BaseModel):
+    probability: float = __import__("pydantic").Field(ge=0, le=1)
+    offset: float = __import__("pydantic").Field(gt=-1.5, lt=2.25)
+    count: int = __import__("pydantic").Field(ge=0, le=40, multiple_of=4)
+
+
+def test_decimal_bounds_with_pydantic_parse_and_tools(server):
+    """Pydantic's Field(ge=0, le=1) on a float through chat.completions.parse (the SDK validates
+    the parsed object), and a tool parameter {"type": "number", "minimum": 5, "maximum": 30}:
+    every finished answer is within its bounds, enforced by the grammar."""
+    c = client(server)
+    parsed = 0
+    for seed in range(12):
+        r = c.chat.completions.parse(model="tiny", messages=[{"role": "user", "content": "A reading."}],
+                                     response_format=Reading, temperature=1.0, seed=seed, max_tokens=200)
+        ch = r.choices[0]
+        if ch.finish_reason == "stop":
+            v = ch.message.parsed
+            assert 0 <= v.probability <= 1 and -1.5 < v.offset < 2.25 and v.count % 4 == 0, v
+            parsed += 1
+    assert parsed >= 3, parsed
+    temp = {"type": "object", "properties": {"celsius": {"type": "number", "minimum": 5, "maximum": 30}},
+            "required": ["celsius"], "additionalProperties": False}
+    tools = [{"type": "function", "function": {"name": "set_temp", "parameters": temp}}]
+    calls = 0
+    for seed in range(12):
+        r = c.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "Warmer please"}], tools=tools,
+                                      tool_choice="required", temperature=1.0, seed=seed, max_tokens=100)
+        for tc in r.choices[0].message.tool_calls or []:
+            args = json.loads(tc.function.arguments)
+            jsonschema.validate(args, temp)
+            assert 5 <= args["celsius"] <= 30
+            calls += 1
+    assert calls >= 3, calls
+
+
+def test_non_strict_schemas_drop_what_cannot_be_enforced(server):
+    """strict: false: a keyword the grammar cannot enforce is dropped and named in the
+    x-triad-schema-dropped header; strict: true keeps it a 400 naming it."""
+    schema = {"type": "object", "properties": {"x": {"type": "number", "multipleOf": 0.25},
+                                               "y": {"not": {"type": "string"}}}, "required": ["x"]}
+    body = {"model": "stories", "messages": [{"role": "user", "content": "x"}], "max_tokens": 20,
+            "response_format": schema_format(schema, False)}
+    r = httpx.post(server.base_url + "/chat/completions", json=body)
+    assert r.status_code == 200, r.text
+    assert r.headers["x-triad-schema-dropped"] == "multipleOf, not"
+    body["response_format"] = schema_format(schema, True)
+    r = httpx.post(server.base_url + "/chat/completions", json=body)
+    assert r.status_code == 400 and "multipleOf" in r.json()["error"]["message"], r.text
+    # Tools: non-strict parameters are dropped and named; strict ones are a 400.
+    tool = {"type": "function", "function": {"name": "f", "parameters": schema}}
+    body = {"model": "stories", "messages": [{"role": "user", "content": "x"}], "max_tokens": 5, "tools": [tool]}
+    r = httpx.post(server.base_url + "/chat/completions", json=body)
+    assert r.status_code == 200 and r.headers["x-triad-schema-dropped"] == "multipleOf, not", r.text
+    tool["function"]["strict"] = True
+    r = httpx.post(server.base_url + "/chat/completions", json=body)
+    assert r.status_code == 400 and r.json()["error"]["param"] == "tools", r.text
+    # Streamed, the header is on the stream; and nothing dropped means no header.
+    body = {"model": "stories", "messages": [{"role": "user", "content": "x"}], "max_tokens": 5, "stream": True,
+            "response_format": schema_format(schema, False)}
+    r = httpx.post(server.base_url + "/chat/completions", json=body)
+    assert r.status_code == 200 and r.headers["x-triad-schema-dropped"] == "multipleOf, not"
+    body["response_format"] = schema_format({"type": "object"}, False)
+    assert "x-triad-schema-dropped" not in httpx.post(server.base_url + "/chat/completions", json=body).headers
+
+
 def test_hostile_schemas_get_400_quickly(server):
     nested70 = {"type": "object"}
     for _ in range(70):
@@ -338,6 +405,15 @@ def test_hostile_schemas_get_400_quickly(server):
     t0 = time.time()
     r = httpx.post(server.base_url + "/chat/completions", content=deep_body)
     assert r.status_code == 400 and time.time() - t0 < 1.0, r.text[:300]
+    # 5,000 deep in a tool's parameters and in a Responses text.format: refused at once too.
+    deep5k = '{"type": "object", "properties": {"a": ' * 5000 + '{}' + '}}' * 5000
+    for path, body in (("/chat/completions", '{"model": "stories", "messages": [{"role": "user", "content": "x"}], '
+                        '"tools": [{"type": "function", "function": {"name": "f", "parameters": ' + deep5k + '}}]}'),
+                       ("/responses", '{"model": "stories", "input": "x", "text": {"format": {"type": "json_schema", '
+                        '"name": "d", "schema": ' + deep5k + '}}}')):
+        t0 = time.time()
+        r = httpx.post(server.base_url + path, content=body)
+        assert r.status_code == 400 and time.time() - t0 < 1.0, r.text[:300]
     hostile = [
         nested70,
         {"type": "string", "pattern": "^(ab){0,99999}$"},

@@ -412,6 +412,76 @@ TEST(JsonSchema, IntegerRanges) {
   EXPECT_FALSE(matches(open_hi, "9"));
 }
 
+namespace {
+
+// Every JSON number text of up to `len` characters over "-0123456789." (all of them plain
+// decimals of at most 15 digits, which the number grammar admits exactly when in range).
+std::vector<std::string> short_numbers(size_t len) {
+  std::vector<std::string> out, cur{""};
+  const std::string alphabet = "-0123456789.";
+  for (size_t l = 1; l <= len; ++l) {
+    std::vector<std::string> next;
+    for (const std::string& p : cur)
+      for (char c : alphabet) next.push_back(p + c);
+    for (const std::string& t : next)
+      if (!nlohmann::json::parse(t, nullptr, false).is_discarded() && nlohmann::json::parse(t).is_number()) out.push_back(t);
+    cur = std::move(next);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(JsonSchema, DecimalBoundsAreExact) {
+  // A document validates when the number its text parses to (strtod: correctly rounded, as
+  // Python's float(); integers this short are exact) lies within the bounds. The grammar must
+  // admit exactly those, for every short number, whatever the bound: negative, fractional,
+  // exclusive, not representable in binary (0.1), tiny and huge exponents, draft 4's booleans.
+  struct Case {
+    const char* schema;
+    std::function<bool(double)> ok;
+  };
+  const std::vector<Case> cases = {
+      {R"({"type": "number", "minimum": 0, "maximum": 1})", [](double x) { return x >= 0 && x <= 1; }},
+      {R"({"type": "number", "minimum": 5, "maximum": 30})", [](double x) { return x >= 5 && x <= 30; }},
+      {R"({"type": "number", "exclusiveMinimum": 0.1, "exclusiveMaximum": 2.55})", [](double x) { return x > 0.1 && x < 2.55; }},
+      {R"({"type": "number", "minimum": -2.5, "maximum": -0.25})", [](double x) { return x >= -2.5 && x <= -0.25; }},
+      {R"({"type": "number", "exclusiveMinimum": -1, "exclusiveMaximum": 0})", [](double x) { return x > -1 && x < 0; }},
+      {R"({"type": "number", "minimum": -0.01})", [](double x) { return x >= -0.01; }},
+      {R"({"type": "number", "exclusiveMaximum": 0.3})", [](double x) { return x < 0.3; }},
+      {R"({"type": "number", "minimum": 1e-300, "maximum": 1e300})", [](double x) { return x >= 1e-300 && x <= 1e300; }},
+      {R"({"type": "number", "exclusiveMinimum": -1e-7, "maximum": 12.5})", [](double x) { return x > -1e-7 && x <= 12.5; }},
+      {R"({"type": "number", "minimum": 0.5, "maximum": 0.5})", [](double x) { return x == 0.5; }},
+      {R"({"type": "number", "minimum": 3, "exclusiveMinimum": true, "maximum": 99.9, "exclusiveMaximum": false})",
+       [](double x) { return x > 3 && x <= 99.9; }},
+      {R"({"type": "number", "minimum": 2, "exclusiveMinimum": 1.5, "maximum": 7, "exclusiveMaximum": 7})",
+       [](double x) { return x >= 2 && x < 7; }},
+  };
+  const std::vector<std::string> numbers = short_numbers(5);
+  ASSERT_GT(numbers.size(), 10000u);
+  for (const Case& c : cases) {
+    auto g = schema_grammar(c.schema);
+    size_t admitted = 0;
+    for (const std::string& t : numbers) {
+      const bool want = c.ok(std::strtod(t.c_str(), nullptr));
+      ASSERT_EQ(matches(g, t), want) << c.schema << " on " << t;
+      admitted += want;
+    }
+    EXPECT_GT(admitted, 0u) << c.schema;
+  }
+  // Longer numbers near the bounds: what is admitted validates; the bound itself and its
+  // closest 15-digit neighbours are decided exactly.
+  auto g = schema_grammar(R"({"type": "number", "minimum": 0.1, "exclusiveMaximum": 0.30000000000000004})");
+  for (const char* ok : {"0.1", "0.10000000000001", "0.3", "0.29999999999999", "0.2"}) EXPECT_TRUE(matches(g, ok)) << ok;
+  for (const char* bad : {"0.09999999999999", "0.099", "1e-1", "0.300000000000001", "-0.1", "00.2"})
+    EXPECT_FALSE(matches(g, bad)) << bad;
+  expect_schema_error(R"({"type": "number", "maximum": -1e20})", "at most 15 digits");
+  auto huge = schema_grammar(R"({"type": "number", "exclusiveMaximum": 1e20})");
+  EXPECT_TRUE(matches(huge, "999999999999999"));
+  expect_schema_error(R"({"type": "number", "minimum": 2, "maximum": 1})", "admit no value");
+  expect_schema_error(R"({"type": "number", "exclusiveMinimum": 1, "maximum": 1})", "admit no value");
+}
+
 TEST(JsonSchema, EnumConstArraysTuples) {
   auto e = schema_grammar(R"({"enum": ["red", "gr\"een", 1, null, {"k": [1]}]})");
   for (const char* ok : {R"("red")", R"("gr\"een")", "1", "null", R"({"k":[1]})"}) EXPECT_TRUE(matches(e, ok)) << ok;
@@ -471,9 +541,75 @@ TEST(JsonSchema, StringFormatsLengthsPatterns) {
   EXPECT_TRUE(matches(q, R"("a\"b\\c")"));
 }
 
+TEST(JsonSchema, NonStrictDropsWhatItCannotEnforce) {
+  // Without strict, a keyword the grammar cannot enforce is dropped and named; with strict it
+  // is an error naming it.
+  const char* schema = R"({"type": "object", "properties": {
+      "a": {"type": "number", "multipleOf": 0.5}, "b": {"type": "string", "format": "hostname"},
+      "c": {"type": "string", "pattern": "(x)\\1"}, "d": {"type": "array", "items": {"type": "string"}, "uniqueItems": true},
+      "e": {"not": {"type": "null"}}, "f": {"type": "string", "pattern": "^a", "maxLength": 3}},
+      "minProperties": 1, "required": ["a"]})";
+  std::vector<std::string> dropped;
+  SchemaOptions o;
+  o.dropped = &dropped;
+  auto g = gbnf(json_schema_to_gbnf(nlohmann::ordered_json::parse(schema), o));
+  EXPECT_EQ(dropped, (std::vector<std::string>{"minProperties", "multipleOf", "format", "pattern", "uniqueItems", "not",
+                                               "maxLength"}));
+  for (const char* part : {R"({"a": 1.25})", R"({"a": 1, "b": "x"})", R"({"a": 1, "c": "yy"})", R"({"a": 1, "d": ["q", "q"]})",
+                           R"({"a": 1, "e": null})", R"({"a": 1, "f": "abcdef"})"})
+    EXPECT_TRUE(matches(g, part)) << part;
+  EXPECT_FALSE(matches(g, R"({"a": "1"})"));
+  expect_schema_error(schema, "'minProperties'", true);
+  expect_schema_error(R"({"type": "number", "multipleOf": 0.5})", "'multipleOf' on a non-integer number", true);
+  expect_schema_error(R"({"type": "string", "format": "hostname"})", "hostname", true);
+  expect_schema_error(R"({"type": "array", "items": {"type": "string"}, "uniqueItems": true})", "uniqueItems", true);
+  expect_schema_error(R"({"not": {"type": "null"}})", "'not'", true);
+}
+
+TEST(JsonSchema, MultipleOfUniqueItemsAndPatternLengths) {
+  // multipleOf on integers: listed, powers of ten, remainder digits, with and without bounds.
+  struct Case {
+    const char* schema;
+    int64_t k, lo, hi;
+  };
+  for (const Case& c : {Case{R"({"type": "integer", "multipleOf": 5, "minimum": 0, "maximum": 100})", 5, 0, 100},
+                        Case{R"({"type": "integer", "multipleOf": 3})", 3, INT64_MIN, INT64_MAX},
+                        Case{R"({"type": "integer", "multipleOf": 7, "minimum": -5000, "exclusiveMaximum": 9999})", 7, -5000, 9998},
+                        Case{R"({"type": "integer", "multipleOf": 100, "minimum": -30000})", 100, -30000, INT64_MAX},
+                        Case{R"({"type": "integer", "multipleOf": 12, "minimum": 10})", 12, 10, INT64_MAX},
+                        Case{R"({"type": "integer", "multipleOf": 0.5, "maximum": 3})", 1, INT64_MIN, 3}}) {
+    auto g = schema_grammar(c.schema);
+    for (int64_t v = -12000; v <= 12000; ++v)
+      ASSERT_EQ(matches(g, std::to_string(v)), v % c.k == 0 && v >= c.lo && v <= c.hi) << c.schema << " " << v;
+    if (c.hi == INT64_MAX) {
+      EXPECT_TRUE(matches(g, std::to_string(c.k * 123456789)));
+    }
+  }
+  expect_schema_error(R"({"type": "integer", "multipleOf": 1000003})", "multipleOf", true);
+  expect_schema_error(R"({"type": "integer", "multipleOf": 10, "minimum": 1, "maximum": 9})", "no multiple");
+  // uniqueItems over enum values: every order of distinct values, none twice, within the counts.
+  auto u = schema_grammar(R"({"type": "array", "items": {"enum": ["a", "b", 3]}, "uniqueItems": true, "minItems": 1})");
+  for (const char* ok : {R"(["a"])", R"([3, "a"])", R"(["b", 3, "a"])", R"([ "a" , "b" ])"}) EXPECT_TRUE(matches(u, ok)) << ok;
+  for (const char* bad : {"[]", R"(["a", "a"])", R"([3, "b", 3])", R"(["c"])"}) EXPECT_FALSE(matches(u, bad)) << bad;
+  auto u2 = schema_grammar(R"({"type": "array", "items": {"const": 1}, "uniqueItems": true})");
+  EXPECT_TRUE(matches(u2, "[1]"));
+  EXPECT_FALSE(matches(u2, "[1, 1]"));
+  // pattern with lengths: implied by the pattern, or given to its one repeated character.
+  auto p1 = schema_grammar(R"({"type": "string", "pattern": "^[a-z]+$", "maxLength": 4})");
+  for (const char* ok : {R"("a")", R"("abcd")"}) EXPECT_TRUE(matches(p1, ok)) << ok;
+  for (const char* bad : {R"("")", R"("abcde")", R"("aB")"}) EXPECT_FALSE(matches(p1, bad)) << bad;
+  auto p2 = schema_grammar(R"({"type": "string", "pattern": "^[A-Z]-\\d*!$", "minLength": 5, "maxLength": 6})");
+  for (const char* ok : {R"("X-12!")", R"("X-123!")"}) EXPECT_TRUE(matches(p2, ok)) << ok;
+  for (const char* bad : {R"("X-1!")", R"("X-1234!")"}) EXPECT_FALSE(matches(p2, bad)) << bad;
+  auto p3 = schema_grammar(R"({"type": "string", "pattern": "^\\d{3}-\\d{4}$", "minLength": 8, "maxLength": 8})");
+  EXPECT_TRUE(matches(p3, R"("555-1234")"));
+  expect_schema_error(R"({"type": "string", "pattern": "^(ab)+$", "maxLength": 5})", "minLength / maxLength", true);
+  expect_schema_error(R"({"type": "string", "pattern": "^\\d{3}$", "maxLength": 2})", "admit no string");
+}
+
 TEST(JsonSchema, Errors) {
-  expect_schema_error(R"({"type": "integer", "multipleOf": 3})", "unsupported keyword 'multipleOf'");
-  expect_schema_error(R"({"type": "object", "patternProperties": {}})", "'patternProperties'");
+  expect_schema_error(R"({"type": "number", "multipleOf": 3})", "'multipleOf' on a non-integer number", true);
+  expect_schema_error(R"({"type": "object", "patternProperties": {}})", "'patternProperties'", true);
   expect_schema_error(R"({"type": "string", "format": "hostname"})", "unsupported string format 'hostname'", true);
   EXPECT_NO_THROW(schema_grammar(R"({"type": "string", "format": "hostname"})"));  // an annotation unless strict
   expect_schema_error(R"({"$ref": "#/$defs/missing"})", "points to nothing");
@@ -481,11 +617,11 @@ TEST(JsonSchema, Errors) {
   expect_schema_error(R"(false)", "matches nothing");
   expect_schema_error(R"({"type": "frobnicate"})", "unknown type");
   expect_schema_error(R"({"type": "object", "properties": {}, "required": ["x"]})", "'x' is not in");
-  expect_schema_error(R"({"type": "string", "pattern": "(a)\\1"})", "backreferences");
-  expect_schema_error(R"j({"type": "string", "pattern": "(?=a)"})j", "lookarounds");
-  expect_schema_error(R"({"type": "string", "pattern": "a{5,2}"})", "n < m");
-  expect_schema_error(R"({"type": "string", "pattern": "[a-"})", "unterminated");
-  expect_schema_error(R"({"type": "string", "pattern": "\\uZZZZ"})", "bad \\u escape");
+  expect_schema_error(R"({"type": "string", "pattern": "(a)\\1"})", "backreferences", true);
+  expect_schema_error(R"j({"type": "string", "pattern": "(?=a)"})j", "lookarounds", true);
+  expect_schema_error(R"({"type": "string", "pattern": "a{5,2}"})", "n < m", true);
+  expect_schema_error(R"({"type": "string", "pattern": "[a-"})", "unterminated", true);
+  expect_schema_error(R"({"type": "string", "pattern": "\\uZZZZ"})", "bad \\u escape", true);
   EXPECT_TRUE(matches(schema_grammar(R"({"type": "string", "pattern": "^\\u00e9$"})"), "\"\xc3\xa9\""));
   expect_schema_error(R"({"type": "integer", "minimum": 5, "maximum": 4})", "no value");
   expect_schema_error(R"({"$ref": "#"})", "no finite string");
