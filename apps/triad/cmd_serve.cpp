@@ -170,6 +170,7 @@ int run(const ServeOptions& o) {
     }
     if (!source.empty()) {
       s.sm.chat_template = std::make_shared<const tmpl::Template>(source);
+      s.sm.chat_template_source = source;
       s.sm.template_knows_tools = source.find("tools") != std::string::npos;
       log_info(s.sm.name, ": chat template ", tmpl_override.empty() ? "from the GGUF file" : "from " + o.chat_template_file);
     } else {

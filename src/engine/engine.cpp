@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <deque>
 #include <limits>
@@ -55,6 +56,10 @@ struct Engine::Impl {
     std::unique_ptr<Sampler> sampler;
     std::unique_ptr<grammar::Matcher> matcher;  // constrained requests
     int32_t logprobs = -1;
+    int32_t prompt_logprobs = -1;
+    std::vector<TokenOutput> prompt_lp;  // entry k: prompt token k + 1 (filled as prefill runs)
+    int32_t prompt_lp_done = 0;          // entries filled (a recomputation after preemption skips them)
+    bool prompt_lp_sent = false;
     Clock::time_point submitted;
     bool scheduled = false;
     bool delivered = false;
@@ -62,6 +67,7 @@ struct Engine::Impl {
   };
   std::unordered_map<RequestId, Live> live;
   std::vector<TokenLogprob> top_scratch;
+  std::vector<int32_t> top_ids;
   grammar::TokenMask mask_scratch;
   std::vector<float> masked_logits;
 
@@ -205,8 +211,16 @@ struct Engine::Impl {
       }
     }
     if (out.seqs.empty()) return;
+    // Sequences still computing prompt positions whose logprobs were asked for want every row.
+    std::vector<uint8_t> all_rows(out.seqs.size(), 0);
+    for (size_t i = 0; i < out.seqs.size(); ++i) {
+      const sched::ScheduledSeq& s = out.seqs[i];
+      auto it = live.find(s.id);
+      const sched::SchedRequest* r = scheduler.request(s.id);
+      if (it != live.end() && r && it->second.prompt_logprobs >= 0 && s.n_computed < r->n_prompt - 1) all_rows[i] = 1;
+    }
     try {
-      runner.execute(out, scheduler);
+      runner.execute(out, scheduler, all_rows);
     } catch (const std::exception& e) {
       // A forward-pass failure fails the requests of this step, not the engine.
       log_warn("engine: step failed: ", e.what());
@@ -219,14 +233,26 @@ struct Engine::Impl {
     ++steps;
     std::vector<int32_t> sampled(out.seqs.size(), -1);
     std::vector<TokenOutput> outputs(out.seqs.size());
-    size_t row = 0;
     for (size_t i = 0; i < out.seqs.size(); ++i) {
       const sched::ScheduledSeq& s = out.seqs[i];
       const sched::SchedRequest* r = scheduler.request(s.id);
       if (r && s.n_computed < r->n_prompt) prompt_total += std::min(s.n_new, r->n_prompt - s.n_computed);
+      const ModelRunner::Rows rows = runner.rows(i);
+      if (all_rows[i] && r) prompt_logprobs(s, *r, rows);
       if (!s.needs_logits) continue;
-      const float* logits = runner.logits(row++);
+      const float* logits = runner.logits(rows.first + static_cast<size_t>(rows.count) - 1);
       Live& l = live.at(s.id);
+      if (l.prompt_logprobs >= 0 && !l.prompt_lp_sent) {
+        l.prompt_lp_sent = true;
+        try {
+          l.sink->on_prompt_logprobs(s.id, std::move(l.prompt_lp));
+        } catch (const std::exception& e) {
+          log_warn("engine: the output sink of request ", s.id, " threw: ", e.what());
+          scheduler.cancel(s.id);
+          finish(s.id, FinishReason::kCancelled, "");
+          continue;
+        }
+      }
       try {
         if (l.matcher) logits = apply_mask(*l.matcher, logits);
         const int32_t tok = l.sampler->sample(logits);
@@ -277,6 +303,44 @@ struct Engine::Impl {
         }
       }
       if (ev.finish != FinishReason::kNone) finish(ev.id, ev.finish, "");
+    }
+  }
+
+  // The prompt logprobs that a step's rows give: row j (position p) predicts prompt token p + 1,
+  // read from the model's raw distribution (log-softmax of the logits).
+  void prompt_logprobs(const sched::ScheduledSeq& s, const sched::SchedRequest& r, ModelRunner::Rows rows) {
+    Live& l = live.at(s.id);
+    const int32_t n_vocab = model.config().n_vocab;
+    l.prompt_lp.resize(static_cast<size_t>(r.n_prompt - 1));
+    const int32_t p0 = s.n_computed + s.n_new - rows.count;
+    for (int32_t j = 0; j < rows.count; ++j) {
+      const int32_t p = p0 + j;
+      if (p + 1 >= r.n_prompt || p < l.prompt_lp_done) continue;
+      const float* x = runner.logits(rows.first + static_cast<size_t>(j));
+      TokenOutput& e = l.prompt_lp[static_cast<size_t>(p)];
+      const int32_t tok = r.tokens[static_cast<size_t>(p) + 1];
+      float mx = -std::numeric_limits<float>::infinity();
+      for (int32_t v = 0; v < n_vocab; ++v) mx = std::max(mx, x[v]);
+      double sum = 0;
+      int32_t above = 0;
+      for (int32_t v = 0; v < n_vocab; ++v) {
+        sum += std::exp(static_cast<double>(x[v] - mx));
+        above += x[v] > x[tok];
+      }
+      const float lse = mx + static_cast<float>(std::log(sum));
+      e.id = tok;
+      e.logprob = x[tok] - lse;
+      e.rank = above + 1;
+      e.top.clear();
+      if (l.prompt_logprobs > 0) {
+        const auto k = static_cast<size_t>(std::min(l.prompt_logprobs, n_vocab));
+        top_ids.resize(static_cast<size_t>(n_vocab));
+        for (int32_t v = 0; v < n_vocab; ++v) top_ids[static_cast<size_t>(v)] = v;
+        std::partial_sort(top_ids.begin(), top_ids.begin() + static_cast<std::ptrdiff_t>(k), top_ids.end(),
+                          [x](int32_t a, int32_t b) { return x[a] > x[b] || (x[a] == x[b] && a < b); });
+        for (size_t t = 0; t < k; ++t) e.top.push_back({top_ids[t], x[top_ids[t]] - lse});
+      }
+      l.prompt_lp_done = p + 1;
     }
   }
 
@@ -370,6 +434,8 @@ RequestId Engine::submit(GenerationRequest req, std::shared_ptr<OutputSink> sink
     TRIAD_CHECK(id >= 0 && id < c.n_vocab, "prompt token id ", id, " is outside the vocabulary (", c.n_vocab, ")");
   TRIAD_CHECK(req.max_tokens >= 1, "max_tokens must be at least 1, got ", req.max_tokens);
   TRIAD_CHECK(req.logprobs >= -1 && req.logprobs <= 20, "top_logprobs must be in 0..20, got ", req.logprobs);
+  TRIAD_CHECK(req.prompt_logprobs >= -1 && req.prompt_logprobs <= 20, "prompt_logprobs must be in 0..20, got ",
+              req.prompt_logprobs);
   Impl::Live l;
   l.sampler = std::make_unique<Sampler>(req.sampling, c.n_vocab);  // validates the parameters
   for (int32_t id : req.prompt) l.sampler->accept(id, /*from_prompt=*/true);
@@ -385,6 +451,7 @@ RequestId Engine::submit(GenerationRequest req, std::shared_ptr<OutputSink> sink
   }
   l.sink = std::move(sink);
   l.logprobs = req.logprobs;
+  l.prompt_logprobs = req.prompt_logprobs;
   l.submitted = Clock::now();
   l.timings.prompt_tokens = static_cast<int32_t>(req.prompt.size());
 
@@ -396,6 +463,10 @@ RequestId Engine::submit(GenerationRequest req, std::shared_ptr<OutputSink> sink
     spec.stop_ids.insert(spec.stop_ids.end(), impl_->config.eog_ids.begin(), impl_->config.eog_ids.end());
   spec.priority = req.priority;
   spec.cache_salt = std::move(req.cache_salt);
+  if (req.prompt_logprobs >= 0) {
+    spec.read_prefix_cache = false;  // every prompt position's logits are needed
+    spec.max_chunk = 64;             // 64 rows of logits per step at most
+  }
 
   const RequestId id = impl_->next_id.fetch_add(1);
   spec.id = id;

@@ -41,6 +41,10 @@ struct GenerationRequest {
   bool ignore_eos = false;            // do not stop at the model's end-of-generation tokens
   int32_t logprobs = -1;              // -1: none; 0..20: the sampled token's logprob plus this
                                       // many top alternatives per token
+  int32_t prompt_logprobs = -1;       // -1: none; 0..20: each prompt token's logprob (the model's
+                                      // raw distribution: no sampling parameters) and rank, plus
+                                      // this many top alternatives. The prompt is then computed
+                                      // in full (no prefix-cache hit), in chunks of at most 64.
   int32_t priority = 0;               // lower runs first
   std::string cache_salt;             // requests with different salts never share cache blocks
   // Constrained decoding: only tokens the grammar allows are sampled, and an end-of-generation
@@ -53,6 +57,7 @@ struct TokenOutput {
   int32_t id = -1;
   float logprob = 0.f;                    // when requested
   std::vector<TokenLogprob> top;          // when logprobs > 0
+  int32_t rank = 0;                       // prompt logprobs: 1 + the number of more likely tokens
 };
 
 struct RequestTimings {
@@ -70,6 +75,9 @@ class OutputSink {
   virtual ~OutputSink() = default;
   // A new generated token (a stop token is never delivered).
   virtual void on_token(RequestId id, const TokenOutput& token) = 0;
+  // With prompt_logprobs: the entries of prompt tokens 1..n-1 (the first has no context), once,
+  // before any on_token.
+  virtual void on_prompt_logprobs(RequestId /*id*/, std::vector<TokenOutput>&& /*entries*/) {}
   // Called exactly once per submitted request, last. `error` is set for kError.
   virtual void on_finish(RequestId id, FinishReason reason, const RequestTimings& timings,
                          const std::string& error) = 0;

@@ -4,13 +4,16 @@
 
 namespace triad::engine {
 
-void ModelRunner::execute(const sched::SchedulerOutput& out, const sched::Scheduler& scheduler) {
+void ModelRunner::execute(const sched::SchedulerOutput& out, const sched::Scheduler& scheduler,
+                          std::span<const uint8_t> all_rows) {
   tokens_.clear();
   positions_.clear();
   seqs_.clear();
   logit_rows_.clear();
+  rows_.clear();
   const int32_t n_groups = scheduler.kv().n_groups();
-  for (const sched::ScheduledSeq& s : out.seqs) {
+  for (size_t k = 0; k < out.seqs.size(); ++k) {
+    const sched::ScheduledSeq& s = out.seqs[k];
     const sched::SchedRequest* r = scheduler.request(s.id);
     TRIAD_CHECK(r != nullptr, "runner: scheduled request ", s.id, " is unknown");
     TRIAD_CHECK(s.n_computed >= 0 && s.n_new > 0 &&
@@ -25,7 +28,15 @@ void ModelRunner::execute(const sched::SchedulerOutput& out, const sched::Schedu
       tokens_.push_back(r->tokens[s.n_computed + i]);
       positions_.push_back(s.n_computed + i);
     }
-    if (s.needs_logits) logit_rows_.push_back(b.row_begin + b.n_rows - 1);
+    Rows rows{logit_rows_.size(), 0};
+    if (k < all_rows.size() && all_rows[k]) {
+      for (int32_t i = 0; i < s.n_new; ++i) logit_rows_.push_back(b.row_begin + i);
+      rows.count = s.n_new;
+    } else if (s.needs_logits) {
+      logit_rows_.push_back(b.row_begin + b.n_rows - 1);
+      rows.count = 1;
+    }
+    rows_.push_back(rows);
     seqs_.push_back(std::move(b));
   }
   logits_.resize(logit_rows_.size() * static_cast<size_t>(model_.config().n_vocab));

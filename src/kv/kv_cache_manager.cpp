@@ -69,7 +69,7 @@ int32_t KvCacheManager::first_visible_block(int32_t group, int64_t n) const {
 }
 
 int32_t KvCacheManager::begin_sequence(SeqId id, std::span<const int32_t> tokens,
-                                       const std::string& cache_salt) {
+                                       const std::string& cache_salt, bool read_cache) {
   TRIAD_CHECK(!seqs_.contains(id), "KvCacheManager::begin_sequence: sequence ", id,
               " already exists");
   TRIAD_CHECK(tokens.size() <= static_cast<size_t>(std::numeric_limits<int32_t>::max()),
@@ -84,12 +84,12 @@ int32_t KvCacheManager::begin_sequence(SeqId id, std::span<const int32_t> tokens
     return 0;
   }
   s.last_key = root_hash(config_.cache_namespace, cache_salt);
-  prefix_queries_ += static_cast<int64_t>(tokens.size());
+  if (read_cache) prefix_queries_ += static_cast<int64_t>(tokens.size());
 
   // Keys and cached blocks of the candidate blocks 0..limit-1. The last token is never covered,
   // and a miss in a full group caps the hit there (it needs every block before k).
   const int32_t n = static_cast<int32_t>(tokens.size());
-  int32_t limit = n == 0 ? 0 : (n - 1) / bs;
+  int32_t limit = n == 0 || !read_cache ? 0 : (n - 1) / bs;
   std::vector<BlockHash> keys;
   std::vector<std::vector<BlockId>> found(static_cast<size_t>(G));
   for (int32_t i = 0; i < limit; ++i) {

@@ -86,8 +86,11 @@ class KvCacheManager {
   // cached tokens (a multiple of block_size, < tokens.size()). With caching off returns 0.
   // For a sliding-window group only the blocks inside the window of the first uncached token
   // need to be cached. Counts the query and hits in stats (with caching on). The caller then
-  // computes from the returned position: allocate_slots(id, hit, ...).
-  int32_t begin_sequence(SeqId id, std::span<const int32_t> tokens, const std::string& cache_salt);
+  // computes from the returned position: allocate_slots(id, hit, ...). With read_cache false
+  // nothing is attached (the sequence computes every position, e.g. for prompt logprobs), but
+  // its blocks are still registered for others as they fill.
+  int32_t begin_sequence(SeqId id, std::span<const int32_t> tokens, const std::string& cache_salt,
+                         bool read_cache = true);
 
   // Makes the block tables of `id` cover positions [0, n_tokens). First releases window-group
   // blocks outside the window of position `n_computed` (the first token this step computes;

@@ -223,6 +223,7 @@ SchedulerOutput Scheduler::schedule() {
     SchedRequest& r = requests_.at(id);
     const auto n_tokens = static_cast<int32_t>(r.tokens.size());
     int32_t n_new = std::min(n_tokens - r.n_computed, budget);
+    if (r.spec.max_chunk > 0) n_new = std::min(n_new, r.spec.max_chunk);
     if (n_new <= 0) {  // nothing to compute (cannot happen after update(); be safe)
       ++i;
       continue;
@@ -259,9 +260,10 @@ SchedulerOutput Scheduler::schedule() {
       fail(id, out);
       continue;
     }
-    const int32_t hit = kv_->begin_sequence(id, r.tokens, r.spec.cache_salt);
+    const int32_t hit = kv_->begin_sequence(id, r.tokens, r.spec.cache_salt, r.spec.read_prefix_cache);
     const auto n_tokens = static_cast<int32_t>(r.tokens.size());
     int32_t n_new = std::min(n_tokens - hit, budget);
+    if (r.spec.max_chunk > 0) n_new = std::min(n_new, r.spec.max_chunk);
     if (!allocate(r, hit, n_new, running_.empty())) {
       kv_->free_sequence(id);
       if (running_.empty()) {  // alone in the pool and still no room: it never fits

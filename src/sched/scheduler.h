@@ -58,6 +58,8 @@ struct SchedRequestSpec {
   std::vector<int32_t> stop_ids;     // sampling one of these finishes with kStop
   int32_t priority = 0;              // lower runs first; ties by arrival
   std::string cache_salt;            // isolates prefix-cache sharing
+  bool read_prefix_cache = true;     // false: compute every prompt position (prompt logprobs)
+  int32_t max_chunk = 0;             // > 0: at most this many tokens in one step
 };
 
 // A request's state, owned by the scheduler.

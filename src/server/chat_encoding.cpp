@@ -29,6 +29,25 @@ json top_map(const json& entry) {
   return m;
 }
 
+// vLLM's prompt_logprobs: null for the first token, then per token a map from token id (as
+// text) to {"logprob", "rank", "decoded_token"}: the prompt's own token and the top alternatives.
+json vllm_prompt_logprobs(const json& entries) {
+  json out = json::array();
+  for (const json& e : entries) {
+    if (e["logprob"].is_null()) {
+      out.push_back(nullptr);
+      continue;
+    }
+    json m = json::object();
+    int rank = 1;
+    for (const json& t : e["top"])
+      m[std::to_string(t["id"].get<int32_t>())] = {{"logprob", t["logprob"]}, {"rank", rank++}, {"decoded_token", t["token"]}};
+    m[std::to_string(e["id"].get<int32_t>())] = {{"logprob", e["logprob"]}, {"rank", e["rank"]}, {"decoded_token", e["token"]}};
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
 // What the chat and completion encoders share: ids, the chunk frame, errors and the stream's end.
 class OpenAiEncoder : public Encoder {
  public:
@@ -135,7 +154,10 @@ class ChatEncoder : public OpenAiEncoder {
                      {"logprobs", opt_.logprobs >= 0 ? json{{"content", c.logprobs}, {"refusal", nullptr}} : json(nullptr)},
                      {"finish_reason", finish(c)}});
     }
-    send_json(*w_, body(arr, u));
+    json b = body(arr, u);
+    if (opt_.prompt_logprobs >= 0 && !choices.empty() && !choices[0].prompt_logprobs.is_null())
+      b["prompt_logprobs"] = vllm_prompt_logprobs(choices[0].prompt_logprobs);
+    send_json(*w_, b);
   }
 
  private:
@@ -174,6 +196,21 @@ class CompletionEncoder : public OpenAiEncoder {
       json choice = {{"index", i}, {"text", prefix + c.text}, {"logprobs", nullptr}};
       if (opt_.logprobs >= 0) {
         json tokens = json::array(), lps = json::array(), tops = json::array(), offs = json::array();
+        if (opt_.echo && c.prompt_logprobs.is_array()) {
+          // The prompt's tokens first, as OpenAI's echo gives them (the first has no logprob).
+          for (const json& e : c.prompt_logprobs) {
+            tokens.push_back(e["token"]);
+            lps.push_back(e["logprob"]);
+            if (e["top"].is_null()) {
+              tops.push_back(nullptr);
+            } else {
+              json m = json::object();
+              for (const json& t : e["top"]) m[t["token"].get<std::string>()] = t["logprob"];
+              tops.push_back(std::move(m));
+            }
+            offs.push_back(e["offset"]);
+          }
+        }
         size_t off = prefix.size();
         for (const json& e : c.logprobs) {
           tokens.push_back(e["token"]);
@@ -184,6 +221,8 @@ class CompletionEncoder : public OpenAiEncoder {
         }
         choice["logprobs"] = {{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offs}};
       }
+      if (opt_.prompt_logprobs >= 0 && c.prompt_logprobs.is_array())
+        choice["prompt_logprobs"] = vllm_prompt_logprobs(c.prompt_logprobs);
       choice["finish_reason"] = c.finish;
       arr.push_back(choice);
     }

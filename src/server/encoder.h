@@ -34,6 +34,10 @@ struct ChoiceOut {
   json logprobs = json::array();   // one entry per generated token, when requested
   std::string finish;              // "stop", "length" or "tool_calls"
   int32_t completion_tokens = 0;
+  // When prompt logprobs were asked for: one entry per prompt token, {"id", "token", "logprob",
+  // "rank", "top": [{"id", "token", "logprob"}...], "offset" (in the decoded prompt)}, the first
+  // with null logprob and top.
+  json prompt_logprobs;
 };
 
 struct UsageOut {

@@ -26,6 +26,7 @@ struct ChoiceState {
   std::unique_ptr<StopMatcher> stop;
   std::unique_ptr<ToolStreamSplitter> tools;  // streaming with tools: text vs calls
   ChoiceOut out;
+  bool discard = false;             // max_tokens 0 with echo: the one generated token is dropped
   bool done = false;
   bool stopped_by_string = false;
   Clock::time_point last_token;
@@ -99,10 +100,47 @@ struct Service::Job : std::enable_shared_from_this<Service::Job> {
     }
   }
 
+  void on_prompt_logprobs(size_t i, std::vector<engine::TokenOutput>&& entries) {
+    std::lock_guard<std::mutex> lk(mu);
+    const Tokenizer& tok = *model->tokenizer;
+    const std::vector<int32_t>& prompt = prompts[i / static_cast<size_t>(opt.n)];
+    auto entry = [&](int32_t id, float lp) {
+      return json{{"id", id}, {"token", tok.token_piece(id)}, {"logprob", std::isfinite(lp) ? lp : -9999.0f}};
+    };
+    // Each token's offset in the prompt's decoded text (a SentencePiece token's leading space
+    // is not in the text at its start).
+    IncrementalDecoder dec(tok);
+    size_t offset = 0;
+    json arr = json::array();
+    arr.push_back({{"id", prompt[0]}, {"token", tok.token_piece(prompt[0])}, {"logprob", nullptr}, {"rank", nullptr},
+                   {"top", nullptr}, {"offset", 0}});
+    offset += dec.push(prompt[0]).size();
+    for (const engine::TokenOutput& e : entries) {
+      json x = entry(e.id, e.logprob);
+      x["offset"] = offset;
+      offset += dec.push(e.id).size();
+      x["rank"] = e.rank;
+      json top = json::array();
+      for (const TokenLogprob& a : e.top) top.push_back(entry(a.id, a.logprob));
+      x["top"] = top;
+      arr.push_back(std::move(x));
+    }
+    offset += dec.flush().size();
+    // The incremental decoder keeps a first token's leading space, which decoding the whole
+    // prompt (the echoed text) drops: shift the offsets by the difference.
+    const size_t whole = tok.decode(prompt).size();
+    const size_t shift = offset > whole ? offset - whole : 0;
+    for (json& x : arr) {
+      const size_t o = x["offset"].get<size_t>();
+      x["offset"] = o > shift ? o - shift : 0;
+    }
+    choices[i].out.prompt_logprobs = std::move(arr);
+  }
+
   void on_token(size_t i, const engine::TokenOutput& t) {
     std::lock_guard<std::mutex> lk(mu);
     ChoiceState& c = choices[i];
-    if (c.done || c.stopped_by_string) return;
+    if (c.done || c.stopped_by_string || c.discard) return;
     const auto now = Clock::now();
     if (c.out.completion_tokens == 0) {
       model->metrics->ttft.observe(std::chrono::duration<double>(now - t0).count());
@@ -142,7 +180,9 @@ struct Service::Job : std::enable_shared_from_this<Service::Job> {
       error_message = error;
     }
     if (!ok && reason == engine::FinishReason::kCancelled) failed_cancelled = true;
-    if (c.stopped_by_string) {
+    if (c.discard) {
+      c.out.finish = "length";  // max_tokens 0: nothing generated
+    } else if (c.stopped_by_string) {
       c.out.finish = "stop";
     } else {
       // The rest of the text: incomplete UTF-8 at the end and text held back for stop strings.
@@ -203,6 +243,10 @@ struct Service::Job : std::enable_shared_from_this<Service::Job> {
     UsageOut u{prompt_tokens, cached_tokens, 0};
     std::vector<ChoiceOut> outs;
     outs.reserve(choices.size());
+    // The prompt's logprobs were computed by its first choice.
+    for (size_t i = 0; i < choices.size(); ++i)
+      if (choices[i].out.prompt_logprobs.is_null())
+        choices[i].out.prompt_logprobs = choices[i - i % static_cast<size_t>(opt.n)].out.prompt_logprobs;
     for (ChoiceState& c : choices) {
       u.completion_tokens += c.out.completion_tokens;
       outs.push_back(std::move(c.out));
@@ -217,6 +261,9 @@ class ChoiceSink : public engine::OutputSink {
  public:
   ChoiceSink(std::shared_ptr<Service::Job> job, size_t index) : job_(std::move(job)), index_(index) {}
   void on_token(engine::RequestId, const engine::TokenOutput& t) override { job_->on_token(index_, t); }
+  void on_prompt_logprobs(engine::RequestId, std::vector<engine::TokenOutput>&& entries) override {
+    job_->on_prompt_logprobs(index_, std::move(entries));
+  }
   void on_finish(engine::RequestId, engine::FinishReason r, const engine::RequestTimings& t,
                  const std::string& e) override {
     job_->on_finish(index_, r, t, e);
@@ -257,7 +304,11 @@ bool submit_all(const std::shared_ptr<Service::Job>& job, std::string& error) {
     job->choices[i].decoder = std::make_unique<IncrementalDecoder>(*m.tokenizer);
     job->choices[i].stop = std::make_unique<StopMatcher>(o.stop);
     if (job->tools.active() && o.stream) job->choices[i].tools = std::make_unique<ToolStreamSplitter>();
+    job->choices[i].discard = o.max_tokens && *o.max_tokens == 0;
   }
+  // Prompt logprobs: vLLM's prompt_logprobs, or echo with logprobs (how lm-evaluation-harness
+  // scores a continuation); computed by the first choice of each prompt.
+  const int want_prompt = std::max(o.prompt_logprobs, o.echo && o.logprobs >= 0 ? o.logprobs : -1);
   std::vector<engine::RequestId> submitted;
   try {
     for (size_t p = 0; p < job->prompts.size(); ++p) {
@@ -268,6 +319,8 @@ bool submit_all(const std::shared_ptr<Service::Job>& job, std::string& error) {
         r.sampling = o.sampling;
         if (r.sampling.seed && j > 0) *r.sampling.seed += static_cast<uint64_t>(j);  // distinct choices
         r.max_tokens = static_cast<int32_t>(o.max_tokens.value_or(ctx - static_cast<int64_t>(r.prompt.size())));
+        if (r.max_tokens == 0) r.max_tokens = 1;  // echo only: the token is dropped
+        if (j == 0) r.prompt_logprobs = want_prompt;
         if (job->completion_defaults && !o.max_tokens) r.max_tokens = std::min<int32_t>(16, r.max_tokens);
         r.stop_ids = o.stop_ids;
         r.ignore_eos = o.ignore_eos;

@@ -151,7 +151,7 @@ GenOptions parse_gen_options(const json& b, int32_t n_vocab, int max_n, bool cha
     }
   }
   std::optional<int64_t> mt = opt_int(b, "max_completion_tokens", 1, 1 << 30);
-  if (!mt) mt = opt_int(b, "max_tokens", 1, 1 << 30);
+  if (!mt) mt = opt_int(b, "max_tokens", chat ? 1 : 0, 1 << 30);
   o.max_tokens = mt;
   if (const json* s = field(b, "stop")) {
     if (s->is_string()) {
@@ -197,6 +197,11 @@ GenOptions parse_gen_options(const json& b, int32_t n_vocab, int max_n, bool cha
       }
     }
     o.echo = opt_bool(b, "echo").value_or(false);
+    if (mt && *mt == 0 && !o.echo) bad("max_tokens", "'max_tokens' must be at least 1 (0 only with 'echo')");
+  }
+  if (auto v = opt_int(b, "prompt_logprobs", 0, 20)) {
+    if (o.stream) bad("prompt_logprobs", "'prompt_logprobs' is not supported with streaming", "unsupported_parameter");
+    o.prompt_logprobs = static_cast<int>(*v);
   }
   if (const json* rf = field(b, "response_format")) {
     if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string())

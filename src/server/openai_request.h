@@ -64,6 +64,9 @@ struct GenOptions {
   bool include_usage = false;
   int logprobs = -1;                   // -1: none; else the number of top alternatives
   bool echo = false;                   // completions only
+  int prompt_logprobs = -1;            // vLLM's prompt_logprobs: -1 none, else top alternatives
+  // max_tokens (max_completion_tokens) may be 0 only with echo: the prompt is scored, nothing
+  // is generated.
   // Constrained decoding: "" (none), "json_object" (response_format), "json_schema" or
   // "json_schema_strict" (the schema's JSON in constraint_text), "grammar" (GBNF text in
   // constraint_text); constraint_param names the request field, for errors.

@@ -162,6 +162,10 @@ void Service::handle(HttpRequest req, std::shared_ptr<ResponseWriter> w) {
       need_post();
       return tokenize(req, w);
     }
+    if (path == "/tokenizer_info" || path == "/v1/tokenizer_info") {
+      if (req.method != "GET") throw ApiError{405, "use GET for " + path, "invalid_request_error", "", "method_not_allowed", {}};
+      return tokenizer_info(req, w);
+    }
     if (path == "/detokenize" || path == "/v1/detokenize") {
       need_post();
       return detokenize(req, w);
@@ -568,14 +572,33 @@ void Service::metrics(std::shared_ptr<ResponseWriter> w) const {
   w->send(200, "text/plain; version=0.0.4; charset=utf-8", o.str());
 }
 
+ServedModel& Service::tokenizer_model(const std::string* named) const {
+  if (!named && options_.default_model.empty() && models_.size() == 1) return *models_[0];
+  if (!named && options_.default_model.empty()) bad("model", "you must provide a model parameter", "missing_required_parameter");
+  const std::string name = named ? *named : options_.default_model;
+  if (ServedModel* m = find_model(name)) return *m;
+  throw ApiError{404, "The model `" + name + "` does not exist or you do not have access to it.", "invalid_request_error",
+                 "model", "model_not_found", {}};
+}
+
+namespace {
+// The `model` a tokenizer request names (a 400 when it is not a string).
+const std::string* named_model(const json& body) {
+  const json* m = field(body, "model");
+  if (m && !m->is_string()) bad("model", "'model' must be a string");
+  return m ? m->get_ptr<const std::string*>() : nullptr;
+}
+}  // namespace
+
 void Service::tokenize(const HttpRequest& req, std::shared_ptr<ResponseWriter> w) {
   const json body = parse_json_body(req.body);
-  ServedModel& m = model_or_404(find_model(model_name_of(body, options_.default_model)), body);
+  ServedModel& m = tokenizer_model(named_model(body));
   const bool add_special = opt_bool(body, "add_special_tokens").value_or(true);
   std::vector<int32_t> ids;
   if (const json* p = field(body, "prompt")) {
     if (!p->is_string()) bad("prompt", "'prompt' must be a string");
-    ids = m.tokenizer->encode(p->get<std::string>(), add_special, false);
+    // Special tokens written in the text are read as themselves, as vLLM's /tokenize does.
+    ids = m.tokenizer->encode(p->get<std::string>(), add_special, /*parse_special=*/true);
   } else {
     bad("prompt", "'prompt' is required", "missing_required_parameter");
   }
@@ -584,7 +607,7 @@ void Service::tokenize(const HttpRequest& req, std::shared_ptr<ResponseWriter> w
 
 void Service::detokenize(const HttpRequest& req, std::shared_ptr<ResponseWriter> w) {
   const json body = parse_json_body(req.body);
-  ServedModel& m = model_or_404(find_model(model_name_of(body, options_.default_model)), body);
+  ServedModel& m = tokenizer_model(named_model(body));
   const json* t = field(body, "tokens");
   if (!t || !t->is_array()) bad("tokens", "'tokens' must be an array of token ids", "missing_required_parameter");
   std::vector<int32_t> ids;
@@ -594,6 +617,22 @@ void Service::detokenize(const HttpRequest& req, std::shared_ptr<ResponseWriter>
     ids.push_back(e.get<int32_t>());
   }
   send_json(*w, json{{"prompt", m.tokenizer->decode(ids)}});
+}
+
+void Service::tokenizer_info(const HttpRequest& req, std::shared_ptr<ResponseWriter> w) {
+  std::string name;
+  if (const size_t p = req.target.find("?model="); p != std::string::npos) name = req.target.substr(p + 7);
+  ServedModel& m = tokenizer_model(name.empty() ? nullptr : &name);
+  auto or_null = [](const std::string& s) { return s.empty() ? json(nullptr) : json(s); };
+  send_json(*w, json{{"model", m.name},
+                     {"bos_token", or_null(m.bos_text)},
+                     {"eos_token", or_null(m.eos_text)},
+                     {"pad_token", nullptr},
+                     {"add_bos_token", m.tokenizer->add_bos()},
+                     {"chat_template", or_null(m.chat_template_source)},
+                     {"model_max_length", m.engine->max_model_len()},
+                     {"vocab_size", m.tokenizer->n_vocab()},
+                     {"tokenizer_class", "triad"}});
 }
 
 }  // namespace triad::server

@@ -2,7 +2,8 @@
 //
 // Endpoints: POST /v1/chat/completions, POST /v1/completions, POST /v1/responses (and GET /
 // DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items), GET /v1/models, GET
-// /v1/models/{id}, GET /health, GET /ready, GET /metrics, POST /tokenize, POST /detokenize.
+// /v1/models/{id}, GET /health, GET /ready, GET /metrics, POST /tokenize, POST /detokenize, GET
+// /tokenizer_info (as vLLM: lm-evaluation-harness tokenizes through these three).
 // Requests are validated into engine requests (every bad field is a 4xx in OpenAI's error
 // shape naming it); the engine's tokens come back through a sink that detokenizes them
 // incrementally, applies stop strings, and answers as one JSON object or as server-sent events.
@@ -39,6 +40,7 @@ struct ServedModel {
   const Tokenizer* tokenizer = nullptr;
   engine::Engine* engine = nullptr;
   std::shared_ptr<const tmpl::Template> chat_template;  // null: the built-in chat format
+  std::string chat_template_source;       // its Jinja text (GET /tokenizer_info)
   int builtin_chat_format = 0;            // triad::ChatFormat when chat_template is null
   bool template_knows_tools = false;      // the template renders `tools` itself
   std::string bos_text, eos_text;         // for templates
@@ -83,6 +85,10 @@ class Service {
   void health(std::shared_ptr<ResponseWriter> w) const;
   void tokenize(const HttpRequest& req, std::shared_ptr<ResponseWriter> w);
   void detokenize(const HttpRequest& req, std::shared_ptr<ResponseWriter> w);
+  void tokenizer_info(const HttpRequest& req, std::shared_ptr<ResponseWriter> w);
+  // The tokenizer endpoints' model: `named` (null when the request names none), else
+  // --default-model, else the only one served.
+  ServedModel& tokenizer_model(const std::string* named) const;
 
   std::vector<ServedModel*> models_;
   ServiceOptions options_;

@@ -209,8 +209,8 @@ def test_bad_tools_get_400(server):
         ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice"),
         ({"tools": TOOLS, "tool_choice": "sometimes"}, "tool_choice"),
         ({"tools": TOOLS, "response_format": {"type": "json_object"}}, "tools"),
-        ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
-            "n": {"type": "integer", "multipleOf": 2}}}}}]}, "tools"),
+        ({"tools": [{"type": "function", "function": {"name": "f", "strict": True, "parameters": {"type": "object", "properties": {
+            "n": {"type": "number", "multipleOf": 0.3}}}}}]}, "tools"),
         ({"tools": [{"type": "function", "function": {"name": "f", "parameters": []}}]}, "tools[0].function.parameters"),
         ({"messages": MSGS + [{"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function",
                                                                                        "function": {"name": "f", "arguments": "{not json"}}]}]},

@@ -513,6 +513,38 @@ TEST(SchedulerTest, ReusesCachedPrefixes) {
   off.expect_outputs_match();
 }
 
+TEST(SchedulerTest, FullPromptRequestsSkipTheCacheAndChunk) {
+  // read_prefix_cache false (prompt logprobs): nothing is attached, every position is computed,
+  // in chunks of at most max_chunk; its blocks still serve later requests.
+  Harness h(sched_config(64, 4), kv_config(4, {{0, 64}}));
+  const std::vector<int32_t> p = iota_tokens(40, 600);
+  h.add(make_spec(1, p, 2));
+  h.run_until_idle();
+  SchedRequestSpec full = make_spec(2, p, 2);
+  full.read_prefix_cache = false;
+  full.max_chunk = 16;
+  h.add(full);
+  std::vector<int32_t> chunks;
+  for (int i = 0; i < 3; ++i) {
+    SchedulerOutput o = h.step();
+    ASSERT_EQ(o.seqs.size(), 1u);
+    chunks.push_back(o.seqs[0].n_new);
+    if (i == 0) {
+      EXPECT_EQ(o.seqs[0].n_computed, 0);
+    }
+  }
+  EXPECT_EQ(chunks, (std::vector<int32_t>{16, 16, 8}));
+  EXPECT_EQ(h.sched.request(2)->n_cached_prompt, 0);
+  h.run_until_idle();
+  h.add(make_spec(3, p, 2));
+  h.step();
+  EXPECT_EQ(h.sched.request(3)->n_cached_prompt, 36);
+  h.run_until_idle();
+  h.expect_outputs_match();
+  EXPECT_EQ(h.shown.at(1), h.shown.at(2));
+  h.expect_pool_idle();
+}
+
 TEST(SchedulerTest, PreemptsMostRecentAndRecomputesExactly) {
   // Three requests growing to 7 blocks each in a 12-block pool.
   Harness h(sched_config(32, 4), kv_config(4, {{0, 12}}));
