@@ -24,7 +24,9 @@ try:
 except ImportError:
     sys.exit("make_bench_model.py: PyPI package 'gguf' is missing (pip install gguf)")
 
-SHAPES = {"qwen0.5b": (896, 24, 14, 2, 4864, 151936), "qwen1.5b": (1536, 28, 12, 2, 8960, 151936)}
+SHAPES = {"qwen0.5b": (896, 24, 14, 2, 4864, 151936), "qwen1.5b": (1536, 28, 12, 2, 8960, 151936),
+          # every row a multiple of 256, so each weight type applies without fallbacks (tests)
+          "tiny": (256, 2, 4, 2, 512, 1024)}
 HIDDEN, LAYERS, HEADS, KV_HEADS, FFN, VOCAB = SHAPES["qwen0.5b"]
 
 

@@ -15,8 +15,12 @@
 #include <sstream>
 #include <thread>
 
+#include <openssl/evp.h>
+
+#include "base/cpu_features.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "kernels/matmul.h"
 #include "collect_sink.h"
 #include "commands.h"
 #include "engine/engine_api.h"
@@ -32,6 +36,58 @@
 #include "tokenizer/chat_format.h"
 
 namespace triad::app {
+namespace {
+
+// system_fingerprint: "fp_" and 12 hex digits of a SHA-256 over what decides a request's
+// arithmetic: this executable's bytes (the build), the model's tensors (names, types, shapes,
+// and 4 KiB at the start, middle and end of each: a changed or fine-tuned weight file changes
+// them; hashing whole multi-GiB files at every start would not pay), the kernels' ISA level and
+// whether they are batch-invariant.
+std::string system_fingerprint(const Model& model) {
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
+  auto add = [&](const void* p, size_t n) { EVP_DigestUpdate(ctx, p, n); };
+  auto add_str = [&](const std::string& v) { add(v.data(), v.size() + 1); };
+  {
+    std::ifstream exe("/proc/self/exe", std::ios::binary);
+    std::vector<char> buf(1 << 16);
+    while (exe) {
+      exe.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+      add(buf.data(), static_cast<size_t>(exe.gcount()));
+    }
+  }
+  add_str(isa_name(best_isa()));
+  add_str(kernels::matmul_is_batch_invariant() ? "invariant" : "batch-dependent");
+  for (const gguf::TensorInfo& t : model.file().tensors()) {
+    add_str(t.name);
+    add(&t.type, sizeof t.type);
+    add(t.ne, sizeof t.ne);
+    add(&t.n_bytes, sizeof t.n_bytes);
+    const uint64_t k = 4096;
+    if (t.data == nullptr) continue;
+    if (t.n_bytes <= 3 * k) {
+      add(t.data, t.n_bytes);
+    } else {
+      add(t.data, k);
+      add(t.data + (t.n_bytes / 2 - k / 2), k);
+      add(t.data + (t.n_bytes - k), k);
+    }
+  }
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(ctx, md, &len);
+  EVP_MD_CTX_free(ctx);
+  static const char* hex = "0123456789abcdef";
+  std::string out = "fp_";
+  for (int i = 0; i < 6; ++i) {
+    out += hex[md[i] >> 4];
+    out += hex[md[i] & 15];
+  }
+  return out;
+}
+
+}  // namespace
+
 namespace {
 
 struct ServeOptions {
@@ -160,6 +216,7 @@ int run(const ServeOptions& o) {
     s.sm.tokenizer = s.lm.tokenizer.get();
     s.sm.engine = s.engine.get();
     s.sm.created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    s.sm.fingerprint = system_fingerprint(*s.lm.model);
     const Tokenizer& tok = *s.lm.tokenizer;
     if (tok.bos_id() >= 0) s.sm.bos_text = tok.token_text(tok.bos_id());
     if (tok.eos_id() >= 0) s.sm.eos_text = tok.token_text(tok.eos_id());
@@ -179,6 +236,11 @@ int run(const ServeOptions& o) {
       log_info(s.sm.name, ": no chat template in the file; using the built-in '", chat_format_name(f), "' chat format");
     }
     log_info(s.sm.name, ": ", s.engine->kv_plan().describe(), "; context ", s.engine->max_model_len(), " tokens");
+    log_info(s.sm.name, ": ", isa_name(best_isa()), " kernels, ",
+             kernels::matmul_is_batch_invariant()
+                 ? "batch-invariant (a token's result does not depend on what shares its step)"
+                 : "batch-dependent for Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q4_K/Q5_K/Q6_K (--batch-invariant makes them invariant)",
+             "; system_fingerprint ", s.sm.fingerprint);
     {
       // Constrained decoding: the vocabulary's byte trie, and the JSON-mode grammar's masks near
       // its start computed now rather than on the engine thread by the first JSON request.

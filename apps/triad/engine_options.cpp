@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "gguf/gguf_file.h"
+#include "kernels/matmul.h"
 #include "model/kv_storage.h"
 
 namespace triad::app {
@@ -25,6 +26,10 @@ void EngineOptions::add_to(CLI::App& cmd) {
       ->check(CLI::Range(1, 1 << 20));
   cmd.add_option("--max-seqs", max_seqs, "requests running at once")->check(CLI::Range(1, 4096));
   cmd.add_flag("--no-prefix-caching", no_prefix_caching, "turn automatic prefix caching off");
+  cmd.add_flag("--batch-invariant", batch_invariant,
+               "make every token's result bitwise independent of what shares its step (batch size, prefix-cache "
+               "hits) on AVX-512 CPUs too, whose Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q4_K/Q5_K/Q6_K kernels otherwise depend on "
+               "it; they then run their AVX2 kernels (slower prompts). Scalar and AVX2 CPUs always are");
 }
 
 uint64_t parse_byte_size(const std::string& text) {
@@ -76,6 +81,8 @@ engine::EngineConfig EngineOptions::make(const LoadedModel& lm, int threads, int
   c.enable_prefix_caching = !no_prefix_caching;
   c.model_id = lm.model->file().path();
   c.eog_ids = end_of_generation_ids(*lm.tokenizer);
+  // Process-wide: every engine of the process computes with the same kernels.
+  if (batch_invariant) kernels::set_matmul_batch_invariant(true);
   c.validate();
   return c;
 }

@@ -18,6 +18,7 @@ struct EngineOptions {
   int max_batched_tokens = 256;
   int max_seqs = 16;
   bool no_prefix_caching = false;
+  bool batch_invariant = false;    // --batch-invariant (kernels::set_matmul_batch_invariant)
 
   void add_to(CLI::App& cmd);
   // The engine configuration for `lm` with `threads` threads and a context of `ctx` tokens

@@ -11,6 +11,7 @@
 // Thread-safety: one call at a time per pool (ThreadPool::run is not re-entrant); concurrent
 // calls from different threads with different pools are safe (the scratch is thread-local).
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "base/aligned_buffer.h"
@@ -41,9 +42,19 @@ bool avx2_kernels_only(DType t) {
          t == DType::kIQ4_NL || t == DType::kIQ4_XS || t == DType::kMXFP4;
 }
 
+std::atomic<bool> g_batch_invariant{false};
+
+// The AVX-512 kernels whose rows depend on the batch (see set_matmul_batch_invariant).
+bool avx512_batch_dependent(DType t) {
+  return !avx2_kernels_only(t) && t != DType::kF32 && t != DType::kF16 && t != DType::kBF16;
+}
+
 MatmulRowsFn rows_fn(IsaLevel level, DType t) {
   switch (level) {
-    case IsaLevel::kAvx512: return avx2_kernels_only(t) ? matmul_rows_avx2 : matmul_rows_avx512;
+    case IsaLevel::kAvx512:
+      if (avx2_kernels_only(t) || (avx512_batch_dependent(t) && g_batch_invariant.load(std::memory_order_relaxed)))
+        return matmul_rows_avx2;
+      return matmul_rows_avx512;
     case IsaLevel::kAvx2: return matmul_rows_avx2;
     case IsaLevel::kScalar: break;
   }
@@ -136,6 +147,10 @@ void prepare_activations(IsaLevel level, MatmulJob& j, ThreadPool& pool) {
 }
 
 }  // namespace
+
+void set_matmul_batch_invariant(bool on) { g_batch_invariant.store(on); }
+bool matmul_batch_invariant_requested() { return g_batch_invariant.load(); }
+bool matmul_is_batch_invariant() { return best_isa() != IsaLevel::kAvx512 || g_batch_invariant.load(); }
 
 bool matmul_isa_supported(IsaLevel level) {
   const CpuFeatures& f = cpu_features();

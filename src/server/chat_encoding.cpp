@@ -3,6 +3,8 @@
 // one JSON object at the end.
 #include "server/encoder.h"
 
+#include "server/service.h"
+
 namespace triad::server {
 
 void write_event(ResponseWriter& w, const json& j, const std::string& event) {
@@ -51,8 +53,8 @@ json vllm_prompt_logprobs(const json& entries) {
 // What the chat and completion encoders share: ids, the chunk frame, errors and the stream's end.
 class OpenAiEncoder : public Encoder {
  public:
-  OpenAiEncoder(std::shared_ptr<ResponseWriter> w, std::string model, const GenOptions& opt, bool chat)
-      : w_(std::move(w)), model_(std::move(model)), opt_(opt), chat_(chat),
+  OpenAiEncoder(std::shared_ptr<ResponseWriter> w, const ServedModel& model, const GenOptions& opt, bool chat)
+      : w_(std::move(w)), model_(model.name), fingerprint_(model.fingerprint), opt_(opt), chat_(chat),
         id_(random_id(chat ? "chatcmpl-" : "cmpl-")), created_(unix_now()) {}
 
   void failed(const ApiError& e) override {
@@ -67,7 +69,7 @@ class OpenAiEncoder : public Encoder {
  protected:
   json chunk(json choice) const {
     json ch = {{"id", id_}, {"object", chat_ ? "chat.completion.chunk" : "text_completion"}, {"created", created_},
-               {"model", model_}, {"system_fingerprint", "fp_triad"}};
+               {"model", model_}, {"system_fingerprint", fingerprint_}};
     ch["choices"] = choice.is_null() ? json::array() : json::array({std::move(choice)});
     if (opt_.include_usage) ch["usage"] = nullptr;
     return ch;
@@ -84,12 +86,12 @@ class OpenAiEncoder : public Encoder {
   }
   json body(json choices, const UsageOut& u) const {
     return json{{"id", id_}, {"object", chat_ ? "chat.completion" : "text_completion"}, {"created", created_},
-                {"model", model_}, {"system_fingerprint", "fp_triad"}, {"choices", std::move(choices)},
+                {"model", model_}, {"system_fingerprint", fingerprint_}, {"choices", std::move(choices)},
                 {"usage", usage_json(u)}};
   }
 
   std::shared_ptr<ResponseWriter> w_;
-  std::string model_;
+  std::string model_, fingerprint_;
   GenOptions opt_;
   bool chat_;
   std::string id_;
@@ -98,8 +100,8 @@ class OpenAiEncoder : public Encoder {
 
 class ChatEncoder : public OpenAiEncoder {
  public:
-  ChatEncoder(std::shared_ptr<ResponseWriter> w, std::string model, const GenOptions& opt, bool legacy)
-      : OpenAiEncoder(std::move(w), std::move(model), opt, true), legacy_(legacy) {}
+  ChatEncoder(std::shared_ptr<ResponseWriter> w, const ServedModel& model, const GenOptions& opt, bool legacy)
+      : OpenAiEncoder(std::move(w), model, opt, true), legacy_(legacy) {}
 
   void text(size_t i, const std::string& piece, const json* lp, bool first) override {
     if (first) {
@@ -172,8 +174,8 @@ class ChatEncoder : public OpenAiEncoder {
 
 class CompletionEncoder : public OpenAiEncoder {
  public:
-  CompletionEncoder(std::shared_ptr<ResponseWriter> w, std::string model, const GenOptions& opt, std::vector<std::string> echo)
-      : OpenAiEncoder(std::move(w), std::move(model), opt, false), echo_(std::move(echo)) {}
+  CompletionEncoder(std::shared_ptr<ResponseWriter> w, const ServedModel& model, const GenOptions& opt, std::vector<std::string> echo)
+      : OpenAiEncoder(std::move(w), model, opt, false), echo_(std::move(echo)) {}
 
   void text(size_t i, const std::string& piece, const json* lp, bool) override {
     if (piece.empty() && !lp) return;
@@ -235,14 +237,14 @@ class CompletionEncoder : public OpenAiEncoder {
 
 }  // namespace
 
-std::unique_ptr<Encoder> make_chat_encoder(std::shared_ptr<ResponseWriter> w, std::string model, const GenOptions& opt,
+std::unique_ptr<Encoder> make_chat_encoder(std::shared_ptr<ResponseWriter> w, const ServedModel& model, const GenOptions& opt,
                                            bool legacy_functions) {
-  return std::make_unique<ChatEncoder>(std::move(w), std::move(model), opt, legacy_functions);
+  return std::make_unique<ChatEncoder>(std::move(w), model, opt, legacy_functions);
 }
 
-std::unique_ptr<Encoder> make_completion_encoder(std::shared_ptr<ResponseWriter> w, std::string model, const GenOptions& opt,
-                                                 std::vector<std::string> echo_text) {
-  return std::make_unique<CompletionEncoder>(std::move(w), std::move(model), opt, std::move(echo_text));
+std::unique_ptr<Encoder> make_completion_encoder(std::shared_ptr<ResponseWriter> w, const ServedModel& model,
+                                                 const GenOptions& opt, std::vector<std::string> echo_text) {
+  return std::make_unique<CompletionEncoder>(std::move(w), model, opt, std::move(echo_text));
 }
 
 }  // namespace triad::server

@@ -20,6 +20,8 @@
 
 namespace triad::server {
 
+struct ServedModel;
+
 struct CallOut {
   std::string id;          // call_...
   std::string name;
@@ -64,11 +66,11 @@ class Encoder {
 // chat.completion / chat.completion.chunk. `legacy_functions`: the request used the deprecated
 // `functions` field, so a call is written as message.function_call with finish_reason
 // "function_call".
-std::unique_ptr<Encoder> make_chat_encoder(std::shared_ptr<ResponseWriter> w, std::string model, const GenOptions& opt,
+std::unique_ptr<Encoder> make_chat_encoder(std::shared_ptr<ResponseWriter> w, const ServedModel& model, const GenOptions& opt,
                                            bool legacy_functions);
 // text_completion; `echo_text[p]` is prompt p's text, written before its choices' text with echo.
-std::unique_ptr<Encoder> make_completion_encoder(std::shared_ptr<ResponseWriter> w, std::string model, const GenOptions& opt,
-                                                 std::vector<std::string> echo_text);
+std::unique_ptr<Encoder> make_completion_encoder(std::shared_ptr<ResponseWriter> w, const ServedModel& model,
+                                                 const GenOptions& opt, std::vector<std::string> echo_text);
 
 // Server-sent events: `data: {json}\n\n` (with an `event:` line when `event` is not empty).
 void write_event(ResponseWriter& w, const json& j, const std::string& event = "");

@@ -371,7 +371,7 @@ void Service::chat_completions(const HttpRequest& req, std::shared_ptr<ResponseW
   spec.model = &m;
   spec.constraint = compile_constraint(m, opt, std::move(dropped), w);
   spec.writer = w;
-  spec.encoder = make_chat_encoder(w, m.name, opt, tools.legacy);
+  spec.encoder = make_chat_encoder(w, m, opt, tools.legacy);
   spec.opt = std::move(opt);
   spec.tools = std::move(tools);
   spec.prompts.push_back(std::move(prompt));
@@ -432,7 +432,7 @@ void Service::completions(const HttpRequest& req, std::shared_ptr<ResponseWriter
   spec.model = &m;
   spec.constraint = compile_constraint(m, opt, {}, w);
   spec.writer = w;
-  spec.encoder = make_completion_encoder(w, m.name, opt, std::move(echo));
+  spec.encoder = make_completion_encoder(w, m, opt, std::move(echo));
   spec.opt = std::move(opt);
   spec.prompts = std::move(prompts);
   spec.completion_defaults = true;

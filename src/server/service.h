@@ -45,6 +45,9 @@ struct ServedModel {
   bool template_knows_tools = false;      // the template renders `tools` itself
   std::string bos_text, eos_text;         // for templates
   int64_t created = 0;                    // unix seconds (load time)
+  // system_fingerprint: changes with the build, the model's weights and the kernel settings
+  // that decide its arithmetic (ISA level, batch invariance).
+  std::string fingerprint = "fp_triad";
   std::unique_ptr<ModelMetrics> metrics = std::make_unique<ModelMetrics>();
   std::shared_ptr<ConstraintCache> constraints;  // compiled grammars over this model's vocabulary
 };

@@ -285,51 +285,60 @@ TEST(MatmulTest, RejectsBadArguments) {
 // for every type on the scalar and AVX2 levels (and on the AVX-512 level for Q2_K, Q3_K, IQ4_NL,
 // IQ4_XS and MXFP4, which run the AVX2 rows there). The AVX-512 quantized kernels use a
 // different f32 summation order for one token (decode) than for tiles of tokens, so there rows
-// agree only to rounding: checked here within 1e-5 of the row's largest magnitude.
+// agree only to rounding: checked here within 1e-5 of the row's largest magnitude. With
+// set_matmul_batch_invariant(true) every type is bitwise on every level.
 TEST(MatmulTest, RowsDoNotDependOnTheBatch) {
-  std::mt19937 rng(99);
-  const DType types[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ4_0, DType::kQ4_1,
-                         DType::kQ5_0, DType::kQ5_1, DType::kQ8_0, DType::kQ2_K, DType::kQ3_K,
-                         DType::kIQ4_NL, DType::kIQ4_XS, DType::kMXFP4, DType::kQ4_K, DType::kQ5_K,
-                         DType::kQ6_K};
-  ThreadPool pool1(1), pool2(2);
-  for (IsaLevel level : levels()) {
-    for (DType t : types) {
-      const bool avx2_rows = t == DType::kQ2_K || t == DType::kQ3_K || t == DType::kIQ4_NL ||
-                             t == DType::kIQ4_XS || t == DType::kMXFP4;
-      const bool bitwise = level != IsaLevel::kAvx512 || t == DType::kF32 || t == DType::kF16 ||
-                           t == DType::kBF16 || avx2_rows;
-      const int64_t cols = traits(t).block_size == 256 ? 512 : 256, rows = 67;
-      std::vector<uint8_t> wbytes = random_weights(t, rows, cols, rng);
-      WeightMatrix w{t, wbytes.data(), rows, cols};
-      const int64_t n_max = 40;
-      std::vector<float> x(static_cast<size_t>(n_max * cols));
-      std::normal_distribution<float> nd(0.f, 1.f);
-      for (float& v : x) v = nd(rng);
-      std::vector<float> alone(static_cast<size_t>(n_max * rows));
-      for (int64_t i = 0; i < n_max; ++i)
-        matmul_isa(level, w, x.data() + i * cols, 1, cols, alone.data() + i * rows, rows, pool1);
-      for (int64_t n : {2, 3, 4, 7, 8, 16, 17, 33, 40}) {
-        for (ThreadPool* pool : {&pool1, &pool2}) {
-          std::vector<float> y(static_cast<size_t>(n * rows));
-          matmul_isa(level, w, x.data(), n, cols, y.data(), rows, *pool);
-          const std::string where = std::string(dtype_name(t)) + " level " +
-                                    std::to_string(static_cast<int>(level)) + " n=" + std::to_string(n) +
-                                    " threads=" + std::to_string(pool->size());
-          if (bitwise) {
-            ASSERT_EQ(0, std::memcmp(y.data(), alone.data(), y.size() * sizeof(float))) << where;
-            continue;
-          }
-          for (int64_t i = 0; i < n; ++i) {
-            float amax = 0;
-            for (int64_t r = 0; r < rows; ++r) amax = std::max(amax, std::fabs(alone[i * rows + r]));
-            for (int64_t r = 0; r < rows; ++r)
-              ASSERT_NEAR(y[i * rows + r], alone[i * rows + r], 1e-5f * amax) << where << " row " << i;
+  for (const bool invariant : {false, true}) {
+    SCOPED_TRACE(invariant ? "batch-invariant mode" : "default mode");
+    set_matmul_batch_invariant(invariant);
+    if (invariant) {
+      EXPECT_TRUE(matmul_is_batch_invariant());
+    }
+    std::mt19937 rng(99);
+    const DType types[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ4_0, DType::kQ4_1,
+                           DType::kQ5_0, DType::kQ5_1, DType::kQ8_0, DType::kQ2_K, DType::kQ3_K,
+                           DType::kIQ4_NL, DType::kIQ4_XS, DType::kMXFP4, DType::kQ4_K, DType::kQ5_K,
+                           DType::kQ6_K};
+    ThreadPool pool1(1), pool2(2);
+    for (IsaLevel level : levels()) {
+      for (DType t : types) {
+        const bool avx2_rows = t == DType::kQ2_K || t == DType::kQ3_K || t == DType::kIQ4_NL ||
+                               t == DType::kIQ4_XS || t == DType::kMXFP4;
+        const bool bitwise = invariant || level != IsaLevel::kAvx512 || t == DType::kF32 || t == DType::kF16 ||
+                             t == DType::kBF16 || avx2_rows;
+        const int64_t cols = traits(t).block_size == 256 ? 512 : 256, rows = 67;
+        std::vector<uint8_t> wbytes = random_weights(t, rows, cols, rng);
+        WeightMatrix w{t, wbytes.data(), rows, cols};
+        const int64_t n_max = 40;
+        std::vector<float> x(static_cast<size_t>(n_max * cols));
+        std::normal_distribution<float> nd(0.f, 1.f);
+        for (float& v : x) v = nd(rng);
+        std::vector<float> alone(static_cast<size_t>(n_max * rows));
+        for (int64_t i = 0; i < n_max; ++i)
+          matmul_isa(level, w, x.data() + i * cols, 1, cols, alone.data() + i * rows, rows, pool1);
+        for (int64_t n : {2, 3, 4, 7, 8, 16, 17, 33, 40}) {
+          for (ThreadPool* pool : {&pool1, &pool2}) {
+            std::vector<float> y(static_cast<size_t>(n * rows));
+            matmul_isa(level, w, x.data(), n, cols, y.data(), rows, *pool);
+            const std::string where = std::string(dtype_name(t)) + " level " +
+                                      std::to_string(static_cast<int>(level)) + " n=" + std::to_string(n) +
+                                      " threads=" + std::to_string(pool->size());
+            if (bitwise) {
+              ASSERT_EQ(0, std::memcmp(y.data(), alone.data(), y.size() * sizeof(float))) << where;
+              continue;
+            }
+            for (int64_t i = 0; i < n; ++i) {
+              float amax = 0;
+              for (int64_t r = 0; r < rows; ++r) amax = std::max(amax, std::fabs(alone[i * rows + r]));
+              for (int64_t r = 0; r < rows; ++r)
+                ASSERT_NEAR(y[i * rows + r], alone[i * rows + r], 1e-5f * amax) << where << " row " << i;
+            }
           }
         }
       }
     }
   }
+  set_matmul_batch_invariant(false);
 }
 
 // The row-scaled online types (FP8 E4M3 weights with f32 activations, I8 W8A8 with per-token

@@ -1,0 +1,120 @@
+"""Reproducible sampling: the same request (seeded sampling at temperature 1, and greedy) gives
+the same tokens and bitwise the same logprobs whether it runs alone, again with its prefix
+cached (a hit that leaves fewer than 8 tokens to compute), or in a batch of 16 with other
+traffic in a KV pool small enough to force preemption; for every weight type. The model is a
+random-weight qwen2 whose rows are all multiples of 256 (bench/make_bench_model.py --shape
+tiny), quantized with `triad quantize`, so no type falls back to another. The servers run with
+--batch-invariant, which the AVX-512 kernels of eight types need and which changes nothing on
+scalar and AVX2 CPUs (their kernels are invariant by construction)."""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import os
+import random
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import BIN, Server
+from test_openai_sdk import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+TYPES = ["F16", "Q8_0", "Q6_K", "Q5_K_M", "Q5_1", "Q5_0", "Q4_K_M", "Q4_1", "Q4_0", "IQ4_NL", "IQ4_XS",
+         "Q3_K_M", "Q2_K", "MXFP4_MOE", "BF16"]
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    if not BIN:
+        pytest.skip("TRIAD_BIN is not set")
+    d = tmp_path_factory.mktemp("det")
+    base = d / "tiny-f16.gguf"
+    subprocess.run([sys.executable, str(ROOT / "bench" / "make_bench_model.py"), str(base), "--shape", "tiny",
+                    "--type", "f16"], check=True, capture_output=True)
+    out = {}
+    for t in TYPES:
+        if t == "F16":
+            out[t] = base
+            continue
+        p = d / f"tiny-{t.lower()}.gguf"
+        subprocess.run([BIN, "quantize", str(base), str(p), t], check=True, capture_output=True)
+        out[t] = p
+    return out
+
+
+def prompts(n_vocab=1024):
+    """16 prompts: a shared 40-token prefix (two and a half 16-token blocks) and distinct tails
+    of 3 to 6 tokens, so a warm prefix cache leaves fewer than 8 tokens to compute."""
+    rng = random.Random(7)
+    prefix = [rng.randrange(259, n_vocab) for _ in range(40)]
+    return [prefix + [rng.randrange(259, n_vocab) for _ in range(3 + i % 4)] for i in range(16)]
+
+
+def ask(s, prompt, i):
+    body = {"model": "m", "prompt": prompt, "max_tokens": 12, "logprobs": 2, "seed": 1000 + i,
+            "temperature": 0.0 if i % 4 == 0 else 1.0, "ignore_eos": True}
+    r = httpx.post(s.base_url + "/completions", json=body, timeout=300)
+    assert r.status_code == 200, r.text
+    ch = r.json()["choices"][0]
+    lp = ch["logprobs"]
+    return (ch["text"], lp["token_logprobs"], lp["top_logprobs"]), r.json()["usage"]
+
+
+def metric(s, name):
+    m = re.search(rf'^{name}{{model="m"}} ([0-9.e+-]+)$', httpx.get(s.base + "/metrics").text, re.M)
+    return float(m.group(1))
+
+
+@pytest.mark.parametrize("wtype", TYPES)
+def test_results_do_not_depend_on_the_batch_or_the_cache(models, wtype):
+    ps = prompts()
+    # A pool of 24 blocks of 16 tokens: 16 requests of ~55 tokens cannot all stay resident.
+    s = Server(["-m", str(models[wtype]), "--alias", "m", "--batch-invariant", "--max-seqs", "16",
+                "--kv-cache-memory", "192KiB", "--kv-block-size", "16"])
+    try:
+        alone = [ask(s, p, i)[0] for i, p in enumerate(ps)]
+        # Again, one at a time: the shared prefix is now cached.
+        warm = []
+        cached = 0
+        for i, p in enumerate(ps):
+            res, usage = ask(s, p, i)
+            warm.append(res)
+            cached += usage["prompt_tokens_details"]["cached_tokens"]
+        assert cached > 0, "the second pass should hit the prefix cache"
+        for i in range(len(ps)):
+            assert warm[i] == alone[i], f"{wtype}: request {i} changed with its prefix cached"
+        # All at once, with four long requests of other traffic in the same steps.
+        before = metric(s, "triad_preemptions_total")
+        rng = random.Random(3)
+        other = [[rng.randrange(259, 1024) for _ in range(120)] for _ in range(4)]
+        with cf.ThreadPoolExecutor(20) as ex:
+            futs = [ex.submit(ask, s, p, i) for i, p in enumerate(ps)]
+            noise = [ex.submit(ask, s, p, 99) for p in other]
+            batched = [f.result()[0] for f in futs]
+            for f in noise:
+                f.result()
+        for i in range(len(ps)):
+            assert batched[i] == alone[i], f"{wtype}: request {i} changed in a batch of 16 with other traffic"
+        assert metric(s, "triad_preemptions_total") > before, "the small pool should force preemption"
+    finally:
+        assert s.stop() == 0, "".join(s.log[-20:])
+
+
+def test_system_fingerprint_follows_weights_and_settings(models):
+    """system_fingerprint is stable for one build, model and setting, and changes with the
+    weights (another quantization of the same model) and with the kernels' batch invariance
+    when that changes the arithmetic."""
+    def fp(path, *extra):
+        s = Server(["-m", str(path), "--alias", "m", *extra])
+        try:
+            r = httpx.post(s.base_url + "/completions", json={"model": "m", "prompt": [300, 301], "max_tokens": 1})
+            return r.json()["system_fingerprint"]
+        finally:
+            s.stop()
+    a = fp(models["Q4_0"])
+    assert a.startswith("fp_") and len(a) == 15
+    assert fp(models["Q4_0"]) == a
+    assert fp(models["Q8_0"]) != a
