@@ -42,8 +42,8 @@ namespace {
 // arithmetic: this executable's bytes (the build), the model's tensors (names, types, shapes,
 // and 4 KiB at the start, middle and end of each: a changed or fine-tuned weight file changes
 // them; hashing whole multi-GiB files at every start would not pay), the kernels' ISA level and
-// whether they are batch-invariant.
-std::string system_fingerprint(const Model& model) {
+// whether they are batch-invariant, and the online weight conversion (--weight-type).
+std::string system_fingerprint(const Model& model, const std::string& weight_type) {
   EVP_MD_CTX* ctx = EVP_MD_CTX_new();
   EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
   auto add = [&](const void* p, size_t n) { EVP_DigestUpdate(ctx, p, n); };
@@ -58,6 +58,7 @@ std::string system_fingerprint(const Model& model) {
   }
   add_str(isa_name(best_isa()));
   add_str(kernels::matmul_is_batch_invariant() ? "invariant" : "batch-dependent");
+  add_str(weight_type);
   for (const gguf::TensorInfo& t : model.file().tensors()) {
     add_str(t.name);
     add(&t.type, sizeof t.type);
@@ -216,7 +217,7 @@ int run(const ServeOptions& o) {
     s.sm.tokenizer = s.lm.tokenizer.get();
     s.sm.engine = s.engine.get();
     s.sm.created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-    s.sm.fingerprint = system_fingerprint(*s.lm.model);
+    s.sm.fingerprint = system_fingerprint(*s.lm.model, o.common.weight_type);
     const Tokenizer& tok = *s.lm.tokenizer;
     if (tok.bos_id() >= 0) s.sm.bos_text = tok.token_text(tok.bos_id());
     if (tok.eos_id() >= 0) s.sm.eos_text = tok.token_text(tok.eos_id());

@@ -3,7 +3,8 @@ the same tokens and bitwise the same logprobs whether it runs alone, again with 
 cached (a hit that leaves fewer than 8 tokens to compute), or in a batch of 16 with other
 traffic in a KV pool small enough to force preemption; for every weight type. The model is a
 random-weight qwen2 whose rows are all multiples of 256 (bench/make_bench_model.py --shape
-tiny), quantized with `triad quantize`, so no type falls back to another. The servers run with
+tiny), quantized with `triad quantize` (FP8 and INT8: converted at load), so no type falls back
+to another. The servers run with
 --batch-invariant, which the AVX-512 kernels of eight types need and which changes nothing on
 scalar and AVX2 CPUs (their kernels are invariant by construction)."""
 from __future__ import annotations
@@ -23,7 +24,8 @@ from test_openai_sdk import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
 TYPES = ["F16", "Q8_0", "Q6_K", "Q5_K_M", "Q5_1", "Q5_0", "Q4_K_M", "Q4_1", "Q4_0", "IQ4_NL", "IQ4_XS",
-         "Q3_K_M", "Q2_K", "MXFP4_MOE", "BF16"]
+         "Q3_K_M", "Q2_K", "MXFP4_MOE", "BF16", "FP8", "INT8"]
+ONLINE = {"FP8": "fp8_e4m3", "INT8": "int8"}  # converted from F16 at load (--weight-type)
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +38,7 @@ def models(tmp_path_factory):
                     "--type", "f16"], check=True, capture_output=True)
     out = {}
     for t in TYPES:
-        if t == "F16":
+        if t == "F16" or t in ONLINE:
             out[t] = base
             continue
         p = d / f"tiny-{t.lower()}.gguf"
@@ -72,8 +74,9 @@ def metric(s, name):
 def test_results_do_not_depend_on_the_batch_or_the_cache(models, wtype):
     ps = prompts()
     # A pool of 24 blocks of 16 tokens: 16 requests of ~55 tokens cannot all stay resident.
+    online = ["--weight-type", ONLINE[wtype]] if wtype in ONLINE else []
     s = Server(["-m", str(models[wtype]), "--alias", "m", "--batch-invariant", "--max-seqs", "16",
-                "--kv-cache-memory", "192KiB", "--kv-block-size", "16"])
+                "--kv-cache-memory", "192KiB", "--kv-block-size", "16", *online])
     try:
         alone = [ask(s, p, i)[0] for i, p in enumerate(ps)]
         # Again, one at a time: the shared prefix is now cached.
@@ -118,3 +121,4 @@ def test_system_fingerprint_follows_weights_and_settings(models):
     assert a.startswith("fp_") and len(a) == 15
     assert fp(models["Q4_0"]) == a
     assert fp(models["Q8_0"]) != a
+    assert fp(models["F16"]) != fp(models["F16"], "--weight-type", "fp8_e4m3")

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from conftest import BIN, STORIES, Server, need
-from test_openai_sdk import httpx
+from test_openai_sdk import client, httpx
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +79,18 @@ def test_echo_logprobs_cover_the_prompt(f32_server):
     # max_tokens 0 needs echo
     bad = httpx.post(s.base_url + "/completions", json={"model": "stories", "prompt": TEXT, "max_tokens": 0})
     assert bad.status_code == 400 and bad.json()["error"]["param"] == "max_tokens"
+
+
+def test_echo_logprobs_through_the_sdk(f32_server):
+    c = client(f32_server)
+    r = c.completions.create(model="stories", prompt=TEXT, echo=True, logprobs=2, max_tokens=0)
+    lp = r.choices[0].logprobs
+    assert r.choices[0].text == TEXT and lp.token_logprobs[0] is None and lp.top_logprobs[0] is None
+    assert len(lp.tokens) == r.usage.prompt_tokens and all(len(t) == 2 for t in lp.top_logprobs[1:])
+    r2 = c.completions.create(model="stories", prompt=TEXT, echo=True, logprobs=0, max_tokens=3, temperature=0)
+    lp2 = r2.choices[0].logprobs
+    assert lp2.token_logprobs[:len(lp.tokens)] == lp.token_logprobs and len(lp2.tokens) == len(lp.tokens) + 3
+    assert r2.choices[0].text.startswith(TEXT)
 
 
 def test_vllm_prompt_logprobs_on_both_endpoints(f32_server):
