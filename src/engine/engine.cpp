@@ -57,6 +57,7 @@ struct Engine::Impl {
     std::unique_ptr<grammar::Matcher> matcher;  // constrained requests
     int32_t logprobs = -1;
     int32_t prompt_logprobs = -1;
+    bool deliver_stop = false;
     std::vector<TokenOutput> prompt_lp;  // entry k: prompt token k + 1 (filled as prefill runs)
     int32_t prompt_lp_done = 0;          // entries filled (a recomputation after preemption skips them)
     bool prompt_lp_sent = false;
@@ -285,7 +286,7 @@ struct Engine::Impl {
           continue;
         }
         ++generated_total;
-        if (ev.finish != FinishReason::kStop) {
+        if (ev.finish != FinishReason::kStop || l.deliver_stop) {
           if (!l.delivered) {
             l.delivered = true;
             l.timings.ttft_s = since(l.submitted);
@@ -452,6 +453,7 @@ RequestId Engine::submit(GenerationRequest req, std::shared_ptr<OutputSink> sink
   l.sink = std::move(sink);
   l.logprobs = req.logprobs;
   l.prompt_logprobs = req.prompt_logprobs;
+  l.deliver_stop = req.deliver_stop_token;
   l.submitted = Clock::now();
   l.timings.prompt_tokens = static_cast<int32_t>(req.prompt.size());
 

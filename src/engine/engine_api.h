@@ -39,6 +39,8 @@ struct GenerationRequest {
   int32_t max_tokens = 16;            // generated tokens at most (>= 1); clipped to the context
   std::vector<int32_t> stop_ids;      // extra stop token ids
   bool ignore_eos = false;            // do not stop at the model's end-of-generation tokens
+  bool deliver_stop_token = false;    // deliver the stop token that ends the request too (with
+                                      // its logprobs), as OpenAI's legacy completions list it
   int32_t logprobs = -1;              // -1: none; 0..20: the sampled token's logprob plus this
                                       // many top alternatives per token
   int32_t prompt_logprobs = -1;       // -1: none; 0..20: each prompt token's logprob (the model's
@@ -73,7 +75,7 @@ struct RequestTimings {
 class OutputSink {
  public:
   virtual ~OutputSink() = default;
-  // A new generated token (a stop token is never delivered).
+  // A new generated token (a stop token only with deliver_stop_token).
   virtual void on_token(RequestId id, const TokenOutput& token) = 0;
   // With prompt_logprobs: the entries of prompt tokens 1..n-1 (the first has no context), once,
   // before any on_token.

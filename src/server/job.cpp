@@ -182,16 +182,20 @@ struct Service::Job : std::enable_shared_from_this<Service::Job> {
     if (!ok && reason == engine::FinishReason::kCancelled) failed_cancelled = true;
     if (c.discard) {
       c.out.finish = "length";  // max_tokens 0: nothing generated
-    } else if (c.stopped_by_string) {
-      c.out.finish = "stop";
     } else {
-      // The rest of the text: incomplete UTF-8 at the end and text held back for stop strings.
-      std::string rest = c.stop->feed(c.decoder->flush());
-      if (c.stop->stopped()) {
+      // The rest of the text: incomplete UTF-8 at the end and text held back for stop strings
+      // (none after a stop string matched; the tool splitter still gives back what it holds).
+      std::string rest;
+      if (c.stopped_by_string) {
         c.out.finish = "stop";
       } else {
-        rest += c.stop->flush();
-        c.out.finish = reason == engine::FinishReason::kLength ? "length" : "stop";
+        rest = c.stop->feed(c.decoder->flush());
+        if (c.stop->stopped()) {
+          c.out.finish = "stop";
+        } else {
+          rest += c.stop->flush();
+          c.out.finish = reason == engine::FinishReason::kLength ? "length" : "stop";
+        }
       }
       c.out.text += rest;
       if (ok) {
@@ -325,6 +329,9 @@ bool submit_all(const std::shared_ptr<Service::Job>& job, std::string& error) {
         r.stop_ids = o.stop_ids;
         r.ignore_eos = o.ignore_eos;
         r.logprobs = o.logprobs;
+        // Legacy completions list the token that ended the answer (an end-of-generation token
+        // too) among the logprobs; lm-evaluation-harness relies on exactly one generated entry.
+        r.deliver_stop_token = job->completion_defaults && o.logprobs >= 0;
         r.constraint = job->constraint;
         std::lock_guard<std::mutex> lk(job->mu);  // a fast sink must see engine_id set
         job->choices[i].engine_id = m.engine->submit(std::move(r), std::make_shared<ChoiceSink>(job, i));

@@ -13,6 +13,7 @@ ResponseStore::ResponseStore(size_t max_entries, size_t max_bytes)
 
 void ResponseStore::put(const std::string& id, std::shared_ptr<const Entry> entry) {
   const size_t bytes = entry->response.dump().size() + entry->input.dump().size() + entry->output.dump().size();
+  if (bytes > max_bytes_) return;  // larger than the whole store: not kept (a later GET is a 404)
   std::lock_guard<std::mutex> lk(mu_);
   if (auto it = map_.find(id); it != map_.end()) {
     bytes_ -= it->second.bytes;
@@ -54,6 +55,8 @@ size_t ResponseStore::size() const {
 // ---- Request translation.
 
 namespace {
+
+constexpr size_t kMaxConversationBytes = size_t{16} << 20;
 
 const std::string* opt_string(const json& b, const char* key, const std::string& param) {
   const json* v = field(b, key);
@@ -99,6 +102,9 @@ void items_to_messages(const json& items, json& msgs) {
       std::string role = it["role"].get<std::string>();
       msgs.push_back({{"role", role}, {"content", content_text(it.contains("content") ? it["content"] : json(""), "input")}});
     } else if (type == "function_call") {
+      // A call the output limit cut off (status "incomplete") has no arguments to replay.
+      const json args = json::parse(it["arguments"].get<std::string>(), nullptr, false);
+      if (args.is_discarded() || !args.is_object()) continue;
       json call = {{"id", it["call_id"]}, {"type", "function"},
                    {"function", {{"name", it["name"]}, {"arguments", it["arguments"]}}}};
       if (!msgs.empty() && msgs.back()["role"] == "assistant") {
@@ -144,7 +150,8 @@ json normalize_item(const json& it, size_t i) {
     need_string("name");
     need_string("arguments");
     const json args = json::parse(it["arguments"].get<std::string>(), nullptr, false);
-    if (args.is_discarded() || !args.is_object()) bad(p + ".arguments", p + ".arguments must be a JSON object as text");
+    if ((args.is_discarded() || !args.is_object()) && it.value("status", "") != "incomplete")
+      bad(p + ".arguments", p + ".arguments must be a JSON object as text (or the item's status \"incomplete\")");
     if (!out.contains("id") || !out["id"].is_string()) out["id"] = random_id("fc_");
     if (!out.contains("status")) out["status"] = "completed";
   } else if (type == "function_call_output") {
@@ -241,6 +248,11 @@ ResponsesRequest parse_responses_request(const json& b, const ResponseStore& sto
     bad("input", "'input' must be a string or an array of input items");
   }
   if (r.input.size() > 8192) bad("previous_response_id", "the conversation is too long (more than 8192 items)");
+  // Items the prompt leaves out (reasoning) or fields it ignores still go into the store: bound
+  // the conversation's size, so a chain of responses cannot grow it without limit.
+  if (r.input.dump().size() > kMaxConversationBytes)
+    bad(prev_id.empty() ? "input" : "previous_response_id",
+        "the conversation is larger than " + std::to_string(kMaxConversationBytes >> 20) + " MiB");
   const std::string* instructions = opt_string(b, "instructions", "instructions");
   if (instructions) r.messages.push_back({{"role", "system"}, {"content", *instructions}});  // not inherited
   items_to_messages(r.input, r.messages);

@@ -23,7 +23,8 @@ namespace triad::server {
 
 // Responses answered with `store` (OpenAI's default), newest kept: at most `max_entries` and
 // about `max_bytes` of JSON; the oldest are dropped first (a dropped id is then a 404, as an
-// unknown one).
+// unknown one), and one entry larger than `max_bytes` is not kept at all. Requests bound the
+// conversation an entry holds (16 MiB of items).
 class ResponseStore {
  public:
   struct Entry {

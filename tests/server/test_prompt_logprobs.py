@@ -81,6 +81,19 @@ def test_echo_logprobs_cover_the_prompt(f32_server):
     assert bad.status_code == 400 and bad.json()["error"]["param"] == "max_tokens"
 
 
+def test_the_token_that_ends_the_answer_is_listed(f32_server):
+    """As OpenAI's legacy completions (and lm-eval's [ctxlen:-1] slice) expect: with logprobs, the
+    end-of-generation token that stops the answer is the last entry."""
+    s = f32_server
+    ids = post(s, "/tokenize", {"prompt": TEXT})["tokens"]
+    eos = 2  # stories260K's </s>
+    r = post(s, "/completions", {"model": "stories", "prompt": TEXT, "echo": True, "logprobs": 1, "max_tokens": 1,
+                                 "logit_bias": {str(eos): 100}})
+    ch = r["choices"][0]
+    assert ch["finish_reason"] == "stop" and ch["text"] == TEXT
+    assert len(ch["logprobs"]["token_logprobs"]) == len(ids) + 1 and r["usage"]["completion_tokens"] == 1
+
+
 def test_echo_logprobs_through_the_sdk(f32_server):
     c = client(f32_server)
     r = c.completions.create(model="stories", prompt=TEXT, echo=True, logprobs=2, max_tokens=0)

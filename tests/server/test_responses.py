@@ -152,6 +152,27 @@ def test_function_tools_streamed_and_round_trip(server):
     assert seen > 0
 
 
+def test_a_call_cut_off_is_closed_and_the_conversation_continues(server):
+    """A stop string inside a call's arguments ends it: its item is closed (incomplete) in the
+    stream and the final response, and continuing from that response still works."""
+    c = client(server)
+    kw = dict(model="tiny", input="What is the weather in Paris?", tools=TOOLS, tool_choice="required",
+              max_output_tokens=200, extra_body={"seed": 1, "stop": ["city"]})
+    evs = events_of(c.responses.create(stream=True, **kw))
+    types = [e.type for e in evs]
+    assert "response.function_call_arguments.done" in types, types
+    done = [e for e in evs if e.type == "response.output_item.done"]
+    assert done and done[-1].item.type == "function_call" and done[-1].item.status == "incomplete"
+    final = evs[-1].response
+    assert evs[-1].type == "response.completed" and final.output[-1].status == "incomplete"
+    r2 = c.responses.create(model="tiny", previous_response_id=final.id, input="Never mind.", max_output_tokens=3)
+    assert r2.status in ("completed", "incomplete")
+    # The cut-off item sent back by a client is accepted too.
+    r3 = c.responses.create(model="tiny", max_output_tokens=3,
+                            input=[{"role": "user", "content": "Hi"}, final.output[-1].model_dump(exclude_none=True)])
+    assert r3.output
+
+
 class Weather(pydantic.BaseModel):
     city: str = pydantic.Field(max_length=10)
     celsius: int
