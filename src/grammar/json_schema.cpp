@@ -69,7 +69,7 @@ Ranges json_safe(const Ranges& r) {
   return norm(o);
 }
 std::string class_expr(const Ranges& r) {
-  if (r.empty()) fail("a pattern character class matches no character a JSON string can hold");
+  if (r.empty()) fail("pattern: a character class matches no character a JSON string can hold");
   std::string o = "[";
   for (const CodeRange& c : r) {
     o += class_char(c.first);
@@ -335,6 +335,8 @@ class Compiler {
     if (it != by_body_.end()) return it->second;
     if (rules_.size() >= o_.max_rules) fail("the schema needs more than " + std::to_string(o_.max_rules) + " grammar rules");
     const std::string name = o_.prefix + hint + "-" + std::to_string(rules_.size());
+    bytes_ += body.size() + name.size();
+    if (bytes_ > o_.max_bytes) fail("the schema compiles to more than " + std::to_string(o_.max_bytes) + " bytes of grammar");
     rules_.emplace_back(name, body);
     by_body_.emplace(body, name);
     return name;
@@ -389,16 +391,13 @@ class Compiler {
       if (rules_.size() > o_.max_rules) fail("the schema needs more than " + std::to_string(o_.max_rules) + " grammar rules");
       return name;
     }
-    if (has("const")) {
-      validation_siblings({"const", "type"});
-      return lit(s["const"].dump());
-    }
-    if (has("enum")) {
-      validation_siblings({"enum", "type"});
-      if (!s["enum"].is_array() || s["enum"].empty()) fail("'enum' must be a non-empty array");
+    if (has("const") || has("enum")) {
+      const char* k = has("const") ? "const" : "enum";
+      validation_siblings({k, "type"});
+      const std::vector<json> values = typed_values(s);
       std::string o = "(";
-      for (size_t i = 0; i < s["enum"].size(); ++i) o += (i ? " | " : "") + lit(s["enum"][i].dump());
-      return add_rule("enum", o + ")");
+      for (size_t i = 0; i < values.size(); ++i) o += (i ? " | " : "") + lit(values[i].dump());
+      return values.size() == 1 ? lit(values[0].dump()) : add_rule("enum", o + ")");
     }
     for (const char* k : {"anyOf", "oneOf"}) {
       if (!has(k)) continue;
@@ -521,18 +520,59 @@ class Compiler {
     return add_rule("object", "\"{\" ws " + (body.empty() ? "" : body + " ") + "\"}\"");
   }
 
+  static bool is_of_type(const json& v, const std::string& t) {
+    if (t == "string") return v.is_string();
+    if (t == "integer") return v.is_number_integer() || (v.is_number_float() && v.get<double>() == std::floor(v.get<double>()));
+    if (t == "number") return v.is_number();
+    if (t == "boolean") return v.is_boolean();
+    if (t == "null") return v.is_null();
+    if (t == "object") return v.is_object();
+    if (t == "array") return v.is_array();
+    fail("unknown type '" + t + "'");
+  }
+
+  // The values of a const / enum schema that its `type` (when given) admits, without
+  // duplicates as JSON Schema compares them (object keys in any order, 1 == 1.0).
+  std::vector<json> typed_values(const json& s) {
+    json list;
+    if (s.contains("const")) {
+      list = json::array({s["const"]});
+    } else {
+      if (!s["enum"].is_array() || s["enum"].empty()) fail("'enum' must be a non-empty array");
+      list = s["enum"];
+    }
+    std::vector<std::string> types;
+    if (s.contains("type")) {
+      if (s["type"].is_string()) types.push_back(s["type"].get<std::string>());
+      else if (s["type"].is_array())
+        for (const json& t : s["type"])
+          if (t.is_string()) types.push_back(t.get<std::string>());
+    }
+    std::vector<json> out;
+    std::vector<nlohmann::json> seen;  // unordered objects: key order does not matter
+    for (const json& v : list) {
+      bool ok = types.empty();
+      for (const std::string& t : types) ok = ok || is_of_type(v, t);
+      if (!ok) continue;
+      const nlohmann::json canon = nlohmann::json::parse(v.dump());
+      bool dup = false;
+      for (const nlohmann::json& w : seen)
+        dup = dup || w == canon || (w.is_number() && canon.is_number() && !w.is_boolean() && w.get<double>() == canon.get<double>());
+      if (dup) continue;
+      seen.push_back(canon);
+      out.push_back(v);
+    }
+    if (out.empty()) fail(s.contains("const") ? "'const' is not of the schema's type" : "no 'enum' value is of the schema's type");
+    return out;
+  }
+
   // uniqueItems over an enum (or const) of at most 10 values: a state per set of values
-  // written, so none repeats.
+  // written, so none repeats. Each value is a rule of its own, named by the states.
   std::string unique_array(const json& s) {
-    const json& it = s["items"];
-    const json values = it.contains("enum") ? it["enum"] : json::array({it["const"]});
-    if (!values.is_array() || values.empty()) fail("'enum' must be a non-empty array");
-    for (size_t i = 0; i < values.size(); ++i)
-      for (size_t j = 0; j < i; ++j)
-        if (values[i] == values[j] || (values[i].is_number() && values[j].is_number() &&
-                                       values[i].get<double>() == values[j].get<double>()))
-          fail("'enum' lists a value twice");
+    const std::vector<json> values = typed_values(s["items"]);
     const size_t m = values.size();
+    std::vector<std::string> value_rule(m);
+    for (size_t e = 0; e < m; ++e) value_rule[e] = add_rule("uval", lit(values[e].dump()));
     const int64_t min_items = count_of(s, "minItems", 0);
     const int64_t max_items = std::min<int64_t>(count_of(s, "maxItems", -1) < 0 ? static_cast<int64_t>(m) : count_of(s, "maxItems", -1),
                                                 static_cast<int64_t>(m));
@@ -548,7 +588,7 @@ class Compiler {
           if (set >> e & 1) continue;
           const std::string next = names[set | size_t{1} << e];
           if (next.empty()) continue;
-          alts.push_back((count ? "\",\" ws " : "") + lit(values[e].dump()) + " ws " + next);
+          alts.push_back((count ? "\",\" ws " : "") + value_rule[e] + " ws " + next);
         }
       if (alts.empty()) continue;
       std::string body;
@@ -563,9 +603,13 @@ class Compiler {
     if (s.contains("uniqueItems")) {
       if (!s["uniqueItems"].is_boolean()) fail("'uniqueItems' must be a boolean");
       if (s["uniqueItems"].get<bool>()) {
-        const bool enum_items = s.contains("items") && s["items"].is_object() && !s.contains("prefixItems") &&
-                                (s["items"].contains("enum") || s["items"].contains("const"));
-        if (enum_items && (s["items"].contains("enum") ? s["items"]["enum"].size() : 1) <= 10) return unique_array(s);
+        bool enum_items = s.contains("items") && s["items"].is_object() && !s.contains("prefixItems") &&
+                          (s["items"].contains("enum") || s["items"].contains("const"));
+        if (enum_items)  // nothing else may constrain the items (it would go unchecked here)
+          for (const auto& [k, v] : s["items"].items())
+            enum_items = enum_items && (k == "enum" || k == "const" || k == "type" || kAnnotations.count(k));
+        if (enum_items && (s["items"].contains("enum") && s["items"]["enum"].is_array() ? s["items"]["enum"].size() : 1) <= 10)
+          return unique_array(s);
         unenforceable("uniqueItems", "'uniqueItems' is supported for items that are an enum or const of at most 10 values");
       }
     }
@@ -690,10 +734,13 @@ class Compiler {
         const json& v = s[key];
         if (!v.is_number()) fail(std::string("'") + key + "' must be a number");
         const double d = v.get<double>();
-        if (d > 9e15 || d < -9e15) fail(std::string("'") + key + "' is out of range");
-        int64_t x = static_cast<int64_t>(lower ? std::ceil(d) : std::floor(d));
+        if (!std::isfinite(d)) fail(std::string("'") + key + "' must be finite");
+        // Beyond the admitted 15 digits a bound only clamps (JavaScript's MAX_SAFE_INTEGER is a
+        // common maximum); an empty clamped range is the error below.
+        const double dc = std::clamp(d, -2e15, 2e15);
+        int64_t x = static_cast<int64_t>(lower ? std::ceil(dc) : std::floor(dc));
         const bool exclusive = key == ek || (draft4 && s[ek].get<bool>());
-        if (exclusive && static_cast<double>(x) == d) x += lower ? 1 : -1;
+        if (exclusive && static_cast<double>(x) == dc) x += lower ? 1 : -1;
         if (!b || (lower ? x > *b : x < *b)) b = x;
       }
       return b;
@@ -710,10 +757,10 @@ class Compiler {
       const double d = m.get<double>();
       if (d == std::floor(d) && d <= 9e15) {
         k = static_cast<int64_t>(d);
-      } else if (const double inv = 1.0 / d; inv == std::floor(inv)) {
-        k = 1;  // 0.5, 0.25, 0.1...: every integer is a multiple
+      } else if (int e = 0; std::frexp(d, &e) == 0.5) {
+        k = 1;  // 0.5, 0.25, ...: x / d is exact, so every integer is a multiple (not so for 0.1)
       } else {
-        unenforceable("multipleOf", "'multipleOf' " + m.dump() + " on an integer is supported for whole numbers and 1/n");
+        unenforceable("multipleOf", "'multipleOf' " + m.dump() + " on an integer is supported for whole numbers and powers of 1/2");
       }
     }
     if (k > 1) return multiples(a, b, k);
@@ -900,9 +947,10 @@ class Compiler {
         }
       }
       if (!ok || var == top_.size()) {
-        unenforceable(max_len >= 0 ? "maxLength" : "minLength",
-                      "'pattern' with minLength / maxLength is supported when the pattern is anchored (^...$) and its "
-                      "variable length is one repeated character");
+        const std::string why = "'pattern' with minLength / maxLength is supported when the pattern is anchored (^...$) "
+                                "and its variable length is one repeated character";
+        if (min_len > 0) unenforceable("minLength", why);
+        if (max_len >= 0) unenforceable("maxLength", why);
         lengths_dropped = true;
       }
     }
@@ -1164,6 +1212,7 @@ class Compiler {
   SchemaOptions o_;
   std::vector<std::pair<std::string, std::string>> rules_;
   std::map<std::string, std::string> by_body_;
+  size_t bytes_ = 0;  // of the rules added so far
   std::map<std::string, std::string> refs_;
   std::string rx_;
   size_t rp_ = 0;

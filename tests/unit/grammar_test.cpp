@@ -586,11 +586,38 @@ TEST(JsonSchema, MultipleOfUniqueItemsAndPatternLengths) {
     }
   }
   expect_schema_error(R"({"type": "integer", "multipleOf": 1000003})", "multipleOf", true);
+  // 1/150 is not exact in binary: 3 / d is not a whole number, so it is not "every integer".
+  expect_schema_error(R"({"type": "integer", "multipleOf": 0.006666666666666667})", "multipleOf", true);
+  // JavaScript's MAX_SAFE_INTEGER as a bound clamps to the admitted 15 digits.
+  auto safe = schema_grammar(R"({"type": "integer", "minimum": 0, "maximum": 9007199254740991})");
+  EXPECT_TRUE(matches(safe, "999999999999999"));
+  EXPECT_FALSE(matches(safe, "-1"));
+  // A character class no JSON string character matches drops the pattern unless strict.
+  EXPECT_TRUE(matches(schema_grammar(R"({"type": "string", "pattern": "^[\u0000-\u0001]*$"})"), R"("x")"));
   expect_schema_error(R"({"type": "integer", "multipleOf": 10, "minimum": 1, "maximum": 9})", "no multiple");
   // uniqueItems over enum values: every order of distinct values, none twice, within the counts.
   auto u = schema_grammar(R"({"type": "array", "items": {"enum": ["a", "b", 3]}, "uniqueItems": true, "minItems": 1})");
   for (const char* ok : {R"(["a"])", R"([3, "a"])", R"(["b", 3, "a"])", R"([ "a" , "b" ])"}) EXPECT_TRUE(matches(u, ok)) << ok;
   for (const char* bad : {"[]", R"(["a", "a"])", R"([3, "b", 3])", R"(["c"])"}) EXPECT_FALSE(matches(u, bad)) << bad;
+  // Values equal as JSON Schema compares them count once (object keys in any order, 1 == 1.0),
+  // and a type next to an enum filters its values.
+  auto u3 = schema_grammar(R"({"type": "array", "uniqueItems": true, "items": {"enum": [{"a": 1, "b": 2}, {"b": 2, "a": 1}, 1, 1.0]}})");
+  EXPECT_FALSE(matches(u3, R"([{"a":1,"b":2}, {"b":2,"a":1}])"));
+  EXPECT_FALSE(matches(u3, "[1, 1.0]"));
+  auto typed = schema_grammar(R"({"type": "string", "enum": ["a", 1]})");
+  EXPECT_TRUE(matches(typed, R"("a")"));
+  EXPECT_FALSE(matches(typed, "1"));
+  // Another keyword next to the items' enum takes the general path (uniqueItems dropped unless
+  // strict), so the keyword is not silently ignored.
+  {
+    const char* both = R"({"type": "array", "uniqueItems": true, "items": {"enum": ["a", "bb"], "minLength": 2}})";
+    expect_schema_error(both, "uniqueItems", true);
+    std::vector<std::string> dropped;
+    SchemaOptions o;
+    o.dropped = &dropped;
+    (void)json_schema_to_gbnf(nlohmann::ordered_json::parse(both), o);
+    EXPECT_EQ(dropped, (std::vector<std::string>{"uniqueItems", "minLength"}));
+  }
   auto u2 = schema_grammar(R"({"type": "array", "items": {"const": 1}, "uniqueItems": true})");
   EXPECT_TRUE(matches(u2, "[1]"));
   EXPECT_FALSE(matches(u2, "[1, 1]"));
