@@ -501,6 +501,9 @@ void Engine::cancel_all() {
 EngineStats Engine::stats() const {
   std::lock_guard<std::mutex> lk(impl_->mu);
   EngineStats s = impl_->snapshot;
+  // Requests submitted since the loop last took its inbox wait too: counted now, so that an
+  // admission check (the server's queue limit) sees a burst that arrives within one step.
+  s.waiting += static_cast<int32_t>(impl_->inbox.size());
   s.last_progress_s = since(impl_->last_progress);
   return s;
 }

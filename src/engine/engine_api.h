@@ -87,7 +87,7 @@ class OutputSink {
 
 struct EngineStats {
   int32_t running = 0;
-  int32_t waiting = 0;
+  int32_t waiting = 0;                // queued, including those submitted since the last step
   int64_t kv_blocks_total = 0;
   int64_t kv_blocks_used = 0;
   int64_t kv_blocks_free = 0;
