@@ -11,8 +11,11 @@
 // Every figure is the best of several timed trials (the dev machine is shared).
 //
 // Types: every GGUF weight type, and the online row-scaled fp8_e4m3 / int8 (W8A8).
+// --resident 1: n=1 reads one copy of the weights again and again, so a matrix that fits the
+// caches measures the kernel's compute-bound rate (where a kernel stops being memory-bound).
 // usage: matmul_bench [--types f16,q8_0,...] [--shapes 896x896,...] [--threads 1,2]
 //                     [--tokens 1,512] [--isa scalar|avx2|avx512] [--min-time SECONDS]
+//                     [--resident 0|1]
 // Thread-safety: single-threaded driver; the kernels run on a ThreadPool.
 #include <algorithm>
 #include <cstdio>
@@ -160,6 +163,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> tokens = split("1,512");
   triad::IsaLevel isa = triad::best_isa();
   double min_time = 0.25;
+  bool resident = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--types") types = split(v);
@@ -167,6 +171,7 @@ int main(int argc, char** argv) {
     else if (a == "--threads") threads = split(v);
     else if (a == "--tokens") tokens = split(v);
     else if (a == "--min-time") min_time = std::atof(v.c_str());
+    else if (a == "--resident") resident = v == "1";
     else if (a == "--isa") isa = v == "scalar" ? triad::IsaLevel::kScalar
                                 : v == "avx2" ? triad::IsaLevel::kAvx2 : triad::IsaLevel::kAvx512;
     else { std::fprintf(stderr, "unknown option %s\n", a.c_str()); return 2; }
@@ -201,7 +206,7 @@ int main(int argc, char** argv) {
       }
       const uint64_t mbytes = triad::row_bytes(t, static_cast<uint64_t>(s.cols)) * static_cast<uint64_t>(s.rows);
       // n=1: enough copies to exceed the caches (>= 256 MiB in all).
-      const uint64_t copies = std::max<uint64_t>(1, (uint64_t{256} << 20) / mbytes);
+      const uint64_t copies = resident ? 1 : std::max<uint64_t>(1, (uint64_t{256} << 20) / mbytes);
       const bool want1 = std::find(tokens.begin(), tokens.end(), "1") != tokens.end();
       const bool want512 = std::find(tokens.begin(), tokens.end(), "512") != tokens.end();
       triad::AlignedBuffer<uint8_t> w(mbytes * (want1 ? copies : 1));

@@ -33,26 +33,32 @@ uint8_t* scratch(size_t bytes) {
   return buf.data();
 }
 
-// Weight types with AVX2 kernels only: the row-scaled online types (FP8 E4M3, I8 W8A8) and
-// Q2_K, Q3_K, IQ4_NL, IQ4_XS, MXFP4. The AVX-512 level runs their AVX2 rows (an AVX-512 CPU
-// runs AVX2 code: matmul_isa_supported(kAvx512) implies kAvx2), so for them it matches the AVX2
-// level bit for bit, batch independence included.
-bool avx2_kernels_only(DType t) {
-  return dtype_has_row_scale(t) || t == DType::kQ2_K || t == DType::kQ3_K ||
-         t == DType::kIQ4_NL || t == DType::kIQ4_XS || t == DType::kMXFP4;
-}
-
 std::atomic<bool> g_batch_invariant{false};
 
-// The AVX-512 kernels whose rows depend on the batch (see set_matmul_batch_invariant).
+// The AVX-512 kernels whose rows depend on the batch (see set_matmul_batch_invariant): the
+// types with packed prompt kernels (matmul_packed_avx512.cpp), whose float accumulation order
+// differs from the direct kernels'. F32 / F16 / BF16, the row-scaled online types and the Q8K
+// types (Q2_K, Q3_K, IQ4_XS) run one arithmetic for every token count.
 bool avx512_batch_dependent(DType t) {
-  return !avx2_kernels_only(t) && t != DType::kF32 && t != DType::kF16 && t != DType::kBF16;
+  switch (t) {
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kQ8_0:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+    case DType::kIQ4_NL:
+    case DType::kMXFP4: return true;
+    default: return false;
+  }
 }
 
 MatmulRowsFn rows_fn(IsaLevel level, DType t) {
   switch (level) {
     case IsaLevel::kAvx512:
-      if (avx2_kernels_only(t) || (avx512_batch_dependent(t) && g_batch_invariant.load(std::memory_order_relaxed)))
+      if (avx512_batch_dependent(t) && g_batch_invariant.load(std::memory_order_relaxed))
         return matmul_rows_avx2;
       return matmul_rows_avx512;
     case IsaLevel::kAvx2: return matmul_rows_avx2;

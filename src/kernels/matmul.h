@@ -28,11 +28,12 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, int64_t x_s
 
 // Batch invariance: whether a token's output row is bitwise the same whatever else shares the
 // call (the number of tokens, the thread count). The scalar and AVX2 kernels always are. The
-// AVX-512 kernels of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K are not: one token
-// (decode) sums in another order than tiles of tokens, and from kPackedMinTokens tokens on the
-// packed prompt kernels take over, about twice as fast. set_matmul_batch_invariant(true) makes
-// those types run their AVX2 rows on AVX-512 CPUs (as Q2_K, Q3_K, IQ4_* and MXFP4 always do), so
-// every type is invariant there too, at their speed. Process-wide; set it before serving.
+// AVX-512 kernels of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL and MXFP4 are not:
+// from kPackedMinTokens tokens on the packed prompt kernels take over, about twice as fast, and
+// sum in another order (for the K-quants one token also sums in another order than tiles of
+// tokens). set_matmul_batch_invariant(true) makes those types run their AVX2 rows on AVX-512
+// CPUs, so every type is invariant there too, at their speed. (F32, F16, BF16, Q2_K, Q3_K,
+// IQ4_XS, FP8 and I8 are invariant on every level.) Process-wide; set it before serving.
 void set_matmul_batch_invariant(bool on);
 bool matmul_batch_invariant_requested();
 // Whether matmul() is batch-invariant for every weight type on this CPU, as configured.

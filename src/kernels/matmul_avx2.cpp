@@ -1,6 +1,6 @@
 // AVX2 + FMA + F16C matmul kernels for every weight type (the path of CPUs without AVX-512;
-// also the AVX-512 level's kernels for IQ4_NL and MXFP4, which have no
-// AVX-512 ones: matmul.cpp's rows_fn). Compiled with AVX2 flags; called only when
+// also the AVX-512 level's rows under --batch-invariant for the types whose AVX-512 kernels
+// depend on the batch: matmul.cpp's rows_fn). Compiled with AVX2 flags; called only when
 // matmul_isa_supported(kAvx2).
 //
 // Same algorithm as the AVX-512 kernels (matmul_impl.h), 32 elements per step in 256-bit
@@ -22,7 +22,6 @@
 // Thread-safety: writes only the outputs of the given rows and tokens.
 #include <immintrin.h>
 
-#include <bit>
 #include <cstring>
 #include <type_traits>
 
@@ -251,23 +250,6 @@ struct DQ6K {
     st.min = 0.f;
   }
 };
-
-// e8m0_half(e) (quant_blocks.h) of every exponent byte, same bit construction: one load per
-// MXFP4 block instead of a compare, cmov and variable shift (about +15% MXFP4 decode speed on
-// the dev machine). constexpr, so no static initializer runs code compiled for AVX2.
-struct E8m0HalfTable {
-  float v[256];
-  constexpr E8m0HalfTable() : v() {
-    for (int e = 0; e < 256; ++e) {
-      const uint32_t bits = e < 2 ? (0x00200000u << e) : (static_cast<uint32_t>(e - 1) << 23);
-      v[e] = std::bit_cast<float>(bits);
-    }
-  }
-};
-inline constexpr E8m0HalfTable kE8m0Half{};
-static_assert(kE8m0Half.v[0] == 0x1p-128f && kE8m0Half.v[1] == 0x1p-127f &&
-              kE8m0Half.v[2] == 0x1p-126f && kE8m0Half.v[128] == 1.f &&
-              kE8m0Half.v[255] == 0x1p127f);
 
 // IQ4_NL (kMx = false: fp16 d, kIq4nlValues) and MXFP4 (kMx = true: e8m0_half(e),
 // kMxfp4Values): 32-element blocks of table values.

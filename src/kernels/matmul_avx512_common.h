@@ -34,7 +34,9 @@ inline __m128 hsum4(__m512 a, __m512 b, __m512 c, __m512 d) {
   return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
 }
 
-// Reduces acc[i][k] (row r + i, token t + k) and stores it to y[(t + k) * ys + r + i].
+// Reduces acc[i][k] (row r + i, token t + k) and stores it to y[(t + k) * ys + r + i]. Every
+// output is reduced in hsum4's order, also in tiles of fewer than 4 rows, so a row's result does
+// not depend on the tile it falls in (the thread split and the token count choose tiles).
 template <int R, int T>
 inline void store_tile(const __m512 (&acc)[R][T], float* y, int64_t ys, int64_t r, int64_t t) {
 #pragma GCC unroll 16
@@ -46,7 +48,8 @@ inline void store_tile(const __m512 (&acc)[R][T], float* y, int64_t ys, int64_t 
         _mm_storeu_ps(dst + i, hsum4(acc[i][k], acc[i + 1][k], acc[i + 2][k], acc[i + 3][k]));
     } else {
 #pragma GCC unroll 4
-      for (int i = 0; i < R; ++i) dst[i] = hsum16(acc[i][k]);
+      for (int i = 0; i < R; ++i)
+        dst[i] = _mm_cvtss_f32(hsum4(acc[i][k], acc[i][k], acc[i][k], acc[i][k]));
     }
   }
 }
@@ -56,5 +59,10 @@ inline void store_tile(const __m512 (&acc)[R][T], float* y, int64_t ys, int64_t 
 void matmul_rows_quant(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
 void matmul_rows_packed(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
 inline constexpr int64_t kPackedMinTokens = 8;
+// Q2_K / Q3_K / IQ4_XS against Q8K activations (matmul_q8k_avx512.cpp), FP8 E4M3 and I8 W8A8
+// (matmul_rowscaled_avx512.cpp): any token count.
+void matmul_rows_q8k(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
+void matmul_rows_fp8(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
+void matmul_rows_i8(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
 
 }  // namespace triad::kernels::avx512

@@ -7,7 +7,8 @@
 // lanes, a Q6_K 16-sub-block 4 lanes). Each provides kGroup (elements per group: 64 or 256),
 // kSteps (64-element steps per group), kOff (code offset: value = ws * (q - kOff)), kMins, a
 // per-row Group state, group(), step(), mins() / xs_vec() (types with minimums), and for
-// 32-block types half() (a lone last 32-block).
+// 32-block types half() (a lone last 32-block) and block_scale() / block_min() (one block's
+// float scale and minimum, for the packing step).
 // Thread-safety: pure inline functions over read-only data.
 #pragma once
 
@@ -16,6 +17,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/quant_blocks.h"
 #include "tensor/dtype.h"
 
 namespace triad::kernels::avx512 {
@@ -137,10 +139,64 @@ struct D32 {
     ws = g.ws;
   }
   static inline __m512 mins(const Group& g) { return g.mins; }
+  static inline float block_scale(const uint8_t* p) { return _cvtsh_ss(ld16(p)); }
+  static inline float block_min(const uint8_t* p) { return kHasM ? _cvtsh_ss(ld16(p + 2)) : 0.f; }
   // Activation block sums matching mins(): each of a block's 8 lanes carries 1/8 of it.
   static inline __m512 xs_vec(const float* xs, int64_t gi) {
     return _mm512_mul_ps(expand_pair(xs + 2 * gi), _mm512_set1_ps(0.125f));
   }
+};
+
+// IQ4_NL (kMx = false: fp16 d, kIq4nlValues) and MXFP4 (kMx = true: e8m0_half(e),
+// kMxfp4Values): 32-element blocks of 16 signed table values (quant_blocks.h), nibbles as
+// Q4_0. A vpshufb lookup gives value + 128 as the unsigned code (1..241), so they take Q8_0's
+// offset 128; a group is two blocks, as for the other 32-block types.
+template <bool kMx>
+struct DTab32 {
+  static constexpr int kBytes = kMx ? 17 : 18;
+  static constexpr int kGroup = 64, kSteps = 1, kOff = 128;
+  static constexpr bool kMins = false;
+  struct Group {
+    __m512i codes;
+    __m512 ws;
+    __m512 mins;
+  };
+  static inline __m512i table() {
+    const int8_t* v = kMx ? kMxfp4Values : kIq4nlValues;
+    const __m128i t = _mm_add_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v)),
+                                   _mm_set1_epi8(static_cast<char>(0x80)));
+    return _mm512_broadcast_i32x4(t);
+  }
+  static inline float block_scale(const uint8_t* p) {
+    return kMx ? kE8m0Half.v[p[0]] : _cvtsh_ss(ld16(p));
+  }
+  static inline float block_min(const uint8_t*) { return 0.f; }
+  static inline void decode(const uint8_t* p0, const uint8_t* p1, Group& g) {
+    // p1 == nullptr: only block p0 (upper lanes get zero scale; their activations are zero).
+    constexpr int kQs = kMx ? 1 : 2;
+    g.codes = _mm512_shuffle_epi8(table(), nibbles_pair(p0 + kQs, p1 ? p1 + kQs : nullptr));
+    if constexpr (kMx) {
+      const __m128 s = _mm_setr_ps(kE8m0Half.v[p0[0]], p1 ? kE8m0Half.v[p1[0]] : 0.f, 0.f, 0.f);
+      g.ws = _mm512_permutexvar_ps(load_idx(kIdxPair), _mm512_castps128_ps512(s));
+    } else {
+      static const uint8_t kZero[2] = {0, 0};
+      g.ws = expand_fp16_pair(p0, p1 ? p1 : kZero);
+    }
+    g.mins = _mm512_setzero_ps();
+  }
+  static inline void group(const uint8_t* row, int64_t gi, Group& g) {
+    const uint8_t* p = row + gi * 2 * kBytes;
+    decode(p, p + kBytes, g);
+  }
+  static inline void half(const uint8_t* row, int64_t gi, Group& g) {
+    decode(row + gi * 2 * kBytes, nullptr, g);
+  }
+  static inline void step(const uint8_t*, int64_t, int, const Group& g, __m512i& codes, __m512& ws) {
+    codes = g.codes;
+    ws = g.ws;
+  }
+  static inline __m512 mins(const Group& g) { return g.mins; }
+  static inline __m512 xs_vec(const float*, int64_t) { return _mm512_setzero_ps(); }
 };
 
 // Q4_K / Q5_K: a group is a 256-element super-block of 8 sub-blocks of 32.

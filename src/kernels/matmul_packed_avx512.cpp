@@ -102,9 +102,10 @@ inline void transpose_16(__m512i (&n)[4]) {
 template <class D>
 struct Packer;
 
-template <DType kType>
-struct Packer<D32<kType>> {
-  using D = D32<kType>;
+// The 32-block types (Q4_0 ... Q8_0, IQ4_NL, MXFP4): a decoder group is two blocks.
+template <class D>
+  requires(D::kGroup == 64)
+struct Packer<D> {
   static constexpr int kLB = 32;
   static void pack(const uint8_t* row, int64_t cols, int64_t g, uint8_t* out) {
     const int64_t nb = cols / 32;  // blocks in the row
@@ -126,8 +127,8 @@ struct Packer<D32<kType>> {
     for (int l = 0; l < 16; ++l) {
       const int64_t b = 16 * g + l;
       const uint8_t* p = row + b * D::kBytes;
-      ws[l] = b < nb ? _cvtsh_ss(ld16(p)) : 0.f;
-      mn[l] = (D::kMins && b < nb) ? _cvtsh_ss(ld16(p + 2)) : 0.f;
+      ws[l] = b < nb ? D::block_scale(p) : 0.f;
+      mn[l] = b < nb ? D::block_min(p) : 0.f;
     }
     transpose_32(n);
     for (int k = 0; k < 8; ++k) _mm512_store_si512(out + 64 * k, n[k]);
@@ -378,6 +379,8 @@ void matmul_rows_packed(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, 
     case DType::kQ4_K: Packed<DK45<false>>::run(j, r0, r1, t0, t1); return;
     case DType::kQ5_K: Packed<DK45<true>>::run(j, r0, r1, t0, t1); return;
     case DType::kQ6_K: Packed<DQ6K>::run(j, r0, r1, t0, t1); return;
+    case DType::kIQ4_NL: Packed<DTab32<false>>::run(j, r0, r1, t0, t1); return;
+    case DType::kMXFP4: Packed<DTab32<true>>::run(j, r0, r1, t0, t1); return;
     default: break;
   }
   matmul_rows_ref(j, r0, r1, t0, t1);  // not reached: every quantized type is handled above

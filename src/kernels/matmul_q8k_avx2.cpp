@@ -1,6 +1,6 @@
 // AVX2 kernels for the weight types that take Q8K activations (act_quant.h: one scale per
 // 256, code sums per 16): Q2_K, Q3_K and IQ4_XS, the product matmul_impl.h defines for them
-// (also run by AVX-512 CPUs: matmul.cpp's rows_fn). Integer arithmetic up to the super-block:
+// (AVX-512 CPUs run matmul_q8k_avx512.cpp). Integer arithmetic up to the super-block:
 // - Q2_K / Q3_K: vpmaddubsw(codes, xq) gives 16 pair sums, vpmaddwd with the step's two int16
 //   sub-block scales (one per 16 elements, picked by vpshufb from the half super-block's 8
 //   scales) 8 int32 lanes already scaled; they add up over the super-block's 8 steps of 32.

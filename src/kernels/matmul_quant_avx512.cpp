@@ -1,5 +1,5 @@
 // AVX-512 (VNNI) matmul kernels for the quantized weight types Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
-// Q4_K, Q5_K and Q6_K against Q8 activations (act_quant.h). Compiled with AVX-512 flags;
+// Q4_K, Q5_K, Q6_K, IQ4_NL and MXFP4 against Q8 activations (act_quant.h). Compiled with AVX-512 flags;
 // called only when matmul_isa_supported(kAvx512).
 //
 // One kernel for all types: a per-type decoder turns 64 weights at a time into unsigned 8-bit
@@ -244,6 +244,8 @@ void matmul_rows_quant(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, i
     case DType::kQ4_K: tiles::run<KQuant<DK45<false>>>(j, r0, r1, t0, t1); return;
     case DType::kQ5_K: tiles::run<KQuant<DK45<true>>>(j, r0, r1, t0, t1); return;
     case DType::kQ6_K: tiles::run<KQuant<DQ6K>>(j, r0, r1, t0, t1); return;
+    case DType::kIQ4_NL: tiles::run<KQuant<DTab32<false>>>(j, r0, r1, t0, t1); return;
+    case DType::kMXFP4: tiles::run<KQuant<DTab32<true>>>(j, r0, r1, t0, t1); return;
     default: break;
   }
   matmul_rows_ref(j, r0, r1, t0, t1);  // not reached: every weight type is handled above

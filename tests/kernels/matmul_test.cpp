@@ -282,10 +282,11 @@ TEST(MatmulTest, RejectsBadArguments) {
 // The serving engine batches requests: ideally a token's output row does not depend on how
 // many other tokens share the call (nor on the thread count), so that a request's greedy output
 // is the same alone or batched. That holds bitwise for the float weight types on every level and
-// for every type on the scalar and AVX2 levels (and on the AVX-512 level for Q2_K, Q3_K, IQ4_NL,
-// IQ4_XS and MXFP4, which run the AVX2 rows there). The AVX-512 quantized kernels use a
-// different f32 summation order for one token (decode) than for tiles of tokens, so there rows
-// agree only to rounding: checked here within 1e-5 of the row's largest magnitude. With
+// for every type on the scalar and AVX2 levels (and on the AVX-512 level for Q2_K, Q3_K and
+// IQ4_XS, whose AVX-512 kernels run one arithmetic for every tile shape). The other AVX-512
+// quantized kernels use a different f32 summation order from kPackedMinTokens tokens on (the
+// packed prompt kernels), and the K-quants also for one token (decode), so there rows agree
+// only to rounding: checked here within 1e-5 of the row's largest magnitude. With
 // set_matmul_batch_invariant(true) every type is bitwise on every level.
 TEST(MatmulTest, RowsDoNotDependOnTheBatch) {
   for (const bool invariant : {false, true}) {
@@ -302,10 +303,9 @@ TEST(MatmulTest, RowsDoNotDependOnTheBatch) {
     ThreadPool pool1(1), pool2(2);
     for (IsaLevel level : levels()) {
       for (DType t : types) {
-        const bool avx2_rows = t == DType::kQ2_K || t == DType::kQ3_K || t == DType::kIQ4_NL ||
-                               t == DType::kIQ4_XS || t == DType::kMXFP4;
+        const bool q8k = t == DType::kQ2_K || t == DType::kQ3_K || t == DType::kIQ4_XS;
         const bool bitwise = invariant || level != IsaLevel::kAvx512 || t == DType::kF32 || t == DType::kF16 ||
-                             t == DType::kBF16 || avx2_rows;
+                             t == DType::kBF16 || q8k;
         const int64_t cols = traits(t).block_size == 256 ? 512 : 256, rows = 67;
         std::vector<uint8_t> wbytes = random_weights(t, rows, cols, rng);
         WeightMatrix w{t, wbytes.data(), rows, cols};
@@ -345,8 +345,8 @@ TEST(MatmulTest, RowsDoNotDependOnTheBatch) {
 // Q8 activations) on every level against matmul_ref (2e-6 * S, as the table above), and
 // matmul_ref against the exact product of the dequantized weights s_r * code: exact up to 1e-5 * S
 // for FP8; for I8 within the per-token activation rounding 1.01 * sum |w_c| * (amax_t / 127) / 2.
-// Rows must not depend on the batch (bitwise on every level: these run the AVX2 kernels on
-// AVX-512 CPUs too). Codes cover every finite E4M3 pattern (NaN codes excluded) and every int8
+// Rows must not depend on the batch (bitwise on every level: their kernels run one arithmetic
+// for every tile shape). Codes cover every finite E4M3 pattern (NaN codes excluded) and every int8
 // value including -128.
 TEST(MatmulTest, RowScaledTypesOnEveryIsa) {
   std::mt19937 rng(4321);

@@ -5,7 +5,7 @@ traffic in a KV pool small enough to force preemption; for every weight type. Th
 random-weight qwen2 whose rows are all multiples of 256 (bench/make_bench_model.py --shape
 tiny), quantized with `triad quantize` (FP8 and INT8: converted at load), so no type falls back
 to another. The servers run with
---batch-invariant, which the AVX-512 kernels of eight types need and which changes nothing on
+--batch-invariant, which the AVX-512 kernels of ten types need and which changes nothing on
 scalar and AVX2 CPUs (their kernels are invariant by construction)."""
 from __future__ import annotations
 
