@@ -85,15 +85,20 @@ void prepare_activations(IsaLevel level, MatmulJob& j, ThreadPool& pool) {
   if (kind == ActKind::kQ8Row) {
     j.aq_stride = round_up(cols, 64);
     j.as_stride = 1;
-    uint8_t* base = scratch(static_cast<size_t>(n) * static_cast<size_t>(j.aq_stride + 4));
+    uint8_t* base = scratch(static_cast<size_t>(n) * static_cast<size_t>(j.aq_stride + 8));
     int8_t* aq = reinterpret_cast<int8_t*>(base);
     float* ad = reinterpret_cast<float*>(base + static_cast<size_t>(n) * static_cast<size_t>(j.aq_stride));
+    int32_t* asum = reinterpret_cast<int32_t*>(ad + n);
     j.aq = aq;
     j.ad = ad;
+    j.asum = asum;
     for_tokens([&](int64_t t) {
       int8_t* q = aq + t * j.aq_stride;
       quantize_act_q8_row(level, j.x + t * j.x_stride, cols, q, ad + t);
       std::fill(q + cols, q + j.aq_stride, int8_t{0});
+      int32_t sum = 0;  // |sum| <= 127 * cols: the driver limits cols to 131072
+      for (int64_t c = 0; c < cols; ++c) sum += q[c];
+      asum[t] = sum;
     });
     return;
   }

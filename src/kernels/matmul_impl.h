@@ -62,6 +62,9 @@ struct MatmulJob {
   int64_t aq_stride = 0;
   const float* ad = nullptr;
   const float* axs = nullptr;
+  // Q8 row activations (I8 weights): each token's code sum, sum_c xq_c (exact; used by kernels
+  // that flip the weights to unsigned bytes).
+  const int32_t* asum = nullptr;
   int64_t as_stride = 0;  // Q8 row activations (I8 weights): ad[t * as_stride] is token t's scale
   // Q8K activations (Q2_K / Q3_K / IQ4_XS weights): ad holds one scale per 256 (rows of as_stride),
   // bsums the per-16 code sums (rows of bs_stride int16).

@@ -6,10 +6,10 @@
 //   fp8_vec_avx2.h), two vcvtph2ps make 32 f32 weights, and every token of the tile takes two
 //   FMAs. The row's scale absorbs the 2^8: y = hsum * fl(s_r * 256), as in the AVX2 kernel.
 // - I8: vpdpbusd multiplies unsigned by signed bytes, and both operands are signed here. The
-//   activations are flipped to xq + 128 (one xor per token and 64 codes, shared by the tile's
-//   rows), and the row's code sum is subtracted 128 times: sum (xq + 128) w - 128 sum w =
-//   sum xq w. The code sum is one more vpdpbusd with a vector of ones per row and 64 codes,
-//   shared by the tile's tokens. Every int32 lane holds an exact partial sum (< 2^31 for the
+//   weights are flipped to w + 128 (one xor per row and 64 codes, shared by the tile's tokens),
+//   and 128 times the token's code sum (MatmulJob::asum, formed once per token by the driver) is
+//   subtracted: sum (w + 128) xq - 128 sum xq = sum w xq. One vpdpbusd per row x token pair and
+//   64 codes, nothing else per pair. Every int32 lane holds an exact partial sum (< 2^31 for the
 //   row lengths matmul accepts), and the lanes add with wrap-around, which is exact because
 //   the total is below 2^31 (checked by the driver). Then y = float(isum) * fl(s_r * dx_t).
 // Both kernels run the same arithmetic for every tile shape (the token count never changes an
@@ -107,7 +107,7 @@ inline int32_t hsum_epi32(__m512i v) {
 }
 
 struct KI8 {
-  static constexpr int kR = 4, kT = 3, kActBytes = 1;
+  static constexpr int kR = 4, kT = 5, kActBytes = 1;
 
   template <int R, int T>
   static void tile(const MatmulJob& j, int64_t r, int64_t t) {
@@ -117,47 +117,44 @@ struct KI8 {
     const int8_t* xq[T];
 #pragma GCC unroll 8
     for (int k = 0; k < T; ++k) xq[k] = j.aq + (t + k) * j.aq_stride;
-    __m512i acc[R][T], rs[R];
+    __m512i acc[R][T];
 #pragma GCC unroll 8
-    for (int i = 0; i < R; ++i) {
-      rs[i] = _mm512_setzero_si512();
+    for (int i = 0; i < R; ++i)
 #pragma GCC unroll 8
       for (int k = 0; k < T; ++k) acc[i][k] = _mm512_setzero_si512();
-    }
-    const __m512i ones = _mm512_set1_epi8(1), flip = _mm512_set1_epi8(static_cast<char>(0x80));
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
     const int64_t K = j.cols;
     const int64_t tile_bytes = R * static_cast<int64_t>(j.row_bytes);
-    auto step = [&](const __m512i (&wv)[R], int64_t c) {
-#pragma GCC unroll 8
-      for (int i = 0; i < R; ++i) rs[i] = _mm512_dpbusd_epi32(rs[i], ones, wv[i]);
+    auto step = [&](const __m512i (&wu)[R], int64_t c) {
 #pragma GCC unroll 8
       for (int k = 0; k < T; ++k) {
-        const __m512i xu = _mm512_xor_si512(_mm512_load_si512(xq[k] + c), flip);
+        const __m512i xv = _mm512_load_si512(xq[k] + c);
 #pragma GCC unroll 8
-        for (int i = 0; i < R; ++i) acc[i][k] = _mm512_dpbusd_epi32(acc[i][k], xu, wv[i]);
+        for (int i = 0; i < R; ++i) acc[i][k] = _mm512_dpbusd_epi32(acc[i][k], wu[i], xv);
       }
     };
     int64_t c = 0;
     for (; c + 64 <= K; c += 64) {
       tiles::prefetch_ahead(w[0], tile_bytes, c * R, (c + 64) * R);
-      __m512i wv[R];
+      __m512i wu[R];
 #pragma GCC unroll 8
-      for (int i = 0; i < R; ++i) wv[i] = _mm512_loadu_si512(w[i] + c);
-      step(wv, c);
+      for (int i = 0; i < R; ++i) wu[i] = _mm512_xor_si512(_mm512_loadu_si512(w[i] + c), flip);
+      step(wu, c);
     }
-    if (c < K) {
+    if (c < K) {  // masked weights become 128 after the flip, against zero-padded activations
       const __mmask64 m = _cvtu64_mask64((uint64_t{1} << (K - c)) - 1);
-      __m512i wv[R];
+      __m512i wu[R];
 #pragma GCC unroll 8
-      for (int i = 0; i < R; ++i) wv[i] = _mm512_maskz_loadu_epi8(m, w[i] + c);
-      step(wv, c);
+      for (int i = 0; i < R; ++i) wu[i] = _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, w[i] + c), flip);
+      step(wu, c);
     }
 #pragma GCC unroll 8
     for (int k = 0; k < T; ++k) {
       const float dx = j.ad[(t + k) * j.as_stride];
+      const uint32_t corr = static_cast<uint32_t>(j.asum[t + k]) << 7;  // 128 * sum xq, mod 2^32
 #pragma GCC unroll 8
       for (int i = 0; i < R; ++i) {
-        const int32_t isum = hsum_epi32(_mm512_sub_epi32(acc[i][k], _mm512_slli_epi32(rs[i], 7)));
+        const int32_t isum = static_cast<int32_t>(static_cast<uint32_t>(hsum_epi32(acc[i][k])) - corr);
         j.y[(t + k) * j.y_stride + r + i] = static_cast<float>(isum) * (j.row_scale[r + i] * dx);
       }
     }
