@@ -98,6 +98,17 @@ struct KFp8 {
   }
 };
 
+// [sum(a), sum(b), sum(c), sum(d)] of int32 lanes, with wrap-around.
+inline __m128i hsum4_epi32(__m512i a, __m512i b, __m512i c, __m512i d) {
+  auto fold = [](__m512i v) {
+    return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+  };
+  const __m256i ab = _mm256_hadd_epi32(fold(a), fold(b));
+  const __m256i cd = _mm256_hadd_epi32(fold(c), fold(d));
+  const __m256i abcd = _mm256_hadd_epi32(ab, cd);
+  return _mm_add_epi32(_mm256_castsi256_si128(abcd), _mm256_extracti128_si256(abcd, 1));
+}
+
 inline int32_t hsum_epi32(__m512i v) {
   __m256i s = _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
   __m128i q = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
@@ -135,7 +146,9 @@ struct KI8 {
     };
     int64_t c = 0;
     for (; c + 64 <= K; c += 64) {
-      tiles::prefetch_ahead(w[0], tile_bytes, c * R, (c + 64) * R);
+      // Full token tiles (prompts) are compute-bound and find the rows in cache after the
+      // chunk's first tile: software prefetch only for decode-sized tiles.
+      if constexpr (T < kT) tiles::prefetch_ahead(w[0], tile_bytes, c * R, (c + 64) * R);
       __m512i wu[R];
 #pragma GCC unroll 8
       for (int i = 0; i < R; ++i) wu[i] = _mm512_xor_si512(_mm512_loadu_si512(w[i] + c), flip);
@@ -148,14 +161,27 @@ struct KI8 {
       for (int i = 0; i < R; ++i) wu[i] = _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, w[i] + c), flip);
       step(wu, c);
     }
+    // isum = sum - 128 * sum xq (mod 2^32, exact), y = float(isum) * fl(s_r * dx): the same
+    // operations per output in the 4-row and the 1-row form.
 #pragma GCC unroll 8
     for (int k = 0; k < T; ++k) {
       const float dx = j.ad[(t + k) * j.as_stride];
       const uint32_t corr = static_cast<uint32_t>(j.asum[t + k]) << 7;  // 128 * sum xq, mod 2^32
+      float* dst = j.y + (t + k) * j.y_stride + r;
+      if constexpr (R % 4 == 0) {
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i += 4) {
+          const __m128i isum = _mm_sub_epi32(hsum4_epi32(acc[i][k], acc[i + 1][k], acc[i + 2][k], acc[i + 3][k]),
+                                             _mm_set1_epi32(static_cast<int>(corr)));
+          const __m128 sc = _mm_mul_ps(_mm_loadu_ps(j.row_scale + r + i), _mm_set1_ps(dx));
+          _mm_storeu_ps(dst + i, _mm_mul_ps(_mm_cvtepi32_ps(isum), sc));
+        }
+      } else {
 #pragma GCC unroll 8
-      for (int i = 0; i < R; ++i) {
-        const int32_t isum = static_cast<int32_t>(static_cast<uint32_t>(hsum_epi32(acc[i][k])) - corr);
-        j.y[(t + k) * j.y_stride + r + i] = static_cast<float>(isum) * (j.row_scale[r + i] * dx);
+        for (int i = 0; i < R; ++i) {
+          const int32_t isum = static_cast<int32_t>(static_cast<uint32_t>(hsum_epi32(acc[i][k])) - corr);
+          dst[i] = static_cast<float>(isum) * (j.row_scale[r + i] * dx);
+        }
       }
     }
   }
