@@ -16,6 +16,7 @@
 #include "base/timer.h"
 #include "commands.h"
 #include "loaded_model.h"
+#include "model/solo_sequence.h"
 #include "quant/imatrix_collector.h"
 
 namespace triad::app {
@@ -45,7 +46,7 @@ int run(const ImatrixOptions& o) {
 
   const int32_t n_vocab = m.config().n_vocab;
   ThreadPool pool(threads);
-  KvCache kv = m.make_kv_cache(n_ctx);
+  SoloSequence seq(m, n_ctx);
   ForwardScratch scratch;
   quant::ImatrixCollector collector(m, o.process_output);
   scratch.observer = &collector;
@@ -56,9 +57,9 @@ int run(const ImatrixOptions& o) {
   for (int64_t ch = 0; ch < n_chunks; ++ch) {
     std::vector<int32_t> chunk(tokens.begin() + ch * n_ctx, tokens.begin() + (ch + 1) * n_ctx);
     if (tok.add_bos() && tok.bos_id() >= 0) chunk[0] = tok.bos_id();
-    kv.clear();
-    m.forward(std::span<const int32_t>(chunk.data(), chunk.size()), kv, scratch, LogitsMode::kAll,
-              logits.data(), pool);
+    seq.clear();
+    seq.forward(std::span<const int32_t>(chunk.data(), chunk.size()), scratch, LogitsMode::kAll,
+                logits.data(), pool);
     for (int32_t j = n_ctx / 2; j < n_ctx - 1; ++j) {
       const float* row = logits.data() + static_cast<size_t>(j) * n_vocab;
       const double mx = *std::max_element(row, row + n_vocab);

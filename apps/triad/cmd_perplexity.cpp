@@ -23,6 +23,7 @@
 #include "base/timer.h"
 #include "commands.h"
 #include "loaded_model.h"
+#include "model/solo_sequence.h"
 #include "quant/kld.h"
 
 namespace triad::app {
@@ -47,15 +48,15 @@ void write_json(const std::string& path, const std::string& body) {
 
 // Runs one chunk (its first token replaced by BOS when the vocabulary adds one) and leaves the
 // logits of every position in `logits`.
-void eval_chunk(const Model& m, const Tokenizer& tok, std::vector<int32_t> chunk, KvCache& kv,
+void eval_chunk(const Model& m, const Tokenizer& tok, std::vector<int32_t> chunk, SoloSequence& seq,
                 ForwardScratch& scratch, int batch, std::vector<float>& logits, ThreadPool& pool) {
   if (tok.add_bos() && tok.bos_id() >= 0) chunk[0] = tok.bos_id();
-  kv.clear();
+  seq.clear();
   const int32_t n = static_cast<int32_t>(chunk.size()), n_vocab = m.config().n_vocab;
   for (int32_t i = 0; i < n; i += batch) {
     const int32_t len = std::min(batch, n - i);
-    m.forward(std::span<const int32_t>(chunk.data() + i, len), kv, scratch, LogitsMode::kAll,
-              logits.data() + static_cast<size_t>(i) * n_vocab, pool);
+    seq.forward(std::span<const int32_t>(chunk.data() + i, len), scratch, LogitsMode::kAll,
+                logits.data() + static_cast<size_t>(i) * n_vocab, pool);
   }
 }
 
@@ -80,7 +81,7 @@ int run_kld(const PplOptions& o) {
   if (o.chunks > 0) n_chunks = std::min<int64_t>(n_chunks, o.chunks);
   log_info("KL divergence against ", o.kld_base, " over ", n_chunks, " chunks of ", n_ctx, " tokens");
   ThreadPool pool(threads);
-  KvCache kv = m.make_kv_cache(n_ctx);
+  SoloSequence seq(m, n_ctx);
   ForwardScratch scratch;
   std::vector<float> logits(static_cast<size_t>(n_ctx) * n_vocab);
   std::vector<uint16_t> records;
@@ -89,7 +90,7 @@ int run_kld(const PplOptions& o) {
   for (int64_t ch = 0; ch < n_chunks; ++ch) {
     const auto b = base.tokens().begin() + ch * n_ctx;
     std::vector<int32_t> chunk(b, b + n_ctx);
-    eval_chunk(m, *lm.tokenizer, chunk, kv, scratch, o.batch, logits, pool);
+    eval_chunk(m, *lm.tokenizer, chunk, seq, scratch, o.batch, logits, pool);
     base.read_chunk(records);
     stats.add_chunk(logits.data(), records.data(), chunk.data(), n_ctx);
     const quant::KldSummary s = stats.summary();
@@ -134,7 +135,7 @@ int run(const PplOptions& o) {
 
   const int32_t n_vocab = m.config().n_vocab;
   ThreadPool pool(threads);
-  KvCache kv = m.make_kv_cache(n_ctx);
+  SoloSequence seq(m, n_ctx);
   ForwardScratch scratch;
   std::vector<float> logits(static_cast<size_t>(n_ctx) * n_vocab);
   const int32_t first = n_ctx / 2;
@@ -147,7 +148,7 @@ int run(const PplOptions& o) {
   Timer timer;
   for (int64_t ch = 0; ch < n_chunks; ++ch) {
     std::vector<int32_t> chunk(tokens.begin() + ch * n_ctx, tokens.begin() + (ch + 1) * n_ctx);
-    eval_chunk(m, tok, chunk, kv, scratch, o.batch, logits, pool);
+    eval_chunk(m, tok, chunk, seq, scratch, o.batch, logits, pool);
     if (base) base->add_chunk(logits.data(), chunk.data());
     for (int32_t j = first; j < n_ctx - 1; ++j) {
       const float* row = logits.data() + static_cast<size_t>(j) * n_vocab;

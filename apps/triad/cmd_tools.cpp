@@ -12,6 +12,7 @@
 #include "gguf/gguf_file.h"
 #include "gguf/inspect.h"
 #include "loaded_model.h"
+#include "model/solo_sequence.h"
 
 namespace triad::app {
 namespace {
@@ -82,14 +83,14 @@ Command add_eval_logits(CLI::App& app) {
     const int32_t n = static_cast<int32_t>(ids.size());
     const int32_t n_vocab = m.config().n_vocab;
     ThreadPool pool(threads);
-    KvCache kv = m.make_kv_cache(std::max(n, lm.context_for(o->common.ctx)));
+    SoloSequence seq(m, std::max(n, lm.context_for(o->common.ctx)));
     ForwardScratch scratch;
     std::vector<float> logits(static_cast<size_t>(n) * n_vocab);
     const int32_t step = o->chunk > 0 ? o->chunk : n;
     for (int32_t i = 0; i < n; i += step) {
       const int32_t len = std::min(step, n - i);
-      m.forward(std::span<const int32_t>(ids.data() + i, len), kv, scratch, LogitsMode::kAll,
-                logits.data() + static_cast<size_t>(i) * n_vocab, pool);
+      seq.forward(std::span<const int32_t>(ids.data() + i, len), scratch, LogitsMode::kAll,
+                  logits.data() + static_cast<size_t>(i) * n_vocab, pool);
     }
     std::ofstream f(o->out, std::ios::binary);
     TRIAD_CHECK(f.good(), "cannot write ", o->out);

@@ -5,7 +5,6 @@
 
 #include "base/error.h"
 #include "gguf/gguf_file.h"
-#include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/paged_attention.h"
@@ -36,7 +35,6 @@ void ForwardScratch::reserve(const ModelConfig& c, int64_t n) {
   proj.resize(N * c.n_embd);
   gate.resize(N * c.n_ff);
   up.resize(N * c.n_ff);
-  q_pos.resize(N);
   capacity = n;
 }
 
@@ -130,23 +128,7 @@ kernels::AttentionParams Model::attention_params(int32_t il) const {
   return ap;
 }
 
-void Model::attention_block(int32_t il, int64_t n, int32_t pos0, KvCache& kv, ForwardScratch& s,
-                            ThreadPool& pool) const {
-  const int64_t Q = config_.q_dim(), KV = config_.kv_dim();
-  // K and V go straight into the cache slots of positions pos0..pos0+n-1.
-  qkv_rope(il, n, s.q_pos.data(), s, kv.k(il, pos0), kv.v(il, pos0), KV, pool);
-  const kernels::AttentionParams ap = attention_params(il);
-  const int64_t n_kv = pos0 + n;
-  // With a window, keys older than the first query's window are never visible: skip them.
-  int64_t kv_begin = 0;
-  if (ap.window > 0 && pos0 - ap.window + 1 > 0) kv_begin = pos0 - ap.window + 1;
-  kernels::attention(ap, s.q.data(), n, Q, s.q_pos.data(), kv.k(il, static_cast<int32_t>(kv_begin)),
-                     kv.v(il, static_cast<int32_t>(kv_begin)), n_kv - kv_begin, KV,
-                     kv.positions() + kv_begin, s.attn.data(), Q, pool);
-  output_residual(il, n, s, pool);
-}
-
-void Model::paged_attention_block(int32_t il, const ForwardBatch& b, KvStorage& kv,
+void Model::attention_block(int32_t il, const ForwardBatch& b, KvStorage& kv,
                                   ForwardScratch& s, ThreadPool& pool) const {
   const int64_t n = static_cast<int64_t>(b.tokens.size());
   const int64_t Q = config_.q_dim(), KV = config_.kv_dim();
@@ -196,37 +178,6 @@ void Model::ffn_block(int32_t il, int64_t n, ForwardScratch& s, ThreadPool& pool
       kernels::add_inplace(s.x.data() + t * E, o, E);
     }
   });
-}
-
-void Model::forward(std::span<const int32_t> tokens, KvCache& kv, ForwardScratch& s,
-                    LogitsMode mode, float* logits, ThreadPool& pool) const {
-  const ModelConfig& c = config_;
-  const int64_t n = static_cast<int64_t>(tokens.size());
-  if (n == 0) return;
-  const int32_t pos0 = kv.size();
-  TRIAD_CHECK(n <= kv.capacity() - pos0, "context full: ", pos0, " + ", n, " tokens exceed the ",
-              kv.capacity(), "-token context");
-  for (int32_t id : tokens)
-    TRIAD_CHECK(id >= 0 && id < c.n_vocab, "token id ", id, " is outside the vocabulary (", c.n_vocab, ")");
-  s.reserve(c, n);
-  for (int64_t t = 0; t < n; ++t) s.q_pos[t] = pos0 + static_cast<int32_t>(t);
-
-  embed(tokens, s.x.data(), pool);
-  for (int32_t il = 0; il < c.n_layers; ++il) {
-    attention_block(il, n, pos0, kv, s, pool);
-    ffn_block(il, n, s, pool);
-  }
-  kv.set_size(pos0 + static_cast<int32_t>(n));
-
-  const int64_t E = c.n_embd;
-  const int64_t first = mode == LogitsMode::kLast ? n - 1 : 0;
-  const int64_t rows = n - first;
-  pool.parallel_for(rows, [&](int64_t b, int64_t e) {
-    for (int64_t t = b; t < e; ++t)
-      kernels::rmsnorm(s.x.data() + (first + t) * E, weights_.output_norm, c.norm_eps,
-                       s.xn.data() + t * E, E);
-  });
-  mm(s, weights_.output, s.xn.data(), rows, E, logits, c.n_vocab, pool);
 }
 
 void Model::forward_batch(const ForwardBatch& b, KvStorage& kv, ForwardScratch& s,
@@ -281,7 +232,7 @@ void Model::forward_batch(const ForwardBatch& b, KvStorage& kv, ForwardScratch& 
 
   embed(b.tokens, s.x.data(), pool);
   for (int32_t il = 0; il < c.n_layers; ++il) {
-    paged_attention_block(il, b, kv, s, pool);
+    attention_block(il, b, kv, s, pool);
     ffn_block(il, n, s, pool);
   }
 

@@ -1,7 +1,11 @@
 // A loaded decoder-only transformer (llama, qwen2, qwen3, gemma3) and its forward pass.
 //
-// Thread-safety: a Model is immutable after load() and may be shared; forward() uses the
-// caller's KvCache and ForwardScratch, so concurrent forwards need one of each per caller and
+// One forward pass, forward_batch(), over the paged K/V cache: the serving engine runs it on
+// its shared storage, and the evaluation tools and tests on a private one (SoloSequence,
+// solo_sequence.h).
+//
+// Thread-safety: a Model is immutable after load() and may be shared; forward_batch() uses the
+// caller's KvStorage and ForwardScratch, so concurrent forwards need one of each per caller and
 // their own ThreadPool.
 #pragma once
 
@@ -14,10 +18,9 @@
 
 #include "base/aligned_buffer.h"
 #include "base/thread_pool.h"
-#include "kernels/attention.h"
+#include "kernels/paged_attention.h"
 #include "kernels/matmul.h"
 #include "model/forward_batch.h"
-#include "model/kv_cache.h"
 #include "model/kv_storage.h"
 #include "model/model_config.h"
 #include "model/weights.h"
@@ -45,7 +48,6 @@ struct ForwardScratch {
   MatmulObserver* observer = nullptr;  // optional; not owned
   int64_t capacity = 0;  // tokens
   AlignedBuffer<float> x, xn, q, k, v, attn, proj, gate, up;
-  std::vector<int32_t> q_pos;
   std::vector<kernels::PagedSeq> paged_seqs;  // per KV group, per sequence (forward_batch)
   std::vector<int32_t> slot_block, slot_row;  // per KV group, per row: where its K/V goes
   void reserve(const ModelConfig& c, int64_t n_tokens);
@@ -66,12 +68,6 @@ class Model {
   const ModelWeights& weights() const { return weights_; }
   const gguf::GgufFile& file() const { return *file_; }
 
-  // Runs tokens at positions kv.size() .. kv.size()+n-1, appending their K/V to the cache, and
-  // writes logits: [n_vocab] for kLast, [n x n_vocab] for kAll. PRECONDITIONS (checked): every
-  // id < n_vocab, the cache has room.
-  void forward(std::span<const int32_t> tokens, KvCache& kv, ForwardScratch& scratch,
-               LogitsMode mode, float* logits, ThreadPool& pool) const;
-
   // One engine step: runs every row of `batch` (each sequence at its own positions, attending
   // through its block tables in `kv`), writes the new K/V rows into their slots, and writes
   // logits [batch.logit_rows.size() x n_vocab]. Each weight matrix is read once for all rows.
@@ -79,18 +75,12 @@ class Model {
   void forward_batch(const ForwardBatch& batch, KvStorage& kv, ForwardScratch& scratch,
                      float* logits, ThreadPool& pool) const;
 
-  KvCache make_kv_cache(int32_t n_ctx) const {
-    return KvCache(config_.n_layers, n_ctx, config_.kv_dim());
-  }
-
  private:
   Model() = default;
   void embed(std::span<const int32_t> tokens, float* x, ThreadPool& pool) const;
-  void attention_block(int32_t il, int64_t n, int32_t pos0, KvCache& kv, ForwardScratch& s,
-                       ThreadPool& pool) const;
-  void paged_attention_block(int32_t il, const ForwardBatch& b, KvStorage& kv, ForwardScratch& s,
+  void attention_block(int32_t il, const ForwardBatch& b, KvStorage& kv, ForwardScratch& s,
                              ThreadPool& pool) const;
-  // Shared by both attention paths: q/k/v projections into scratch, bias, QK norm and RoPE.
+  // The q/k/v projections into scratch, bias, QK norm and RoPE.
   void qkv_rope(int32_t il, int64_t n, const int32_t* positions, ForwardScratch& s,
                 float* k_out, float* v_out, int64_t kv_stride, ThreadPool& pool) const;
   kernels::AttentionParams attention_params(int32_t il) const;

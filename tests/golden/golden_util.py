@@ -205,6 +205,19 @@ def ref_logits(model: str, tokens, act_quant: bool = False, online: str | None =
     return res["logits"]
 
 
+def ref_int8_tie_margins(model: str, tokens) -> np.ndarray:
+    """Per position, how close the reference's per-token int8 activation rounding came to a tie
+    (ref_model.rounding_tie_margin, least over the row's projection inputs; cached)."""
+    toks = [int(t) for t in tokens]
+
+    def compute():
+        rm = reference_model(model, False, "int8")
+        rm.logits(toks)
+        return {"margins": np.asarray(rm.tie_margin, dtype=np.float64)}
+
+    return _cached("int8ties", model, {"tokens": toks}, compute)["margins"]
+
+
 def token_pieces(model: str, ids) -> list:
     """The vocabulary strings (tokenizer.ggml.tokens) of ids (cached)."""
     want = [int(t) for t in ids]

@@ -5,13 +5,20 @@ weights:
     with the same load-time quantization written independently from its definition
     (ref_model.online_quantize: FP8 rounding by PyPI ml_dtypes; int8 also rounds each
     projection's input per token). fp8 keeps f32 activations, so it is held to the F32
-    tolerance; int8's per-token activation codes could flip on a float32 rounding tie, so it
-    gets a looser one. Measured (Zen 3, AVX2): max|d|/max|ref| 4.6e-7 (fp8), 2.3e-7 (int8).
+    tolerance, on every row. int8 rounds each projection input to 8-bit codes: where a value
+    lies within float32 noise of a rounding tie, engine and reference may pick different codes,
+    and that row and (through its K/V) every later one differ by far more than noise. So int8
+    rows are held to the same tolerance up to the first row that differs, and that row must be
+    explained by a near-tie in the reference's rounding (margin < 1e-3 code units); a
+    divergence without one is a failure. Measured: Zen 3 (AVX2) no row differs, max|d|/max|ref|
+    2.3e-7; Xeon (AVX-512) rows from 69 on differ after a tie, the 69 before agree to 1e-6.
   * Every online type stays close to the F32 model on held-out text (teacher-forced, through
     `triad perplexity --kl-divergence`): mean KLD and top-1 agreement within stated bounds,
     ordered as their precision says (bf16 closest, then fp8 / int8 / q8_0, then 4-bit).
 """
 import json
+
+import numpy as np
 
 import pytest
 
@@ -21,16 +28,30 @@ from test_stories import LONG_STORY, TEXT
 F32_TOL = 1e-4
 
 
-@pytest.mark.parametrize("kind,tol", [("fp8_e4m3", F32_TOL), ("int8", 2e-3)])
+TIE_MARGIN = 1e-3  # code units: float32 noise in the activations is far below this
+
+
+@pytest.mark.parametrize("kind,tol", [("fp8_e4m3", F32_TOL), ("int8", F32_TOL)])
 def test_online_logits_equal_reference(stories, kind, tol):
     ids = gu.tokenize(stories, TEXT)
     ref = gu.ref_logits(stories, ids, online=kind)
     got = gu.eval_logits(stories, ids, ref.shape[1], weight_type=kind)
+    if kind == "int8":
+        rows = np.sqrt(((got - ref) ** 2).sum(axis=1) / (ref ** 2).sum(axis=1))
+        off = np.nonzero(rows > tol)[0]
+        if off.size:
+            first = int(off[0])
+            margin = gu.ref_int8_tie_margins(stories, ids)[first]
+            assert margin < TIE_MARGIN, (f"int8 row {first} differs by {rows[first]:.3e} with no rounding "
+                                         f"tie in the reference (least margin {margin:.3e} code units)")
+            assert first >= 8, f"int8 rows differ from row {first} on: too few rows checked"
+            print(f"int8: rows 0..{first - 1} checked; row {first} rounds a near-tie (margin {margin:.2e})")
+            got, ref = got[:first], ref[:first]
     m = gu.compare_logits(got, ref)
     assert m["max_rel"] <= tol and m["row_rel_max"] <= tol, f"{kind}: {gu.describe(m)}"
     assert m["top1"] == 1.0, f"{kind}: {gu.describe(m)}"
     # And the online model really differs from the F32 one (the quantization happened).
-    base = gu.ref_logits(stories, ids)
+    base = gu.ref_logits(stories, ids)[: got.shape[0]]
     assert gu.compare_logits(got, base)["max_rel"] > 10 * tol
 
 

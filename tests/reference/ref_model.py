@@ -241,6 +241,18 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, q_pos: np.ndarray, k_
     return out
 
 
+def rounding_tie_margin(x: np.ndarray) -> np.ndarray:
+    """Per row of x (taken as float32), how close the per-row Q8 rounding of
+    quantize_activations_q8(x, block=n) comes to a tie: the least |frac(|x| * 127 / amax) - 0.5|
+    over the row, in code units (0.5 = far from every tie). An engine whose float32 activations
+    differ from these by rounding noise can only round a code differently where this is tiny."""
+    x32 = np.asarray(x, dtype=np.float32)
+    amax = np.abs(x32).max(axis=-1, keepdims=True)
+    safe = np.where(amax > 0, amax, np.float32(1))
+    v = np.abs(x32 * (np.float32(127) / safe)).astype(np.float64)
+    return np.abs(v - np.floor(v) - 0.5).min(axis=-1)
+
+
 def quantize_activations_q8(x: np.ndarray, block: int = 32) -> np.ndarray:
     """Rounds rows of x the way Triad's kernels prepare activations for quantized weights
     (documented in src/kernels/act_quant.h): x is taken as float32; per block of `block`
@@ -326,6 +338,9 @@ class RefModel:
         self.cfg = config_from_metadata(self.metadata, self.w)
         self.act_quant = act_quant
         self.online = online
+        # online == "int8": per token row of the last forward, the least rounding_tie_margin of
+        # any projection input (np.inf until a forward runs).
+        self.tie_margin = None
         self.online_names = set()
         if online:
             for name in list(self.w):
@@ -373,6 +388,9 @@ class RefModel:
         """x [T, n_in] @ W.T (+ bias) in float64; W is [n_out, n_in]."""
         w = self.w[name]
         if self.online == "int8" and name in self.online_names:
+            m = rounding_tie_margin(x)
+            self.tie_margin = m if self.tie_margin is None or self.tie_margin.shape != m.shape \
+                else np.minimum(self.tie_margin, m)
             x = quantize_activations_q8(x, block=x.shape[-1])
         elif self.act_quant:
             ttype = self.tensor_types[name]
@@ -457,7 +475,9 @@ class RefModel:
         return self._linear(x, self.output_matrix_name())
 
     def logits(self, tokens) -> np.ndarray:
-        """Logits [len(tokens), n_vocab] of tokens at positions 0..len-1."""
+        """Logits [len(tokens), n_vocab] of tokens at positions 0..len-1 (also sets tie_margin
+        for online int8)."""
+        self.tie_margin = None
         return self.forward(tokens, None, "all")
 
     def greedy(self, prompt_ids, n_new: int, stop_at_eos: bool = True) -> list:

@@ -14,6 +14,7 @@
 #include "base/thread_pool.h"
 #include "gguf/gguf_writer.h"
 #include "model/model.h"
+#include "model/solo_sequence.h"
 
 namespace triad {
 namespace {
@@ -138,14 +139,14 @@ TEST(ModelLoad, Errors) {
 // Logits for `ids` computed with forward calls of `chunk` tokens.
 std::vector<float> run_chunked(const Model& m, const std::vector<int32_t>& ids, int chunk, int threads) {
   ThreadPool pool(threads);
-  KvCache kv = m.make_kv_cache(128);
+  SoloSequence seq(m, 128);
   ForwardScratch scratch;
   const int32_t V = m.config().n_vocab;
   std::vector<float> out(ids.size() * V);
   for (size_t i = 0; i < ids.size(); i += chunk) {
     size_t len = std::min<size_t>(chunk, ids.size() - i);
-    m.forward(std::span<const int32_t>(ids.data() + i, len), kv, scratch, LogitsMode::kAll,
-              out.data() + i * V, pool);
+    seq.forward(std::span<const int32_t>(ids.data() + i, len), scratch, LogitsMode::kAll,
+                out.data() + i * V, pool);
   }
   return out;
 }
@@ -177,13 +178,18 @@ TEST(ModelForward, RejectsBadTokensAndFullContext) {
   std::string p = write_tiny(s, "bad");
   auto m = Model::load(p);
   ThreadPool pool(1);
-  KvCache kv = m->make_kv_cache(4);
+  SoloSequence seq(*m, 4);
   ForwardScratch scratch;
   std::vector<float> logits(40 * 8);
   std::vector<int32_t> bad = {1, 40};
-  EXPECT_THROW(m->forward(bad, kv, scratch, LogitsMode::kLast, logits.data(), pool), Error);
+  EXPECT_THROW(seq.forward(bad, scratch, LogitsMode::kLast, logits.data(), pool), Error);
+  EXPECT_EQ(seq.size(), 0);
   std::vector<int32_t> many = {1, 2, 3, 4, 5};
-  EXPECT_THROW(m->forward(many, kv, scratch, LogitsMode::kLast, logits.data(), pool), Error);
+  EXPECT_THROW(seq.forward(many, scratch, LogitsMode::kLast, logits.data(), pool), Error);
+  std::vector<int32_t> four = {1, 2, 3, 4};
+  EXPECT_NO_THROW(seq.forward(four, scratch, LogitsMode::kLast, logits.data(), pool));
+  EXPECT_EQ(seq.size(), 4);
+  EXPECT_THROW(seq.forward(std::vector<int32_t>{1}, scratch, LogitsMode::kLast, logits.data(), pool), Error);
   std::remove(p.c_str());
 }
 
