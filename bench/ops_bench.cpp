@@ -1,17 +1,11 @@
-// ops_bench: speed of the element-wise ops (ops.h) and of flash attention (attention.h) at
-// every ISA level the CPU supports, with 1 and 2 threads for attention.
+// ops_bench: speed of the element-wise ops (ops.h) at every ISA level the CPU supports
+// (attention: paged_attention_bench).
 //
 //   element-wise ops: GB/s of bytes read + written, at n = 896 (a Qwen2.5-0.5B hidden row,
 //                     L1-resident) and 4864 (its FFN row).
-//   attention decode: n_q = 1 against n_kv cached slots; GB/s of K + V bytes read (the kernel
-//                     is bound by streaming the cache).
-//   attention prefill: n_q = n_kv, causal; GFLOP/s counting 4 * n_heads * head_dim flops per
-//                     visible (query, key) pair (q.k and p.v), n_kv (n_kv + 1) / 2 pairs.
-// Shapes: Qwen2.5-0.5B (14 / 2 heads, head_dim 64), gemma3-270M (4 / 1, 256), stories260K
-// (8 / 4, 8). Each figure is the best of several timed trials (the dev machine is shared).
 //
 // usage: ops_bench [--min-time SECONDS]
-// Thread-safety: single-threaded driver; attention runs on a ThreadPool.
+// Thread-safety: single-threaded driver.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -20,7 +14,6 @@
 #include <vector>
 
 #include "base/cpu_features.h"
-#include "base/thread_pool.h"
 #include "base/timer.h"
 #include "kernels/ops_impl.h"
 
@@ -84,46 +77,6 @@ void bench_elementwise(IsaLevel level) {
   }
 }
 
-struct AttnShape {
-  const char* model;
-  int n_heads, n_kv_heads, head_dim;
-};
-
-void bench_attention(IsaLevel level, int threads) {
-  const AttnShape shapes[] = {{"qwen2.5-0.5b", 14, 2, 64}, {"gemma3-270m", 4, 1, 256},
-                              {"stories260k", 8, 4, 8}};
-  ThreadPool pool(threads);
-  for (const AttnShape& sh : shapes) {
-    AttentionParams p{sh.n_heads, sh.n_kv_heads, sh.head_dim,
-                      1.f / std::sqrt(static_cast<float>(sh.head_dim)), 0, 0.f};
-    const int64_t width = static_cast<int64_t>(sh.n_heads) * sh.head_dim;
-    const int64_t kv_width = static_cast<int64_t>(sh.n_kv_heads) * sh.head_dim;
-    for (int64_t n_kv : {int64_t{512}, int64_t{4096}}) {
-      std::vector<float> k = random_vec(n_kv * kv_width, 3), v = random_vec(n_kv * kv_width, 4);
-      std::vector<int32_t> pos(n_kv);
-      for (int64_t j = 0; j < n_kv; ++j) pos[j] = static_cast<int32_t>(j);
-      // Decode: the last position.
-      std::vector<float> q = random_vec(width, 5), out(width);
-      double s = best_seconds([&] {
-        attention_at(level, p, q.data(), 1, width, pos.data() + n_kv - 1, k.data(), v.data(),
-                     n_kv, kv_width, pos.data(), out.data(), width, pool);
-      });
-      const double kv_bytes = 2.0 * n_kv * kv_width * sizeof(float);
-      std::printf("  %-13s decode  n_kv=%-5lld t%d %9.1f us %7.1f GB/s\n", sh.model,
-                  static_cast<long long>(n_kv), threads, s * 1e6, kv_bytes / s / 1e9);
-      if (n_kv > 512) continue;  // prefill at 512 only (keeps the run short)
-      std::vector<float> qp = random_vec(n_kv * width, 6), outp(n_kv * width);
-      s = best_seconds([&] {
-        attention_at(level, p, qp.data(), n_kv, width, pos.data(), k.data(), v.data(), n_kv,
-                     kv_width, pos.data(), outp.data(), width, pool);
-      });
-      const double flops = 4.0 * width * (static_cast<double>(n_kv) * (n_kv + 1) / 2);
-      std::printf("  %-13s prefill n=%-7lld t%d %9.1f us %7.1f GFLOP/s\n", sh.model,
-                  static_cast<long long>(n_kv), threads, s * 1e6, flops / s / 1e9);
-    }
-  }
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -135,13 +88,11 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  std::printf("CPU: %s, tile (head_dim 8/64/256): %d/%d/%d slots\n", cpu_summary().c_str(),
-              attention_tile_for(8), attention_tile_for(64), attention_tile_for(256));
+  std::printf("CPU: %s\n", cpu_summary().c_str());
   for (IsaLevel level : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512}) {
     if (!isa_supported(level)) continue;
     std::printf("[%s]\n", isa_name(level));
     bench_elementwise(level);
-    for (int threads : {1, 2}) bench_attention(level, threads);
   }
   return 0;
 }

@@ -9,7 +9,6 @@
 //            real decode step; the DRAM read bandwidth (membw.h) is printed for comparison.
 //   prefill: 512 queries over 512 keys (causal), and a 512-query chunk at the tail of 2048
 //            keys; GFLOP/s counting 4 * n_heads * head_dim flops per visible (query, key) pair.
-// For reference the contiguous f32 kernel (attention.h) is timed on the prefill shape.
 // Each figure is the best of several timed trials (the dev machine is shared).
 //
 // usage: paged_attention_bench [--isa scalar|avx2|avx512] [--huge-pages] [--min-time SECONDS]
@@ -189,25 +188,6 @@ void bench_case(IsaLevel level, ThreadPool& pool, const char* what, DType kt, DT
               static_cast<double>(P.bytes_per_call) / s / 1e9, flops / s / 1e9);
 }
 
-void bench_contiguous(IsaLevel level, ThreadPool& pool, int32_t n_kv, int32_t n_q) {
-  std::mt19937 rng(3);
-  std::vector<float> k = random_vec(rng, n_kv * kKvDim), v = random_vec(rng, n_kv * kKvDim);
-  std::vector<float> q = random_vec(rng, n_q * kWidth), out(n_q * kWidth);
-  std::vector<int32_t> kv_pos(n_kv);
-  std::iota(kv_pos.begin(), kv_pos.end(), 0);
-  const AttentionParams p = params();
-  const double s = best_seconds([&] {
-    attention_at(level, p, q.data(), n_q, kWidth, kv_pos.data() + n_kv - n_q, k.data(), v.data(),
-                 n_kv, kKvDim, kv_pos.data(), out.data(), kWidth, pool);
-  });
-  double pairs = 0;
-  for (int32_t r = 0; r < n_q; ++r) pairs += n_kv - n_q + r + 1;
-  std::printf("  %-30s %-9s t%d %9.1f us %7.1f GB/s %7.1f GFLOP/s\n",
-              ("contiguous " + std::to_string(n_q) + "q x " + std::to_string(n_kv)).c_str(), "f32",
-              pool.size(), s * 1e6, 2.0 * n_kv * kKvDim * 4 / s / 1e9,
-              4.0 * kWidth * pairs / s / 1e9);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -254,8 +234,6 @@ int main(int argc, char** argv) {
       bench_case(level, pool, "prefill 512q x 512", f16, f16, {512}, {512});
       bench_case(level, pool, "prefill 512q x 512", DType::kQ8_0, DType::kQ8_0, {512}, {512});
       bench_case(level, pool, "chunk 512q @ 2048", f16, f16, {2048}, {512});
-      bench_contiguous(level, pool, 512, 512);
-      bench_contiguous(level, pool, 1024, 1);
     }
   }
   return 0;

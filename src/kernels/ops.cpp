@@ -31,7 +31,7 @@ bool isa_supported(IsaLevel level) {
 
 const OpsTable& ops_for(IsaLevel level) {
   TRIAD_CHECK(isa_supported(level), "ops_for: this CPU cannot run ISA level ", isa_name(level));
-  static constexpr OpsTable scalar = make_ops_table<VecScalar>(IsaLevel::kScalar, &attn_unit_scalar);
+  static constexpr OpsTable scalar = make_ops_table<VecScalar>(IsaLevel::kScalar);
   switch (level) {
     case IsaLevel::kAvx2: return ops_table_avx2();
     case IsaLevel::kAvx512: return ops_table_avx512();

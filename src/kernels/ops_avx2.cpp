@@ -7,7 +7,7 @@
 namespace triad::kernels {
 
 const OpsTable& ops_table_avx2() {
-  static constexpr OpsTable table = make_ops_table<VecAvx2>(IsaLevel::kAvx2, &attn_unit_avx2);
+  static constexpr OpsTable table = make_ops_table<VecAvx2>(IsaLevel::kAvx2);
   return table;
 }
 

@@ -9,7 +9,7 @@ namespace triad::kernels {
 
 const OpsTable& ops_table_avx512() {
   static constexpr OpsTable table =
-      make_ops_table<VecAvx512>(IsaLevel::kAvx512, &attn_unit_avx512);
+      make_ops_table<VecAvx512>(IsaLevel::kAvx512);
   return table;
 }
 

@@ -177,11 +177,10 @@ void g_rope(float* x, int n_heads, int head_dim, int32_t pos, const RopeParams& 
 }
 
 template <class S>
-constexpr OpsTable make_ops_table(IsaLevel level, void (*attn_unit)(const AttnUnit&)) {
+constexpr OpsTable make_ops_table(IsaLevel level) {
   return OpsTable{level,           &g_rmsnorm<S>,     &g_layernorm<S>,
                   &g_softmax<S>,   &g_silu_mul<S>,    &g_gelu_mul<S>,
-                  &g_add_inplace<S>, &g_scale_inplace<S>, &g_rope<S>,
-                  attn_unit};
+                  &g_add_inplace<S>, &g_scale_inplace<S>, &g_rope<S>};
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // VecAvx2: the 8-lane AVX2 + FMA float vector that the generic op and attention templates
-// (ops_generic.h, attention_generic.h) are instantiated with in the *_avx2.cpp files.
+// (ops_generic.h, paged_attention_generic.h) are instantiated with in the *_avx2.cpp files.
 //
 // Include ONLY from files compiled with -mavx2 -mfma (names ending in _avx2.cpp). Everything is
 // in an anonymous namespace, so each including file gets its own copy with internal linkage and

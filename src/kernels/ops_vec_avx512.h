@@ -1,5 +1,5 @@
 // VecAvx512: the 16-lane AVX-512F float vector that the generic op and attention templates
-// (ops_generic.h, attention_generic.h) are instantiated with in the *_avx512.cpp files.
+// (ops_generic.h, paged_attention_generic.h) are instantiated with in the *_avx512.cpp files.
 //
 // Include ONLY from files compiled with the AVX-512 flags (names ending in _avx512.cpp).
 // Everything is in an anonymous namespace, so each including file gets its own copy with

@@ -1,5 +1,5 @@
 // VecScalar: a one-lane "vector" (a plain float) so the generic op and attention templates
-// (ops_generic.h, attention_generic.h) also give the portable kScalar level, compiled for
+// (ops_generic.h, paged_attention_generic.h) also give the portable kScalar level, compiled for
 // baseline x86-64 in ops.cpp / attention.cpp. exp and tanh are std::exp / std::tanh.
 //
 // Everything is in an anonymous namespace (internal linkage), like the SIMD variants.

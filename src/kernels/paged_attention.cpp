@@ -156,6 +156,43 @@ constexpr uint64_t kMaxPartFloats = uint64_t{1} << 26;  // split only below 256 
 
 }  // namespace
 
+int attention_tile_for(int head_dim) {
+  int t = head_dim > 0 ? 4096 / head_dim : 256;
+  t = t < 16 ? 16 : (t > 256 ? 256 : t);
+  return t & ~3;
+}
+
+void check_attention_args(const AttentionParams& p, const float* q, int64_t n_q, int64_t q_stride,
+                          const int32_t* q_pos, const float* k, const float* v, int64_t n_kv,
+                          int64_t kv_stride, const int32_t* kv_pos, const float* out,
+                          int64_t out_stride) {
+  TRIAD_CHECK(p.n_heads > 0 && p.n_kv_heads > 0 && p.n_heads % p.n_kv_heads == 0,
+              "attention: n_heads ", p.n_heads, " must be a positive multiple of n_kv_heads ",
+              p.n_kv_heads);
+  TRIAD_CHECK(p.head_dim > 0 && p.head_dim <= 65536, "attention: bad head_dim ", p.head_dim);
+  TRIAD_CHECK(std::isfinite(p.scale), "attention: scale is not finite");
+  TRIAD_CHECK(std::isfinite(p.softcap) && p.softcap >= 0.f, "attention: bad softcap ", p.softcap);
+  TRIAD_CHECK(p.window >= 0, "attention: negative window ", p.window);
+  TRIAD_CHECK(n_q >= 0 && n_kv >= 0, "attention: bad counts n_q=", n_q, " n_kv=", n_kv);
+  const int64_t width = static_cast<int64_t>(p.n_heads) * p.head_dim;  // < 2^47: no overflow
+  const int64_t kv_width = static_cast<int64_t>(p.n_kv_heads) * p.head_dim;
+  if (n_q > 0) {
+    TRIAD_CHECK(q && q_pos && out, "attention: null q, q_pos or out");
+    TRIAD_CHECK(q_stride >= width && out_stride >= width, "attention: q_stride ", q_stride,
+                " / out_stride ", out_stride, " below n_heads * head_dim = ", width);
+    TRIAD_CHECK(checked_mul(static_cast<uint64_t>(n_q), static_cast<uint64_t>(q_stride)) &&
+                    checked_mul(static_cast<uint64_t>(n_q), static_cast<uint64_t>(out_stride)),
+                "attention: q / out size overflows");
+  }
+  if (n_kv > 0) {
+    TRIAD_CHECK(k && v && kv_pos, "attention: null k, v or kv_pos");
+    TRIAD_CHECK(kv_stride >= kv_width, "attention: kv_stride ", kv_stride,
+                " below n_kv_heads * head_dim = ", kv_width);
+    TRIAD_CHECK(checked_mul(static_cast<uint64_t>(n_kv), static_cast<uint64_t>(kv_stride)),
+                "attention: k / v size overflows");
+  }
+}
+
 PagedGeom paged_geom(int32_t block_size, int head_dim) {
   PagedGeom g;
   g.block_size = block_size;

@@ -34,7 +34,6 @@
 #include <span>
 
 #include "base/thread_pool.h"
-#include "kernels/attention.h"
 #include "tensor/dtype.h"
 
 namespace triad::kernels {
@@ -56,6 +55,17 @@ struct PagedKvLayer {
                             // checked to be < n_blocks (0: ids are trusted)
 };
 
+// The attention of one layer: heads, scale, mask shape.
+struct AttentionParams {
+  int n_heads = 0;         // query heads
+  int n_kv_heads = 0;      // key/value heads; n_heads % n_kv_heads == 0 (GQA/MQA)
+  int head_dim = 0;        // elements per head (same for K and V)
+  float scale = 1.f;       // multiplies q.k before softmax
+  int32_t window = 0;      // sliding window in tokens: a query at position p sees keys at
+                           // positions (p - window, p]; 0 means no window (full causal)
+  float softcap = 0.f;     // when > 0, scores become softcap * tanh(score / softcap)
+};
+
 // One sequence's share of a paged attention call.
 struct PagedSeq {
   int64_t q_begin = 0;                   // first query row (in q, q_pos and out)
@@ -68,9 +78,10 @@ struct PagedSeq {
 
 // out[t][h*head_dim + d] = attention of query row t (head h, position q_pos[t]) over its
 // sequence's cached keys, with p.n_heads / p.n_kv_heads query heads sharing each K/V load.
-// p.window and p.softcap as in attention(). q and out rows have strides q_stride / out_stride.
+// p.window and p.softcap as AttentionParams says. q and out rows have strides q_stride / out_stride.
 // Only the rows of `seqs` are read and written; out must not overlap q or the pool.
-// PRECONDITIONS (checked, triad::Error): p as for attention(); supported dtypes, kv_dim % 32 == 0
+// PRECONDITIONS (checked, triad::Error): n_heads a positive multiple of n_kv_heads, head_dim in
+// (0, 65536], finite scale, softcap >= 0, window >= 0; supported dtypes, kv_dim % 32 == 0
 // for q8_0, row/block sizes consistent with kv_dim and block_size; every sequence has
 // q_begin >= 0, n_q >= 0, 0 <= q_pos[t] < n_kv for its rows, and its rows come after those of
 // the sequences before it (ranges in ascending order, not overlapping); every block a query can

@@ -20,7 +20,6 @@
 
 #include "base/cpu_features.h"
 #include "base/thread_pool.h"
-#include "kernels/attention.h"
 #include "kernels/paged_attention.h"
 #include "tensor/dtype.h"
 #include "tensor/fp16.h"
@@ -131,6 +130,19 @@ struct PagedKernels {
 const PagedKernels& paged_kernels_for(IsaLevel level);
 const PagedKernels& paged_kernels_avx2();
 const PagedKernels& paged_kernels_avx512();
+
+// Key slots per tile for a head size: clamp(4096 / head_dim, 16, 256) rounded down to a
+// multiple of 4, so one f32 K tile plus one V tile is about 32 KiB (the L1d of the Zen 4 /
+// recent Intel cores we target) and a work item's tiles stay in the 1-2 MiB L2.
+int attention_tile_for(int head_dim);
+// Throws triad::Error unless the attention parameters, shapes and strides are consistent:
+// n_heads a positive multiple of n_kv_heads, 0 < head_dim <= 65536, finite scale, softcap >= 0,
+// window >= 0; q / q_pos / out non-null with strides >= n_heads * head_dim when n_q > 0, and
+// k / v / kv_pos likewise when n_kv > 0 (the scalar reference's contiguous layout).
+void check_attention_args(const AttentionParams& p, const float* q, int64_t n_q, int64_t q_stride,
+                          const int32_t* q_pos, const float* k, const float* v, int64_t n_kv,
+                          int64_t kv_stride, const int32_t* kv_pos, const float* out,
+                          int64_t out_stride);
 
 // paged_attention() with the kernels of one ISA level (same checks).
 void paged_attention_at(IsaLevel level, const AttentionParams& p, const float* q, int64_t q_stride,

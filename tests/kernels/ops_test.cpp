@@ -1,11 +1,12 @@
-// Table-driven test of the element-wise ops (ops.h) and attention (attention.h): every case of
+// Table-driven test of the element-wise ops (ops.h): every case of
 // kCases runs at every ISA level this CPU supports (up to best_isa(), so TRIAD_ISA caps it) on
 // random inputs, against the scalar references in kernels/ref (double precision). Each case
 // states its tolerance: pass iff |got - ref| <= atol + rtol * |ref| for every element. The
 // public (dispatching) functions are also checked to match their table entry bit for bit.
 //
-// Separately, the reference attention itself is checked against a hand-made case whose
-// scores are written out by hand, and argument checks are exercised.
+// Separately, the reference attention (ref::attention, the ground truth of the paged attention
+// kernels: paged_attention_test) is checked against a hand-made case whose scores are written
+// out by hand, and argument checks are exercised.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,7 +19,7 @@
 
 #include "base/error.h"
 #include "base/thread_pool.h"
-#include "kernels/attention.h"
+#include "kernels/paged_attention.h"
 #include "kernels/ops.h"
 #include "kernels/ops_impl.h"
 #include "kernels/ref/ops_ref.h"
@@ -26,8 +27,7 @@
 namespace triad::kernels {
 namespace {
 
-enum class Op { kRmsnorm, kLayernorm, kSoftmax, kSilu, kGelu, kAdd, kScale, kRope, kAttention };
-enum class KvPos { kContiguous, kRing };  // slot j holds position j / a rotated ring buffer
+enum class Op { kRmsnorm, kLayernorm, kSoftmax, kSilu, kGelu, kAdd, kScale, kRope };
 
 struct Case {
   const char* name;
@@ -39,20 +39,10 @@ struct Case {
   RopeLayout layout = RopeLayout::kNormal;
   int n_heads = 1, head_dim = 0, rot_dim = 0;
   float freq_scale = 1.f, freq_base = 10000.f;
-  int32_t pos = 0;           // rope position; attention: position of the first query row
-  // attention (n = n_kv; q rows at positions pos, pos+1, ...)
-  int n_kv_heads = 1;
-  int64_t n_q = 0;
-  int32_t window = 0;
-  float softcap = 0.f;
-  int threads = 1;
-  KvPos kv = KvPos::kContiguous;
-  int pad = 3;               // extra floats per q / kv / out row (strides above the width)
+  int32_t pos = 0;           // rope position
   double rtol = 1e-5, atol = 1e-6;
 };
 
-// Attention tiles (attention_tile_for): 256 slots for head_dim 8, 64 for 64, 32 for 128, 16 for 256,
-// so the n_kv below span several tiles plus a partial one.
 const Case kCases[] = {
     {.name = "rmsnorm_1", .op = Op::kRmsnorm, .n = 1},
     {.name = "rmsnorm_100", .op = Op::kRmsnorm, .n = 100},
@@ -93,77 +83,6 @@ const Case kCases[] = {
      .head_dim = 8, .rot_dim = 6, .freq_scale = 2.f, .pos = 77},
     {.name = "rope_neox_hd48_rot40_pos0", .op = Op::kRope, .layout = RopeLayout::kNeox,
      .n_heads = 2, .head_dim = 48, .rot_dim = 40, .pos = 0},
-
-#define ATT .op = Op::kAttention
-#define ATT_TOL .rtol = 1e-4, .atol = 1e-5
-    // GQA 8/4, head_dim 64 (tile 64): 209 = 3 tiles + 17.
-    {.name = "att_gqa_hd64_prefill_t2", ATT, .n = 209, .n_heads = 8, .head_dim = 64,
-     .n_kv_heads = 4, .n_q = 209, .threads = 2, ATT_TOL},
-    {.name = "att_gqa_hd64_prefill_window50_t1", ATT, .n = 209, .n_heads = 8, .head_dim = 64,
-     .n_kv_heads = 4, .n_q = 209, .window = 50, .threads = 1, ATT_TOL},
-    {.name = "att_gqa_hd64_decode_p208_t1", ATT, .n = 209, .n_heads = 8, .head_dim = 64,
-     .pos = 208, .n_kv_heads = 4, .n_q = 1, .threads = 1, ATT_TOL},
-    {.name = "att_gqa_hd64_decode_p208_window70_t2", ATT, .n = 209, .n_heads = 8,
-     .head_dim = 64, .pos = 208, .n_kv_heads = 4, .n_q = 1, .window = 70, .threads = 2,
-     ATT_TOL},
-    {.name = "att_gqa_hd64_chunk7_p202_t2", ATT, .n = 209, .n_heads = 8, .head_dim = 64,
-     .pos = 202, .n_kv_heads = 4, .n_q = 7, .threads = 2, ATT_TOL},
-    {.name = "att_gqa_hd64_decode_p0_t2", ATT, .n = 1, .n_heads = 8, .head_dim = 64, .pos = 0,
-     .n_kv_heads = 4, .n_q = 1, .threads = 2, ATT_TOL},
-    // MQA 4/1, head_dim 256 (tile 16): 53 = 3 tiles + 5. Decode on 2 threads splits the kv range.
-    {.name = "att_mqa_hd256_decode_p52_t2", ATT, .n = 53, .n_heads = 4, .head_dim = 256,
-     .pos = 52, .n_kv_heads = 1, .n_q = 1, .threads = 2, ATT_TOL},
-    {.name = "att_mqa_hd256_decode_p52_t1", ATT, .n = 53, .n_heads = 4, .head_dim = 256,
-     .pos = 52, .n_kv_heads = 1, .n_q = 1, .threads = 1, ATT_TOL},
-    {.name = "att_mqa_hd256_decode_p52_window20_t2", ATT, .n = 53, .n_heads = 4,
-     .head_dim = 256, .pos = 52, .n_kv_heads = 1, .n_q = 1, .window = 20, .threads = 2,
-     ATT_TOL},
-    {.name = "att_mqa_hd256_prefill_t2", ATT, .n = 53, .n_heads = 4, .head_dim = 256,
-     .n_kv_heads = 1, .n_q = 53, .threads = 2, ATT_TOL},
-    {.name = "att_mqa_hd256_prefill_window9_softcap_t1", ATT, .n = 53, .lo = -3.f, .hi = 3.f,
-     .n_heads = 4, .head_dim = 256, .n_kv_heads = 1, .n_q = 53, .window = 9, .softcap = 30.f,
-     .threads = 1, ATT_TOL},
-    // MHA 4/4, head_dim 8 (tile 256): 600 = 2 tiles + 88.
-    {.name = "att_mha_hd8_prefill_t2", ATT, .n = 600, .lo = -3.f, .hi = 3.f, .n_heads = 4,
-     .head_dim = 8, .n_kv_heads = 4, .n_q = 600, .threads = 2, ATT_TOL},
-    {.name = "att_mha_hd8_prefill_window100_t1", ATT, .n = 600, .n_heads = 4, .head_dim = 8,
-     .n_kv_heads = 4, .n_q = 600, .window = 100, .threads = 1, ATT_TOL},
-    {.name = "att_mha_hd8_decode_p599_t2", ATT, .n = 600, .n_heads = 4, .head_dim = 8,
-     .pos = 599, .n_kv_heads = 4, .n_q = 1, .threads = 2, ATT_TOL},
-    {.name = "att_gqa_hd8_decode_p300_t1", ATT, .n = 301, .n_heads = 8, .head_dim = 8,
-     .pos = 300, .n_kv_heads = 4, .n_q = 1, .threads = 1, .pad = 0, ATT_TOL},
-    {.name = "att_mqa_hd8_decode_p599_window300_t2", ATT, .n = 600, .n_heads = 4,
-     .head_dim = 8, .pos = 599, .n_kv_heads = 1, .n_q = 1, .window = 300, .threads = 2,
-     ATT_TOL},
-    // Longer decode, head_dim 128 (tile 32): 1000 = 31 tiles + 8.
-    {.name = "att_mqa_hd128_decode_p999_t2", ATT, .n = 1000, .n_heads = 4, .head_dim = 128,
-     .pos = 999, .n_kv_heads = 1, .n_q = 1, .threads = 2, ATT_TOL},
-    {.name = "att_mha_hd128_decode_p999_softcap_t2", ATT, .n = 1000, .lo = -4.f, .hi = 4.f,
-     .n_heads = 2, .head_dim = 128, .pos = 999, .n_kv_heads = 2, .n_q = 1, .softcap = 20.f,
-     .threads = 2, ATT_TOL},
-    // Softcap with large scores (gemma2-like), GQA prefill.
-    {.name = "att_gqa_hd64_prefill_softcap_t2", ATT, .n = 150, .lo = -4.f, .hi = 4.f,
-     .n_heads = 8, .head_dim = 64, .n_kv_heads = 4, .n_q = 150, .softcap = 5.f, .threads = 2,
-     ATT_TOL},
-    // Ring-buffer cache: 100 slots holding positions 40..139 rotated; decode and a chunk.
-    {.name = "att_ring_hd64_decode_p139_window64_t2", ATT, .n = 100, .n_heads = 4,
-     .head_dim = 64, .pos = 139, .n_kv_heads = 2, .n_q = 1, .window = 64, .threads = 2,
-     .kv = KvPos::kRing, ATT_TOL},
-    {.name = "att_ring_hd64_chunk5_p135_t1", ATT, .n = 100, .n_heads = 4, .head_dim = 64,
-     .pos = 135, .n_kv_heads = 2, .n_q = 5, .threads = 1, .kv = KvPos::kRing, ATT_TOL},
-    {.name = "att_ring_mqa_hd64_decode_p139_window64_t2", ATT, .n = 100, .n_heads = 4,
-     .head_dim = 64, .pos = 139, .n_kv_heads = 1, .n_q = 1, .window = 64, .threads = 2,
-     .kv = KvPos::kRing, ATT_TOL},
-    // Queries that see no key (positions before every cached one): zeros.
-    {.name = "att_no_visible_key_t2", ATT, .n = 100, .n_heads = 4, .head_dim = 64, .pos = 20,
-     .n_kv_heads = 1, .n_q = 3, .threads = 2, .kv = KvPos::kRing, ATT_TOL},
-    // head_dim not a multiple of 8 (masked tails), GQA 6/2.
-    {.name = "att_gqa_hd12_prefill_t2", ATT, .n = 40, .n_heads = 6, .head_dim = 12,
-     .n_kv_heads = 2, .n_q = 40, .threads = 2, ATT_TOL},
-    {.name = "att_gqa_hd12_decode_p39_t2", ATT, .n = 40, .n_heads = 6, .head_dim = 12,
-     .pos = 39, .n_kv_heads = 1, .n_q = 1, .threads = 2, ATT_TOL},
-#undef ATT
-#undef ATT_TOL
 };
 
 std::vector<IsaLevel> levels_to_test() {
@@ -224,7 +143,6 @@ void run_op(const OpsTable* t, const Case& c, std::vector<float>& x, const std::
                                 : scale_inplace(out.data(), -0.37f, c.n); break;
     case Op::kRope: out = x; t ? t->rope(out.data(), c.n_heads, c.head_dim, c.pos, rp)
                                : rope(out.data(), c.n_heads, c.head_dim, c.pos, rp); break;
-    case Op::kAttention: break;
   }
 }
 
@@ -242,7 +160,6 @@ void ref_op(const Case& c, std::vector<float>& x, const std::vector<float>& y,
     case Op::kAdd: out = x; ref::add_inplace(out.data(), y.data(), c.n); break;
     case Op::kScale: out = x; ref::scale_inplace(out.data(), -0.37f, c.n); break;
     case Op::kRope: out = x; ref::rope(out.data(), c.n_heads, c.head_dim, c.pos, rp); break;
-    case Op::kAttention: break;
   }
 }
 
@@ -265,60 +182,9 @@ void check_elementwise(const Case& c, IsaLevel level) {
   }
 }
 
-void check_attention(const Case& c, IsaLevel level) {
-  std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>{}(c.name)));
-  AttentionParams p;
-  p.n_heads = c.n_heads;
-  p.n_kv_heads = c.n_kv_heads;
-  p.head_dim = c.head_dim;
-  p.scale = 1.f / std::sqrt(static_cast<float>(c.head_dim));
-  p.window = c.window;
-  p.softcap = c.softcap;
-  const int64_t width = static_cast<int64_t>(c.n_heads) * c.head_dim;
-  const int64_t kv_width = static_cast<int64_t>(c.n_kv_heads) * c.head_dim;
-  const int64_t qs = width + c.pad, os = width + 2 * c.pad, kvs = kv_width + c.pad;
-  std::vector<float> q = random_vec(rng, c.n_q * qs, c.lo, c.hi);
-  std::vector<float> k = random_vec(rng, c.n * kvs, c.lo, c.hi);
-  std::vector<float> v = random_vec(rng, c.n * kvs, -1.f, 1.f);
-  std::vector<int32_t> q_pos(c.n_q), kv_pos(c.n);
-  for (int64_t t = 0; t < c.n_q; ++t) q_pos[t] = c.pos + static_cast<int32_t>(t);
-  for (int64_t j = 0; j < c.n; ++j)
-    kv_pos[j] = c.kv == KvPos::kContiguous ? static_cast<int32_t>(j)
-                                           : static_cast<int32_t>(40 + (j + 60) % c.n);
-  const float sentinel = 12345.f;
-  std::vector<float> want(c.n_q * os, sentinel), got(c.n_q * os, sentinel);
-  ref::attention(p, q.data(), c.n_q, qs, q_pos.data(), k.data(), v.data(), c.n, kvs,
-                 kv_pos.data(), want.data(), os);
-  ThreadPool pool(c.threads);
-  attention_at(level, p, q.data(), c.n_q, qs, q_pos.data(), k.data(), v.data(), c.n, kvs,
-               kv_pos.data(), got.data(), os, pool);
-  expect_close(got, want, c.rtol, c.atol, std::string(c.name) + " @ " + isa_name(level));
-  for (int64_t t = 0; t < c.n_q; ++t) {  // the row padding is never written
-    for (int64_t i = width; i < os; ++i) {
-      ASSERT_EQ(got[t * os + i], sentinel) << c.name;
-    }
-  }
-  if (std::string(c.name).find("no_visible") != std::string::npos) {
-    for (int64_t t = 0; t < c.n_q; ++t) {
-      for (int64_t i = 0; i < width; ++i) {
-        ASSERT_EQ(got[t * os + i], 0.f) << c.name;
-      }
-    }
-  }
-  if (level == best_isa()) {
-    std::vector<float> pub(c.n_q * os, sentinel);
-    attention(p, q.data(), c.n_q, qs, q_pos.data(), k.data(), v.data(), c.n, kvs,
-              kv_pos.data(), pub.data(), os, pool);
-    EXPECT_EQ(0, std::memcmp(pub.data(), got.data(), pub.size() * sizeof(float))) << c.name;
-  }
-}
-
 TEST_P(OpsTest, MatchesReference) {
   const auto& [c, level] = GetParam();
-  if (c.op == Op::kAttention)
-    check_attention(c, level);
-  else
-    check_elementwise(c, level);
+  check_elementwise(c, level);
 }
 
 std::string param_name(const ::testing::TestParamInfo<Param>& info) {
@@ -371,14 +237,6 @@ TEST(AttentionReference, HandMadeCase) {
   ref::attention(h.p, h.q.data(), 3, 8, h.q_pos.data(), h.k.data(), h.v.data(), 3, 4,
                  h.kv_pos.data(), out.data(), 8);
   expect_close(out, want, 1e-6, 1e-7, "reference");
-  ThreadPool pool(2);
-  for (IsaLevel level : levels_to_test()) {
-    std::fill(out.begin(), out.end(), NAN);
-    attention_at(level, h.p, h.q.data(), 3, 8, h.q_pos.data(), h.k.data(), h.v.data(), 3, 4,
-                 h.kv_pos.data(), out.data(), 8, pool);
-    expect_close(out, want, 1e-5, 1e-6, std::string("flash @ ") + isa_name(level));
-  }
-
   // Softcap 0.4 on row 1, head 3: scores 1, 2 become 0.4 tanh(2.5), 0.4 tanh(5).
   h.p.softcap = 0.4f;
   ref::attention(h.p, h.q.data(), 3, 8, h.q_pos.data(), h.k.data(), h.v.data(), 3, 4,
@@ -392,21 +250,6 @@ TEST(OpsArguments, BadShapesThrow) {
   ThreadPool pool(1);
   std::vector<float> buf(64);
   std::vector<int32_t> pos(4);
-  AttentionParams p{.n_heads = 6, .n_kv_heads = 4, .head_dim = 4};
-  EXPECT_THROW(attention(p, buf.data(), 1, 24, pos.data(), buf.data(), buf.data(), 1, 16,
-                         pos.data(), buf.data(), 24, pool),
-               Error);
-  p = AttentionParams{.n_heads = 4, .n_kv_heads = 2, .head_dim = 4};
-  EXPECT_THROW(attention(p, buf.data(), 1, 15, pos.data(), buf.data(), buf.data(), 1, 8,
-                         pos.data(), buf.data(), 16, pool),
-               Error);  // q_stride < n_heads * head_dim
-  EXPECT_THROW(attention(p, buf.data(), 1, 16, pos.data(), nullptr, buf.data(), 1, 8,
-                         pos.data(), buf.data(), 16, pool),
-               Error);
-  p.window = -1;
-  EXPECT_THROW(attention(p, buf.data(), 1, 16, pos.data(), buf.data(), buf.data(), 1, 8,
-                         pos.data(), buf.data(), 16, pool),
-               Error);
   RopeParams rp{RopeLayout::kNeox, 7, 10000.f, 1.f};
   EXPECT_THROW(rope(buf.data(), 1, 8, 0, rp), Error);  // odd rot_dim
   rp.rot_dim = 10;

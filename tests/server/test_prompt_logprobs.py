@@ -35,8 +35,9 @@ def post(s, path, body):
 
 
 def eval_logprobs(tokens: list[int]) -> np.ndarray:
-    """log-softmax of every position's logits, from `triad eval-logits` (an independent path: the
-    contiguous KV cache and Model::forward)."""
+    """log-softmax of every position's logits, from `triad eval-logits` (the same forward pass, but
+    one whole sequence on a private f32 KV store, outside the engine's scheduling, batching and
+    prefix cache)."""
     out = Path(os.environ.get("TMPDIR", "/tmp")) / f"triad_eval_logits_{os.getpid()}.f32"
     subprocess.run([BIN, "eval-logits", "-m", str(STORIES), "--tokens", ",".join(map(str, tokens)), "--out", str(out)],
                    check=True, capture_output=True)

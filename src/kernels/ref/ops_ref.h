@@ -1,4 +1,5 @@
-// Scalar references (ground truth) for the element-wise ops of ops.h and for attention.h.
+// Scalar references (ground truth) for the element-wise ops of ops.h and for attention
+// (paged_attention.h, tested against ref::attention over the same values laid out contiguously).
 // Straightforward loops with the textbook formulas, accumulating in double; the SIMD kernels
 // are tested against these. Same semantics and argument meaning as the public functions;
 // arguments are assumed valid (the tests pass valid ones).
@@ -8,7 +9,7 @@
 
 #include <cstdint>
 
-#include "kernels/attention.h"
+#include "kernels/paged_attention.h"
 #include "kernels/ops.h"
 
 namespace triad::kernels::ref {
