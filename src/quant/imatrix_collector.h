@@ -1,6 +1,7 @@
 // Collects an importance matrix while a model runs: for every weight matrix of the transformer
 // blocks (and output.weight on request), the sum over tokens of each input channel's squared
-// activation and the number of tokens, as llama.cpp's llama-imatrix does.
+// activation and the number of tokens, as llama.cpp's llama-imatrix does; for the experts of a
+// mixture-of-experts layer (3-D tensors) per expert, over the tokens routed to it.
 //
 // Attach it to a ForwardScratch (scratch.observer = &collector) and run forward passes over
 // calibration text; result() gives the Imatrix to save. Sums are kept in double.
@@ -33,10 +34,14 @@ class ImatrixCollector : public MatmulObserver {
 
  private:
   struct Acc {
-    std::vector<double> sum2;
-    int64_t count = 0;
+    std::vector<double> sum2;    // n_mat x cols
+    std::vector<int64_t> count;  // n_mat
   };
-  std::unordered_map<const void*, std::string> names_;
+  struct Slot {
+    std::string name;
+    int64_t expert = 0, n_mat = 1;
+  };
+  std::unordered_map<const void*, Slot> names_;  // by matrix (expert) data pointer
   std::map<std::string, Acc> acc_;
 };
 
