@@ -20,11 +20,11 @@ OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "gguf")
 Q = gguf.GGMLQuantizationType
 
 
-def build(fill, alignment=None):
+def build(fill, alignment=None, arch="llama"):
     """Runs fill(writer) on a fresh GGUFWriter and returns the file bytes."""
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "x.gguf")
-        w = gguf.GGUFWriter(path, arch="llama")
+        w = gguf.GGUFWriter(path, arch=arch)
         if alignment is not None:
             w.add_custom_alignment(alignment)
         fill(w)
@@ -97,6 +97,44 @@ def fill_tiny_llama(w):
     w.add_tensor("output_norm.weight", np.ones(8, dtype=np.float32))
 
 
+def fill_tiny_qwen3moe(w):
+    """A mixture-of-experts layer: 4 experts of FFN 8, 2 used, stacked in 3-D tensors."""
+    tokens = ["<unk>", "<s>", "</s>"] + [chr(ord("a") + k) for k in range(13)]
+    a = "qwen3moe."
+    w.add_uint32(a + "context_length", 64)
+    w.add_uint32(a + "embedding_length", 8)
+    w.add_uint32(a + "block_count", 1)
+    w.add_uint32(a + "feed_forward_length", 16)
+    w.add_uint32(a + "attention.head_count", 2)
+    w.add_uint32(a + "attention.head_count_kv", 1)
+    w.add_uint32(a + "attention.key_length", 4)
+    w.add_uint32(a + "attention.value_length", 4)
+    w.add_float32(a + "attention.layer_norm_rms_epsilon", 1e-6)
+    w.add_uint32(a + "expert_count", 4)
+    w.add_uint32(a + "expert_used_count", 2)
+    w.add_uint32(a + "expert_feed_forward_length", 8)
+    w.add_string("tokenizer.ggml.model", "llama")
+    w.add_array("tokenizer.ggml.tokens", tokens)
+    w.add_array("tokenizer.ggml.scores", [float(-k) for k in range(len(tokens))])
+    w.add_array("tokenizer.ggml.token_type", [2, 3, 3] + [1] * 13)
+    rng = np.random.default_rng(11)
+    f = lambda *shape: (rng.standard_normal(shape) * 0.1).astype(np.float32)
+    w.add_tensor("token_embd.weight", f(16, 8))
+    w.add_tensor("blk.0.attn_norm.weight", np.ones(8, dtype=np.float32))
+    w.add_tensor("blk.0.attn_q.weight", f(8, 8))
+    w.add_tensor("blk.0.attn_k.weight", f(4, 8))
+    w.add_tensor("blk.0.attn_v.weight", f(4, 8))
+    w.add_tensor("blk.0.attn_q_norm.weight", np.ones(4, dtype=np.float32))
+    w.add_tensor("blk.0.attn_k_norm.weight", np.ones(4, dtype=np.float32))
+    w.add_tensor("blk.0.attn_output.weight", f(8, 8))
+    w.add_tensor("blk.0.ffn_norm.weight", np.ones(8, dtype=np.float32))
+    w.add_tensor("blk.0.ffn_gate_inp.weight", f(4, 8))
+    w.add_tensor("blk.0.ffn_gate_exps.weight", f(4, 8, 8).astype(np.float16))
+    w.add_tensor("blk.0.ffn_up_exps.weight", f(4, 8, 8).astype(np.float16))
+    w.add_tensor("blk.0.ffn_down_exps.weight", f(4, 8, 8).astype(np.float16))
+    w.add_tensor("output_norm.weight", np.ones(8, dtype=np.float32))
+
+
 def find(data, needle, start=0):
     k = data.find(needle, start)
     assert k >= 0, needle
@@ -132,6 +170,12 @@ def main():
     seeds["valid_v2.gguf"] = patch(all_types, 4, "<I", 2)  # v2 and v3 share one layout
     tiny = build(fill_tiny_llama)
     seeds["valid_tiny_llama.gguf"] = tiny
+
+    moe = build(fill_tiny_qwen3moe, arch="qwen3moe")
+    seeds["valid_tiny_qwen3moe.gguf"] = moe
+    # The experts' 3-D shape with a huge third dimension.
+    seeds["bad_expert_dims.gguf"] = patch(moe, tensor_info_at(moe, b"blk.0.ffn_up_exps.weight") + 4 + 16,
+                                          "<Q", 1 << 40)
 
     seeds["bad_magic.gguf"] = b"GGUG" + tiny[4:]
     seeds["bad_version1.gguf"] = patch(tiny, 4, "<I", 1)
