@@ -1,6 +1,7 @@
 // Internal to the AVX-512 matmul kernels (include only from *_avx512.cpp files, which are
 // compiled with AVX-512 F/BW/VL/DQ/VNNI/BF16 flags): horizontal reductions, the tile-store
-// helper and the entry points shared by matmul_avx512.cpp and matmul_quant_avx512.cpp.
+// helper and the entry points the AVX-512 matmul files share (matmul_avx512.cpp dispatches to
+// the quant, packed, q8k and rowscaled ones).
 // Thread-safety: pure inline functions.
 #pragma once
 

@@ -149,7 +149,8 @@ struct D32 {
 
 // IQ4_NL (kMx = false: fp16 d, kIq4nlValues) and MXFP4 (kMx = true: e8m0_half(e),
 // kMxfp4Values): 32-element blocks of 16 signed table values (quant_blocks.h), nibbles as
-// Q4_0. A vpshufb lookup gives value + 128 as the unsigned code (1..241), so they take Q8_0's
+// Q4_0. A vpshufb lookup gives value + 128 as the unsigned code (IQ4_NL 1..241, MXFP4
+// 116..140), so they take Q8_0's
 // offset 128; a group is two blocks, as for the other 32-block types.
 template <bool kMx>
 struct DTab32 {

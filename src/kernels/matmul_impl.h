@@ -26,8 +26,9 @@
 //                 (Q3_K: sc_j - 32 and the code offset 4 removed with bsum_j; IQ4_XS: ls_j - 32
 //                 on the table values; only Q2_K has minimums).
 //   I8 weights (W8A8, row-scaled): activations become one Q8 row per token (codes xq, one scale
-//                 dx_t = amax_t / 127), y = fl(s_r * dx_t) * isum with isum = sum w_c * xq_c an
-//                 exact integer (|isum| < 2^31 for cols <= 131072, checked)
+//                 dx_t = amax_t / 127), y = float(isum) * fl(s_r * dx_t) in f32 with
+//                 isum = sum w_c * xq_c an exact integer (|isum| < 2^31 for cols <= 131072,
+//                 checked); every level, the reference included, computes exactly this
 // So the SIMD kernels and matmul_ref differ only by float rounding in the accumulation.
 //
 // Thread-safety: MatmulJob is read-only to the kernels; each kernel call writes only

@@ -9,7 +9,8 @@
 //     p   = vpdpbusd(init, q, xq)          exact int32: sum over 4 elements of q * xq, where
 //                                          init = -offset * (sum of those 4 xq) removes the
 //                                          type's code offset (8, 16, 32, or 128 for Q8_0,
-//                                          whose signed codes are flipped to q + 128)
+//                                          IQ4_NL and MXFP4, whose signed values become
+//                                          value + 128)
 //     acc += float(p) * (ws * dx)           ws: the weight group scale, dx: the activation
 //                                          block scale, both lane-expanded
 // and weight minimums (Q4_1/Q5_1: +m, Q4_K/Q5_K: -fl(dmin * mn)) are added once per group

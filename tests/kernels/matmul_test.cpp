@@ -341,6 +341,27 @@ TEST(MatmulTest, RowsDoNotDependOnTheBatch) {
   set_matmul_batch_invariant(false);
 }
 
+// I8 sums beyond 2^24, where float(isum) rounds: every level (the reference included) computes
+// y = float(isum) * fl(s_r * dx) and gives the same bits. Weights 127 but one 126, activations
+// all 1 (codes 127): isum = 127 * (127 * 2048 - 1) = 33,032,065.
+TEST(MatmulTest, I8LargeSumsAreBitwiseEqualOnEveryIsa) {
+  const int64_t rows = 5, cols = 2048, n = 3;
+  std::vector<uint8_t> w(static_cast<size_t>(rows * cols), 127);
+  for (int64_t r = 0; r < rows; ++r) w[static_cast<size_t>(r * cols + 7 * r)] = 126;
+  std::vector<float> scale(rows, 1.f), x(static_cast<size_t>(n * cols), 1.f);
+  const WeightMatrix wm{DType::kI8, w.data(), rows, cols, scale.data()};
+  std::vector<float> yref(static_cast<size_t>(n * rows));
+  matmul_ref(wm, x.data(), n, cols, yref.data(), rows);
+  const float want = static_cast<float>(int32_t{127} * (127 * 2048 - 1)) * (1.f * (1.f / 127.f));
+  EXPECT_EQ(yref[0], want);
+  ThreadPool pool(2);
+  for (IsaLevel level : levels()) {
+    std::vector<float> y(yref.size());
+    matmul_isa(level, wm, x.data(), n, cols, y.data(), rows, pool);
+    EXPECT_EQ(0, std::memcmp(y.data(), yref.data(), y.size() * 4)) << isa_name(level);
+  }
+}
+
 // The row-scaled online types (FP8 E4M3 weights with f32 activations, I8 W8A8 with per-token
 // Q8 activations) on every level against matmul_ref (2e-6 * S, as the table above), and
 // matmul_ref against the exact product of the dequantized weights s_r * code: exact up to 1e-5 * S

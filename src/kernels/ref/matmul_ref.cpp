@@ -326,8 +326,11 @@ void matmul_rows_ref(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int
           const int8_t* xq = j.aq + t * j.aq_stride;
           int64_t isum = 0;
           for (int64_t c = 0; c < cols; ++c) isum += static_cast<int64_t>(row[c]) * xq[c];
+          // Exactly matmul_impl.h's y = float(isum) * fl(s_r * dx_t), in float as the SIMD
+          // levels compute it, so every level gives the same bits (float(isum) rounds once
+          // |isum| > 2^24).
           const float scale = j.row_scale[r] * j.ad[t * j.as_stride];
-          j.y[t * j.y_stride + r] = static_cast<float>(static_cast<double>(scale) * static_cast<double>(isum));
+          j.y[t * j.y_stride + r] = static_cast<float>(static_cast<int32_t>(isum)) * scale;
         }
       }
       return;
