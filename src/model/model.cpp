@@ -1,7 +1,10 @@
 #include "model/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
+#include <vector>
 
 #include "base/error.h"
 #include "gguf/gguf_file.h"
@@ -21,6 +24,18 @@ inline void mm(const ForwardScratch& s, const kernels::WeightMatrix& w, const fl
   kernels::matmul(w, x, n, x_stride, y, y_stride, pool);
 }
 
+// gate = act(gate) * up over n elements, split across threads.
+void glu(FfnActivation act, float* gate, const float* up, int64_t n, ThreadPool& pool) {
+  pool.parallel_for(n / 256 + 1, [&](int64_t b, int64_t e) {
+    const int64_t lo = b * 256, hi = std::min<int64_t>(e * 256, n);
+    if (lo >= hi) return;
+    if (act == FfnActivation::kSilu)
+      kernels::silu_mul(gate + lo, up + lo, gate + lo, hi - lo);
+    else
+      kernels::gelu_mul(gate + lo, up + lo, gate + lo, hi - lo);
+  });
+}
+
 }  // namespace
 
 void ForwardScratch::reserve(const ModelConfig& c, int64_t n) {
@@ -35,6 +50,18 @@ void ForwardScratch::reserve(const ModelConfig& c, int64_t n) {
   proj.resize(N * c.n_embd);
   gate.resize(N * c.n_ff);
   up.resize(N * c.n_ff);
+  if (c.is_moe()) {
+    const size_t K = static_cast<size_t>(c.n_expert_used), FX = static_cast<size_t>(c.n_ff_exp);
+    router.resize(N * c.n_expert);
+    moe_x.resize(N * c.n_embd);  // an expert sees each token at most once
+    moe_gate.resize(N * FX);
+    moe_up.resize(N * FX);
+    moe_out.resize(N * c.n_embd);
+    sel_expert.resize(N * K);
+    sel_weight.resize(N * K);
+    routed_token.resize(N * K);
+    routed_weight.resize(N * K);
+  }
   capacity = n;
 }
 
@@ -151,6 +178,64 @@ void Model::attention_block(int32_t il, const ForwardBatch& b, KvStorage& kv,
   output_residual(il, n, s, pool);
 }
 
+void Model::moe_ffn(int32_t il, int64_t n, ForwardScratch& s, ThreadPool& pool) const {
+  const ModelConfig& c = config_;
+  const LayerWeights& L = weights_.layers[il];
+  const int64_t E = c.n_embd, X = c.n_expert, K = c.n_expert_used, FX = c.n_ff_exp;
+  // Route: softmax over the router logits, the K most probable experts (ties: lower id first),
+  // their probabilities renormalized (clamped as llama.cpp does) and scaled.
+  mm(s, L.gate_inp, s.xn.data(), n, E, s.router.data(), X, pool);
+  pool.parallel_for(n, [&](int64_t b, int64_t e) {
+    std::vector<int32_t> ids(static_cast<size_t>(X));
+    for (int64_t t = b; t < e; ++t) {
+      float* p = s.router.data() + t * X;
+      kernels::softmax(p, X);
+      std::iota(ids.begin(), ids.end(), 0);
+      std::partial_sort(ids.begin(), ids.begin() + K, ids.end(), [p](int32_t a, int32_t bb) {
+        return p[a] > p[bb] || (p[a] == p[bb] && a < bb);
+      });
+      float sum = 0.f;
+      for (int64_t j = 0; j < K; ++j) sum += p[ids[j]];
+      const float norm = c.expert_weights_norm ? 1.f / std::max(sum, 6.103515625e-5f) : 1.f;
+      for (int64_t j = 0; j < K; ++j) {
+        s.sel_expert[t * K + j] = ids[j];
+        s.sel_weight[t * K + j] = p[ids[j]] * norm * c.expert_weights_scale;
+      }
+    }
+  });
+  // Group the (token, weight) pairs by expert, tokens ascending within an expert.
+  s.expert_begin.assign(static_cast<size_t>(X + 1), 0);
+  for (int64_t i = 0; i < n * K; ++i) ++s.expert_begin[s.sel_expert[i] + 1];
+  for (int64_t x = 0; x < X; ++x) s.expert_begin[x + 1] += s.expert_begin[x];
+  std::vector<int32_t> fill(s.expert_begin.begin(), s.expert_begin.end() - 1);
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t j = 0; j < K; ++j) {
+      const int32_t x = s.sel_expert[t * K + j];
+      s.routed_token[fill[x]] = static_cast<int32_t>(t);
+      s.routed_weight[fill[x]++] = s.sel_weight[t * K + j];
+    }
+  std::fill(s.proj.data(), s.proj.data() + n * E, 0.f);
+  // Each expert with tokens: gather its rows, SwiGLU, scatter-add with the routing weights.
+  // Experts run in id order, so a token's sum has the same order whatever else is batched.
+  for (int32_t x = 0; x < X; ++x) {
+    const int32_t r0 = s.expert_begin[x], cnt = s.expert_begin[x + 1] - r0;
+    if (cnt == 0) continue;  // an expert nobody chose costs nothing
+    for (int32_t i = 0; i < cnt; ++i)
+      std::memcpy(s.moe_x.data() + i * E, s.xn.data() + s.routed_token[r0 + i] * E,
+                  static_cast<size_t>(E) * sizeof(float));
+    mm(s, L.gate_exps.at(x), s.moe_x.data(), cnt, E, s.moe_gate.data(), FX, pool);
+    mm(s, L.up_exps.at(x), s.moe_x.data(), cnt, E, s.moe_up.data(), FX, pool);
+    glu(c.ffn_act, s.moe_gate.data(), s.moe_up.data(), cnt * FX, pool);
+    mm(s, L.down_exps.at(x), s.moe_gate.data(), cnt, FX, s.moe_out.data(), E, pool);
+    for (int32_t i = 0; i < cnt; ++i) {
+      float* dst = s.proj.data() + s.routed_token[r0 + i] * E;
+      const float* src = s.moe_out.data() + i * E;
+      const float wgt = s.routed_weight[r0 + i];
+      for (int64_t d = 0; d < E; ++d) dst[d] += wgt * src[d];
+    }
+  }
+}
+
 void Model::ffn_block(int32_t il, int64_t n, ForwardScratch& s, ThreadPool& pool) const {
   const ModelConfig& c = config_;
   const LayerWeights& L = weights_.layers[il];
@@ -159,18 +244,14 @@ void Model::ffn_block(int32_t il, int64_t n, ForwardScratch& s, ThreadPool& pool
     for (int64_t t = b; t < e; ++t)
       kernels::rmsnorm(s.x.data() + t * E, L.ffn_norm, c.norm_eps, s.xn.data() + t * E, E);
   });
-  mm(s, L.w_gate, s.xn.data(), n, E, s.gate.data(), F, pool);
-  mm(s, L.w_up, s.xn.data(), n, E, s.up.data(), F, pool);
-  // Activation over all n*F elements, split across threads.
-  pool.parallel_for(n * F / 256 + 1, [&](int64_t b, int64_t e) {
-    const int64_t lo = b * 256, hi = std::min<int64_t>(e * 256, n * F);
-    if (lo >= hi) return;
-    if (c.ffn_act == FfnActivation::kSilu)
-      kernels::silu_mul(s.gate.data() + lo, s.up.data() + lo, s.gate.data() + lo, hi - lo);
-    else
-      kernels::gelu_mul(s.gate.data() + lo, s.up.data() + lo, s.gate.data() + lo, hi - lo);
-  });
-  mm(s, L.w_down, s.gate.data(), n, F, s.proj.data(), E, pool);
+  if (c.is_moe()) {
+    moe_ffn(il, n, s, pool);
+  } else {
+    mm(s, L.w_gate, s.xn.data(), n, E, s.gate.data(), F, pool);
+    mm(s, L.w_up, s.xn.data(), n, E, s.up.data(), F, pool);
+    glu(c.ffn_act, s.gate.data(), s.up.data(), n * F, pool);
+    mm(s, L.w_down, s.gate.data(), n, F, s.proj.data(), E, pool);
+  }
   pool.parallel_for(n, [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
       float* o = s.proj.data() + t * E;

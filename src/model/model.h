@@ -48,6 +48,14 @@ struct ForwardScratch {
   MatmulObserver* observer = nullptr;  // optional; not owned
   int64_t capacity = 0;  // tokens
   AlignedBuffer<float> x, xn, q, k, v, attn, proj, gate, up;
+  // Mixture of experts: router logits [n x n_expert], each token's chosen experts and weights
+  // [n x n_expert_used], the rows routed to one expert (gathered inputs, gate, up, output), and
+  // per expert its routed (token, weight) pairs.
+  AlignedBuffer<float> router, moe_x, moe_gate, moe_up, moe_out;
+  std::vector<int32_t> sel_expert;
+  std::vector<float> sel_weight;
+  std::vector<int32_t> expert_begin, routed_token;
+  std::vector<float> routed_weight;
   std::vector<kernels::PagedSeq> paged_seqs;  // per KV group, per sequence (forward_batch)
   std::vector<int32_t> slot_block, slot_row;  // per KV group, per row: where its K/V goes
   void reserve(const ModelConfig& c, int64_t n_tokens);
@@ -86,6 +94,8 @@ class Model {
   kernels::AttentionParams attention_params(int32_t il) const;
   void output_residual(int32_t il, int64_t n, ForwardScratch& s, ThreadPool& pool) const;
   void ffn_block(int32_t il, int64_t n, ForwardScratch& s, ThreadPool& pool) const;
+  // The MoE FFN of layer il on the normalized rows s.xn, accumulated into s.proj (zeroed here).
+  void moe_ffn(int32_t il, int64_t n, ForwardScratch& s, ThreadPool& pool) const;
 
   std::unique_ptr<gguf::GgufFile> file_;
   ModelConfig config_;

@@ -1,5 +1,6 @@
 #include "model/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -14,7 +15,8 @@ Arch parse_arch(const std::string& a) {
   if (a == "qwen2") return Arch::kQwen2;
   if (a == "qwen3") return Arch::kQwen3;
   if (a == "gemma3") return Arch::kGemma3;
-  fail("unsupported architecture '", a, "' (general.architecture); supported: llama, qwen2, qwen3, gemma3");
+  if (a == "qwen3moe") return Arch::kQwen3Moe;
+  fail("unsupported architecture '", a, "' (general.architecture); supported: llama, qwen2, qwen3, gemma3, qwen3moe");
 }
 
 int32_t positive_int(const gguf::GgufFile& f, const std::string& key, int64_t max) {
@@ -89,6 +91,10 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
       c.rope_layout = kernels::RopeLayout::kNeox;
       c.qk_norm = true;
       break;
+    case Arch::kQwen3Moe:
+      c.rope_layout = kernels::RopeLayout::kNeox;
+      c.qk_norm = true;
+      break;
     case Arch::kGemma3:
       c.rope_layout = kernels::RopeLayout::kNeox;
       c.qk_norm = true;
@@ -102,6 +108,28 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
       break;
   }
   c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+
+  // Experts. A dense architecture must not declare any (llama with experts is Mixtral: not yet).
+  const int64_t n_expert = f.get_int(p + "expert_count", 0);
+  if (c.arch != Arch::kQwen3Moe) {
+    TRIAD_CHECK(n_expert == 0, "model metadata '", p, "expert_count' = ", n_expert, ": ", c.arch_name,
+                " with experts (Mixtral-style) is not supported yet");
+  } else {
+    c.n_expert = positive_int(f, p + "expert_count", 4096);
+    c.n_expert_used = positive_int(f, p + "expert_used_count", 4096);
+    TRIAD_CHECK(c.n_expert_used <= c.n_expert, "model metadata '", p, "expert_used_count' = ",
+                c.n_expert_used, " exceeds '", p, "expert_count' = ", c.n_expert);
+    // llama.cpp: without expert_feed_forward_length, n_ff / n_expert_used.
+    c.n_ff_exp = f.has(p + "expert_feed_forward_length")
+                     ? positive_int(f, p + "expert_feed_forward_length", kMaxDim)
+                     : std::max(1, c.n_ff / c.n_expert_used);
+    c.expert_weights_norm = true;  // llama.cpp's qwen3moe graph always renormalizes (norm_topk_prob)
+    // llama.cpp scales only when the key is present and neither 0 nor 1.
+    const double scale = f.get_float(p + "expert_weights_scale", 0.0);
+    TRIAD_CHECK(std::isfinite(scale) && scale >= 0, "model metadata '", p, "expert_weights_scale' = ", scale,
+                " must be finite and >= 0");
+    c.expert_weights_scale = (scale == 0.0 || scale == 1.0) ? 1.f : static_cast<float>(scale);
+  }
   return c;
 }
 
@@ -111,6 +139,7 @@ std::string ModelConfig::summary() const {
      << n_embd << ", heads " << n_heads << "/" << n_kv_heads << " (q/kv) x " << head_dim << ", ffn "
      << n_ff << ", vocab " << n_vocab;
   if (sliding_window > 0) os << ", sliding window " << sliding_window;
+  if (n_expert > 0) os << ", experts " << n_expert_used << " of " << n_expert << " x ffn " << n_ff_exp;
   return os.str();
 }
 

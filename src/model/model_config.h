@@ -1,8 +1,9 @@
 // ModelConfig: the immutable properties of a model, read from GGUF metadata (llama.cpp's
 // "hparams"). Run-time choices (threads, context size) live elsewhere.
 //
-// One decoder-only transformer family covers llama, qwen2, qwen3 and gemma3; the differences
-// between them are the feature fields below, set per architecture in arch_registry.cpp.
+// One decoder-only transformer family covers llama, qwen2, qwen3, gemma3 and qwen3moe; the
+// differences between them are the feature fields below, set per architecture in
+// model_config.cpp.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +15,7 @@
 namespace triad {
 namespace gguf { class GgufFile; }
 
-enum class Arch { kLlama, kQwen2, kQwen3, kGemma3 };
+enum class Arch { kLlama, kQwen2, kQwen3, kGemma3, kQwen3Moe };
 
 enum class FfnActivation {
   kSilu,      // SwiGLU: silu(gate) * up   (llama, qwen)
@@ -55,6 +56,18 @@ struct ModelConfig {
   float embd_scale = 1.f;     // token embeddings multiplied by this (gemma: sqrt(n_embd))
   FfnActivation ffn_act = FfnActivation::kSilu;
   bool tied_output = false;   // no output.weight: logits use token_embd
+
+  // Mixture of experts (n_expert > 0: every layer's FFN): a router (ffn_gate_inp) scores the
+  // n_expert experts per token; softmax over all of them, the n_expert_used most probable are
+  // run (ties: the lower expert id first), their probabilities renormalized to sum 1 when
+  // expert_weights_norm, then multiplied by expert_weights_scale; the token's FFN output is the
+  // weighted sum of those experts' SwiGLU outputs (inner size n_ff_exp).
+  int32_t n_expert = 0;
+  int32_t n_expert_used = 0;
+  int32_t n_ff_exp = 0;
+  bool expert_weights_norm = false;
+  float expert_weights_scale = 1.f;
+  bool is_moe() const { return n_expert > 0; }
 
   // Reads and validates the configuration; throws triad::Error naming the bad key.
   static ModelConfig from_gguf(const gguf::GgufFile& f);

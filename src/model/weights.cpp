@@ -46,6 +46,24 @@ kernels::WeightMatrix ModelWeights::matrix(const gguf::GgufFile& f, const std::s
   return kernels::WeightMatrix{t->type, t->data, rows, cols};
 }
 
+ExpertMatrices ModelWeights::experts(const gguf::GgufFile& f, const std::string& name, int64_t n,
+                                     int64_t rows, int64_t cols) {
+  const gguf::TensorInfo* t = f.find_tensor(name);
+  TRIAD_CHECK(t, "model is missing tensor '", name, "'");
+  TRIAD_CHECK(t->n_dims == 3 && t->ne[0] == cols && t->ne[1] == rows && t->ne[2] == n, "tensor '", name,
+              "' has shape ", dims_str(*t), ", expected [", cols, ", ", rows, ", ", n, "] (",
+              n, " experts)");
+  TRIAD_CHECK(dtype_supported_for_weights(t->type), "tensor '", name, "' has type ",
+              dtype_name(t->type), ", which Triad cannot compute with yet");
+  matrix_bytes += t->n_bytes;
+  expert_bytes_ += t->n_bytes;
+  ExpertMatrices e;
+  e.first = kernels::WeightMatrix{t->type, t->data, rows, cols};
+  e.stride = row_bytes(t->type, static_cast<uint64_t>(cols)) * static_cast<uint64_t>(rows);
+  e.n = static_cast<int32_t>(n);
+  return e;
+}
+
 std::vector<ModelWeights::NamedMatrix> ModelWeights::block_matrices() {
   std::vector<NamedMatrix> out;
   for (size_t il = 0; il < layers.size(); ++il) {
@@ -55,6 +73,7 @@ std::vector<ModelWeights::NamedMatrix> ModelWeights::block_matrices() {
     out.push_back({b + "attn_k.weight", &L.wk});
     out.push_back({b + "attn_v.weight", &L.wv});
     out.push_back({b + "attn_output.weight", &L.wo});
+    if (L.w_gate.data == nullptr) continue;  // MoE layer
     out.push_back({b + "ffn_gate.weight", &L.w_gate});
     out.push_back({b + "ffn_up.weight", &L.w_up});
     out.push_back({b + "ffn_down.weight", &L.w_down});
@@ -106,13 +125,24 @@ ModelWeights ModelWeights::bind(const gguf::GgufFile& f, ModelConfig& c) {
       L.post_ffn_norm = w.vector_f32(f, b + "post_ffw_norm.weight", E, true);
     }
     L.ffn_norm = w.vector_f32(f, b + "ffn_norm.weight", E, true);
+    if (c.is_moe()) {
+      const int64_t X = c.n_expert, FX = c.n_ff_exp;
+      L.gate_inp = w.matrix(f, b + "ffn_gate_inp.weight", X, E);
+      L.gate_exps = w.experts(f, b + "ffn_gate_exps.weight", X, FX, E);
+      L.up_exps = w.experts(f, b + "ffn_up_exps.weight", X, FX, E);
+      L.down_exps = w.experts(f, b + "ffn_down_exps.weight", X, E, FX);
+      continue;
+    }
     L.w_gate = w.matrix(f, b + "ffn_gate.weight", F, E);
     L.w_up = w.matrix(f, b + "ffn_up.weight", F, E);
     L.w_down = w.matrix(f, b + "ffn_down.weight", E, F);
   }
   // Per generated token every matrix is streamed once, except an untied embedding table, of which
-  // only one row is read.
+  // only one row is read, and the experts, of which a token reads n_expert_used of n_expert.
   w.bytes_per_token = w.matrix_bytes - (c.tied_output ? 0 : emb->n_bytes);
+  if (c.is_moe())
+    w.bytes_per_token -= w.expert_bytes_ - w.expert_bytes_ / static_cast<uint64_t>(c.n_expert) *
+                                               static_cast<uint64_t>(c.n_expert_used);
   return w;
 }
 

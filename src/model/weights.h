@@ -17,6 +17,19 @@
 namespace triad {
 namespace gguf { class GgufFile; struct TensorInfo; }
 
+// n matrices of one shape stored back to back (a 3-D GGUF tensor [cols, rows, n]): the experts
+// of a mixture-of-experts FFN. at(e) is expert e's matrix.
+struct ExpertMatrices {
+  kernels::WeightMatrix first;  // expert 0
+  uint64_t stride = 0;          // bytes from one expert to the next
+  int32_t n = 0;
+  kernels::WeightMatrix at(int32_t e) const {
+    kernels::WeightMatrix w = first;
+    w.data = static_cast<const uint8_t*>(first.data) + static_cast<uint64_t>(e) * stride;
+    return w;
+  }
+};
+
 struct LayerWeights {
   const float* attn_norm = nullptr;   // [n_embd]
   kernels::WeightMatrix wq, wk, wv;   // [q_dim x n_embd], [kv_dim x n_embd] x2
@@ -28,8 +41,11 @@ struct LayerWeights {
   kernels::WeightMatrix wo;           // [n_embd x q_dim]
   const float* post_attn_norm = nullptr;  // [n_embd] (post_norms only)
   const float* ffn_norm = nullptr;    // [n_embd]
-  kernels::WeightMatrix w_gate, w_up; // [n_ff x n_embd]
+  kernels::WeightMatrix w_gate, w_up; // [n_ff x n_embd]        (dense FFN)
   kernels::WeightMatrix w_down;       // [n_embd x n_ff]
+  kernels::WeightMatrix gate_inp;     // [n_expert x n_embd]    (MoE: the router)
+  ExpertMatrices gate_exps, up_exps;  // n_expert x [n_ff_exp x n_embd]
+  ExpertMatrices down_exps;           // n_expert x [n_embd x n_ff_exp]
   const float* post_ffn_norm = nullptr;   // [n_embd] (post_norms only)
 };
 
@@ -46,7 +62,8 @@ struct ModelWeights {
     std::string name;
     kernels::WeightMatrix* matrix;
   };
-  // Every layer's projection matrices (attn q/k/v/output, ffn gate/up/down), in layer order.
+  // Every layer's projection matrices (attn q/k/v/output, dense ffn gate/up/down), in layer
+  // order. (Expert matrices are not among them: load-time conversion leaves them as stored.)
   std::vector<NamedMatrix> block_matrices();
   // Zeroed storage owned by the weights for matrices made at load time (64-byte aligned; the
   // address stays valid for the weights' life, moves included).
@@ -62,6 +79,9 @@ struct ModelWeights {
   const float* vector_f32(const gguf::GgufFile& f, const std::string& name, int64_t n, bool required);
   kernels::WeightMatrix matrix(const gguf::GgufFile& f, const std::string& name, int64_t rows,
                                int64_t cols);
+  ExpertMatrices experts(const gguf::GgufFile& f, const std::string& name, int64_t n, int64_t rows,
+                         int64_t cols);
+  uint64_t expert_bytes_ = 0;  // bytes of all expert matrices (a token reads n_expert_used of n)
 };
 
 }  // namespace triad

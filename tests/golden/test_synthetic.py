@@ -1,7 +1,7 @@
 """Golden tests on synthetic random-weight models: triad's logits vs the numpy reference.
 
 Models come from tests/reference/make_synthetic.py (llama, llama with a sliding window, llama
-with partial rotary + linear rope scaling, qwen2, qwen3, gemma3, and the llama weights stored
+with partial rotary + linear rope scaling, qwen2, qwen3, gemma3, qwen3moe, and the llama weights stored
 as every weight type). Every test runs 80 tokens (longer than the 10-12 token sliding windows)
 at positions 0..79 through `triad eval-logits`, in one forward call, in calls of 7 tokens, and
 one token at a time (the decode path through the KV cache), and compares with the reference.
@@ -27,6 +27,7 @@ Tolerances and why:
     tolerance row rel-L2 max <= 0.04, mean <= 0.02, top-1 >= 0.9, top1_gap <= 0.02.
 """
 import os
+import subprocess
 
 import numpy as np
 import pytest
@@ -43,7 +44,7 @@ def sequence() -> list:
     return [1] + [int(t) for t in rng.integers(3, make_synthetic.N_VOCAB, N_POS - 1)]
 
 
-F32_MODELS = ["llama", "llama_swa", "llama_rope", "qwen2", "qwen3", "gemma3", "llama_f16"]
+F32_MODELS = ["llama", "llama_swa", "llama_rope", "qwen2", "qwen3", "gemma3", "llama_f16", "qwen3moe"]
 QUANT_MODELS = ["llama_q8_0", "llama_q4_0", "llama_q4_1", "llama_q5_0", "llama_q5_1",
                 "llama_q4_k", "llama_q5_k", "llama_q6_k", "gemma3_q4_k_m"]
 
@@ -69,7 +70,7 @@ def test_f32_logits(synthetic_dir, name, chunk):
         f"{name} chunk={chunk}: {gu.describe(m)} (tolerance {F32_TOL})"
 
 
-@pytest.mark.parametrize("name,chunk", [("gemma3", 5), ("llama", None)])
+@pytest.mark.parametrize("name,chunk", [("gemma3", 5), ("llama", None), ("qwen3moe", 7)])
 def test_f32_two_threads(synthetic_dir, name, chunk):
     got, ref = _logits_pair(synthetic_dir, name, chunk, threads=2)
     m = gu.compare_logits(got, ref)
@@ -110,7 +111,60 @@ def test_quantized_differs_from_f32_weights(synthetic_dir):
     assert to_q * 3 < to_f, f"rel-L2 to Q4_K reference {to_q:.3g}, to F32 reference {to_f:.3g}"
 
 
-@pytest.mark.parametrize("name", ["llama", "llama_swa", "qwen2", "qwen3", "gemma3"])
+def test_qwen3moe_routing_cases_are_covered(synthetic_dir):
+    """The qwen3moe logits tests above are only as strong as the routing they exercise. On the
+    reference's routing of the test sequence: exact probability ties at the top-k boundary occur
+    (experts 6 and 7 share their router rows) and go to the lower id, and among the 7-token
+    calls some expert gets exactly one token and some none (so a token alone on its expert, and
+    experts skipped in a batch, are both compared against the reference)."""
+    path = os.path.join(synthetic_dir, "qwen3moe.gguf")
+    rm = gu.reference_model(path)
+    rm.logits(sequence())
+    n_expert = rm.cfg.n_expert
+    ties = [(il, t, ch) for il, t, p, ch in rm.moe_trace if p[6] == p[7] and (6 in ch) != (7 in ch)]
+    assert ties, "no top-k tie between experts 6 and 7 in the test sequence"
+    assert all(6 in ch for _, _, ch in ties), ties
+    alone = skipped = 0
+    for il in range(rm.cfg.n_layer):
+        routes = [ch for l, _, _, ch in rm.moe_trace if l == il]
+        for c0 in range(0, len(routes), 7):
+            counts = np.bincount([e for ch in routes[c0:c0 + 7] for e in ch], minlength=n_expert)
+            alone += int((counts == 1).sum())
+            skipped += int((counts == 0).sum())
+    assert alone > 0 and skipped > 0, (alone, skipped)
+
+
+def _moe_variant(tmp_path, tag, spec_edit=None, weights_edit=None):
+    from dataclasses import replace
+    spec = next(s for s in make_synthetic.SPECS if s.name == "qwen3moe")
+    spec = replace(spec, n_layer=2, **(spec_edit or {}))
+    w = make_synthetic.make_weights(replace(spec, n_expert=spec.n_expert or 8))
+    if weights_edit:
+        weights_edit(w)
+    path = str(tmp_path / f"moe_{tag}.gguf")
+    make_synthetic.write_model(path, spec, w, lambda n: "f32")
+    return path
+
+
+@pytest.mark.parametrize("tag,spec_edit,weights_edit,message", [
+    ("used_gt_count", {"n_expert_used": 9}, None, "expert_used_count' = 9 exceeds"),
+    ("no_experts", {"n_expert": 0}, None, "expert_count"),
+    ("missing_up", None, lambda w: w.pop("blk.1.ffn_up_exps.weight"), "missing tensor 'blk.1.ffn_up_exps.weight'"),
+    ("seven_stacked", None, lambda w: w.update({"blk.0.ffn_down_exps.weight": w["blk.0.ffn_down_exps.weight"][:7]}),
+     "(8 experts)"),
+    ("router_rows", None, lambda w: w.update({"blk.1.ffn_gate_inp.weight": w["blk.1.ffn_gate_inp.weight"][:5]}),
+     "blk.1.ffn_gate_inp.weight"),
+])
+def test_qwen3moe_bad_metadata_is_a_clear_load_error(tmp_path, tag, spec_edit, weights_edit, message):
+    path = _moe_variant(tmp_path, tag, spec_edit, weights_edit)
+    p = subprocess.run([gu.triad_bin(), "eval-logits", "-m", path, "--tokens", "1,2,3", "--out",
+                        str(tmp_path / "x.f32")], capture_output=True, timeout=60)
+    err = p.stderr.decode("utf-8", "replace")
+    assert p.returncode != 0 and message in err, err[-2000:]
+    assert "terminate" not in err and "Sanitizer" not in err, err[-2000:]
+
+
+@pytest.mark.parametrize("name", ["llama", "llama_swa", "qwen2", "qwen3", "gemma3", "qwen3moe"])
 def test_greedy_run(synthetic_dir, name):
     """`triad run --temp 0` follows the reference's greedy path (F32: only an exact tie within
     1e-4 of the row's scale may make them part)."""

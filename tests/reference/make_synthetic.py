@@ -13,6 +13,9 @@ token types, bos 1, eos 2):
   qwen3.gguf        qwen3, 128 wide, 8/2 heads of 32 (q dim 256 != n_embd), 3 layers, q/k norms
   gemma3.gguf       gemma3, 256 wide, 8/2 heads of 32, 7 layers (0-4 and 6 local, 5 global),
                     sliding window 10, global base 1e6, norm weights with the +1 baked in
+  qwen3moe.gguf     qwen3moe, 128 wide, 8/2 heads of 32, 3 layers, 8 experts of FFN 64, 2 used
+                    per token; the router rows of experts 6 and 7 are equal in every layer, so
+                    their probabilities tie exactly (the lower id must win)
   llama_<type>.gguf llama.gguf with every 2-D weight stored as <type>: f16, bf16, q8_0, q4_0,
                     q4_1, q5_0, q5_1 (gguf.quants.quantize) and q4_k, q5_k, q6_k (kquants.py)
   gemma3_q4_k_m.gguf gemma3.gguf with the tensor-type mix of a llama.cpp Q4_K_M file (token_embd
@@ -109,6 +112,9 @@ class Spec:
     biases: bool = False
     eps: float = 1e-5
     n_ctx: int = 512
+    n_expert: int = 0
+    n_expert_used: int = 0
+    n_ff_exp: int = 0
 
 
 SPECS = [
@@ -121,6 +127,8 @@ SPECS = [
     Spec("qwen3", "qwen3", 105, 128, 3, 8, 2, 32, 256, tied=True, rope_base=1e6, eps=1e-6),
     Spec("gemma3", "gemma3", 106, 256, 7, 8, 2, 32, 512, tied=True, rope_base=1e6, window=10,
          eps=1e-6),
+    Spec("qwen3moe", "qwen3moe", 107, 128, 3, 8, 2, 32, 192, tied=True, rope_base=1e6, eps=1e-6,
+         n_expert=8, n_expert_used=2, n_ff_exp=64),
 ]
 
 LLAMA_TYPES = ["f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"]
@@ -160,16 +168,24 @@ def make_weights(s: Spec) -> dict:
             w[p + "attn_q.bias"] = vec(qd, 0.2)
             w[p + "attn_k.bias"] = vec(kvd, 0.2)
             w[p + "attn_v.bias"] = vec(kvd, 0.2)
-        if s.arch in ("qwen3", "gemma3"):
+        if s.arch in ("qwen3", "gemma3", "qwen3moe"):
             w[p + "attn_q_norm.weight"] = norm(s.head_dim)
             w[p + "attn_k_norm.weight"] = norm(s.head_dim)
         w[p + "attn_output.weight"] = mat(s.n_embd, qd)
         if s.arch == "gemma3":
             w[p + "post_attention_norm.weight"] = norm(s.n_embd)
         w[p + "ffn_norm.weight"] = norm(s.n_embd)
-        w[p + "ffn_gate.weight"] = mat(s.n_ff, s.n_embd)
-        w[p + "ffn_up.weight"] = mat(s.n_ff, s.n_embd)
-        w[p + "ffn_down.weight"] = mat(s.n_embd, s.n_ff)
+        if s.n_expert:
+            router = mat(s.n_expert, s.n_embd, 3.0)
+            router[7] = router[6]  # exact ties between experts 6 and 7
+            w[p + "ffn_gate_inp.weight"] = router
+            w[p + "ffn_gate_exps.weight"] = np.stack([mat(s.n_ff_exp, s.n_embd) for _ in range(s.n_expert)])
+            w[p + "ffn_up_exps.weight"] = np.stack([mat(s.n_ff_exp, s.n_embd) for _ in range(s.n_expert)])
+            w[p + "ffn_down_exps.weight"] = np.stack([mat(s.n_embd, s.n_ff_exp) for _ in range(s.n_expert)])
+        else:
+            w[p + "ffn_gate.weight"] = mat(s.n_ff, s.n_embd)
+            w[p + "ffn_up.weight"] = mat(s.n_ff, s.n_embd)
+            w[p + "ffn_down.weight"] = mat(s.n_embd, s.n_ff)
         if s.arch == "gemma3":
             w[p + "post_ffw_norm.weight"] = norm(s.n_embd)
     w["output_norm.weight"] = norm(s.n_embd) * (3.0 if gemma else 1.0)
@@ -214,7 +230,11 @@ def write_model(path: str, s: Spec, weights: dict, type_of) -> None:
     wr.add_layer_norm_rms_eps(s.eps)
     wr.add_rope_freq_base(s.rope_base)
     wr.add_rope_dimension_count(s.rope_dims or s.head_dim)
-    if s.head_dim != s.n_embd // s.n_head or a in ("qwen3", "gemma3"):
+    if s.n_expert:
+        wr.add_expert_count(s.n_expert)
+        wr.add_expert_used_count(s.n_expert_used)
+        wr.add_expert_feed_forward_length(s.n_ff_exp)
+    if s.head_dim != s.n_embd // s.n_head or a in ("qwen3", "gemma3", "qwen3moe"):
         wr.add_key_length(s.head_dim)
         wr.add_value_length(s.head_dim)
     if s.rope_linear:
@@ -233,7 +253,7 @@ def write_model(path: str, s: Spec, weights: dict, type_of) -> None:
     wr.add_add_eos_token(False)
     wr.add_quantization_version(2)
     for name, arr in weights.items():
-        tname = type_of(name) if arr.ndim == 2 else "f32"
+        tname = type_of(name) if arr.ndim >= 2 else "f32"
         data, raw = encode(arr, tname)
         wr.add_tensor(name, data, raw_dtype=raw)
     assert a == wr.arch

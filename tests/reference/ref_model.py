@@ -42,7 +42,7 @@ from gguf.quants import dequantize
 # Metadata and weights
 # ----------------------------------------------------------------------------------------------
 
-SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "gemma3")
+SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "gemma3", "qwen3moe")
 
 
 def read_metadata(reader: GGUFReader) -> dict:
@@ -95,6 +95,12 @@ class RefConfig:
     post_norms: bool = False  # gemma3 post_attention_norm / post_ffw_norm
     bos_id: int = -1
     eos_id: int = -1
+    # Mixture of experts (qwen3moe, as Qwen3MoeSparseMoeBlock defines it): router softmax over
+    # n_expert, top n_expert_used, weights renormalized when expert_norm (norm_topk_prob).
+    n_expert: int = 0
+    n_expert_used: int = 0
+    n_ff_exp: int = 0
+    expert_norm: bool = False
 
 
 def _get(md: dict, key: str, default=None, required: bool = False):
@@ -151,13 +157,19 @@ def config_from_metadata(md: dict, tensors: dict) -> RefConfig:
             post_norms=True, bos_id=bos, eos_id=eos)
 
     local = tuple(window > 0 for _ in range(n_layer))
+    moe = {}
+    if arch == "qwen3moe":
+        moe = dict(n_expert=int(_get(md, f"{a}.expert_count", required=True)),
+                   n_expert_used=int(_get(md, f"{a}.expert_used_count", required=True)),
+                   n_ff_exp=int(_get(md, f"{a}.expert_feed_forward_length", required=True)),
+                   expert_norm=True)
     return RefConfig(
         arch=arch, n_vocab=n_vocab, n_embd=n_embd, n_layer=n_layer, n_head=n_head,
         n_head_kv=n_head_kv, head_dim=head_dim, head_dim_v=head_dim_v, n_ff=n_ff, eps=eps,
         rope_dims=rope_dims, rope_layout="normal" if arch == "llama" else "neox",
         rope_base=rope_base, rope_base_local=rope_base, rope_linear_factor=factor,
         sliding_window=window, local_layers=local, attn_scale=1.0 / math.sqrt(head_dim),
-        bos_id=bos, eos_id=eos)
+        bos_id=bos, eos_id=eos, **moe)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -341,6 +353,7 @@ class RefModel:
         # online == "int8": per token row of the last forward, the least rounding_tie_margin of
         # any projection input (np.inf until a forward runs).
         self.tie_margin = None
+        self.moe_trace = []  # MoE models: routing of the last forward (see _moe)
         self.online_names = set()
         if online:
             for name in list(self.w):
@@ -366,10 +379,16 @@ class RefModel:
             need[p + "attn_v.weight"] = (c.n_head_kv * c.head_dim_v, c.n_embd)
             need[p + "attn_output.weight"] = (c.n_embd, c.n_head * c.head_dim_v)
             need[p + "ffn_norm.weight"] = (c.n_embd,)
-            need[p + "ffn_gate.weight"] = (c.n_ff, c.n_embd)
-            need[p + "ffn_up.weight"] = (c.n_ff, c.n_embd)
-            need[p + "ffn_down.weight"] = (c.n_embd, c.n_ff)
-            if c.arch in ("qwen3", "gemma3"):
+            if c.n_expert:
+                need[p + "ffn_gate_inp.weight"] = (c.n_expert, c.n_embd)
+                need[p + "ffn_gate_exps.weight"] = (c.n_expert, c.n_ff_exp, c.n_embd)
+                need[p + "ffn_up_exps.weight"] = (c.n_expert, c.n_ff_exp, c.n_embd)
+                need[p + "ffn_down_exps.weight"] = (c.n_expert, c.n_embd, c.n_ff_exp)
+            else:
+                need[p + "ffn_gate.weight"] = (c.n_ff, c.n_embd)
+                need[p + "ffn_up.weight"] = (c.n_ff, c.n_embd)
+                need[p + "ffn_down.weight"] = (c.n_embd, c.n_ff)
+            if c.arch in ("qwen3", "gemma3", "qwen3moe"):
                 need[p + "attn_q_norm.weight"] = (c.head_dim,)
                 need[p + "attn_k_norm.weight"] = (c.head_dim,)
             if c.post_norms:
@@ -403,6 +422,30 @@ class RefModel:
         if b is not None:
             y = y + b.astype(np.float64)
         return y
+
+    def _moe(self, h: np.ndarray, p: str, il: int) -> np.ndarray:
+        """The sparse MoE block: per token, p = softmax(router(h)); the n_expert_used experts with
+        the largest p (equal p: the lower expert index first); weights p_e, divided by their sum
+        when expert_norm; output sum_e w_e * down_e(silu(gate_e(h)) * up_e(h)). Every routing
+        decision is appended to self.moe_trace as (layer, token row, probs, chosen ids)."""
+        c = self.cfg
+        logits = _matmul_t(h, self.w[p + "ffn_gate_inp.weight"])
+        z = logits - logits.max(axis=-1, keepdims=True)
+        probs = np.exp(z) / np.exp(z).sum(axis=-1, keepdims=True)
+        gate, up, down = (self.w[p + n] for n in ("ffn_gate_exps.weight", "ffn_up_exps.weight",
+                                                  "ffn_down_exps.weight"))
+        out = np.zeros_like(h, dtype=np.float64)
+        for t in range(h.shape[0]):
+            order = sorted(range(c.n_expert), key=lambda e: (-probs[t, e], e))
+            chosen = order[:c.n_expert_used]
+            w = probs[t, chosen]
+            if c.expert_norm:
+                w = w / w.sum()
+            self.moe_trace.append((il, t, probs[t].copy(), list(chosen)))
+            for e, we in zip(chosen, w):
+                a = silu(_matmul_t(h[t:t + 1], gate[e])) * _matmul_t(h[t:t + 1], up[e])
+                out[t] += we * _matmul_t(a, down[e])[0]
+        return out
 
     def output_matrix_name(self) -> str:
         return "output.weight" if "output.weight" in self.w else "token_embd.weight"
@@ -458,10 +501,13 @@ class RefModel:
             x = x + o
 
             h = rms_norm(x, self.w[p + "ffn_norm.weight"], c.eps)
-            g = self._linear(h, p + "ffn_gate.weight")
-            u = self._linear(h, p + "ffn_up.weight")
-            a = (gelu_tanh(g) if c.gelu_ffn else silu(g)) * u
-            f = self._linear(a, p + "ffn_down.weight")
+            if c.n_expert:
+                f = self._moe(h, p, il)
+            else:
+                g = self._linear(h, p + "ffn_gate.weight")
+                u = self._linear(h, p + "ffn_up.weight")
+                a = (gelu_tanh(g) if c.gelu_ffn else silu(g)) * u
+                f = self._linear(a, p + "ffn_down.weight")
             if c.post_norms:
                 f = rms_norm(f, self.w[p + "post_ffw_norm.weight"], c.eps)
             x = x + f
@@ -478,6 +524,7 @@ class RefModel:
         """Logits [len(tokens), n_vocab] of tokens at positions 0..len-1 (also sets tie_margin
         for online int8)."""
         self.tie_margin = None
+        self.moe_trace = []
         return self.forward(tokens, None, "all")
 
     def greedy(self, prompt_ids, n_new: int, stop_at_eos: bool = True) -> list:
