@@ -11,7 +11,12 @@ With --shape qwen1.5b the shape is Qwen2.5-1.5B's (hidden 1536, 28 layers, 12 / 
 8960): every row length a multiple of 256, so K-quants apply without fallbacks (the quantization
 benchmark uses it).
 
-usage: make_bench_model.py OUT.gguf --type f16|q8_0 [--layers N] [--shape qwen0.5b|qwen1.5b]
+With --shape qwen3moe-30b the model is a qwen3moe shaped like Qwen3-30B-A3B (hidden 2048, 32 / 4
+heads of 128, 128 experts of FFN 768, 8 used per token, q/k norms, untied output), with 4 layers
+unless --layers says otherwise (48 in the real model): the MoE benchmark.
+
+usage: make_bench_model.py OUT.gguf --type f16|q8_0 [--layers N]
+                           [--shape qwen0.5b|qwen1.5b|tiny|qwen3moe-30b]
 """
 import argparse
 import sys
@@ -26,7 +31,9 @@ except ImportError:
 
 SHAPES = {"qwen0.5b": (896, 24, 14, 2, 4864, 151936), "qwen1.5b": (1536, 28, 12, 2, 8960, 151936),
           # every row a multiple of 256, so each weight type applies without fallbacks (tests)
-          "tiny": (256, 2, 4, 2, 512, 1024)}
+          "tiny": (256, 2, 4, 2, 512, 1024),
+          "qwen3moe-30b": (2048, 4, 32, 4, 6144, 151936)}
+MOE = {"qwen3moe-30b": dict(head_dim=128, n_expert=128, n_used=8, ffn_exp=768)}
 HIDDEN, LAYERS, HEADS, KV_HEADS, FFN, VOCAB = SHAPES["qwen0.5b"]
 
 
@@ -52,7 +59,8 @@ def main():
     if a.layers is None:
         a.layers = LAYERS
     rng = np.random.default_rng(0)
-    w = gguf.GGUFWriter(a.out, "qwen2")
+    moe = MOE.get(a.shape)
+    w = gguf.GGUFWriter(a.out, "qwen3moe" if moe else "qwen2")
     w.add_name(f"{a.shape}-shaped-random-{a.type}")
     w.add_context_length(32768)
     w.add_embedding_length(HIDDEN)
@@ -62,6 +70,12 @@ def main():
     w.add_head_count_kv(KV_HEADS)
     w.add_rope_freq_base(1000000.0)
     w.add_layer_norm_rms_eps(1e-6)
+    if moe:
+        w.add_key_length(moe["head_dim"])
+        w.add_value_length(moe["head_dim"])
+        w.add_expert_count(moe["n_expert"])
+        w.add_expert_used_count(moe["n_used"])
+        w.add_expert_feed_forward_length(moe["ffn_exp"])
     toks, scores, types = vocab(VOCAB)
     w.add_tokenizer_model("llama")
     w.add_token_list(toks)
@@ -71,8 +85,9 @@ def main():
     w.add_eos_token_id(2)
     qtype = gguf.GGMLQuantizationType.F16 if a.type == "f16" else gguf.GGMLQuantizationType.Q8_0
 
-    def mat(name, rows, cols):
-        x = (rng.standard_normal((rows, cols), dtype=np.float32) * 0.02)
+    def mat(name, rows, cols, n=0):
+        shape = (n, rows, cols) if n else (rows, cols)
+        x = (rng.standard_normal(shape, dtype=np.float32) * 0.02)
         if a.type == "f16":
             w.add_tensor(name, x.astype(np.float16))
         else:
@@ -86,20 +101,34 @@ def main():
     mat("token_embd.weight", VOCAB, HIDDEN)
     vec("output_norm.weight", HIDDEN)
     q_dim, kv_dim = HIDDEN, HIDDEN // HEADS * KV_HEADS
+    if moe:
+        q_dim, kv_dim = HEADS * moe["head_dim"], KV_HEADS * moe["head_dim"]
+        mat("output.weight", VOCAB, HIDDEN)
     for il in range(a.layers):
         b = f"blk.{il}."
         vec(b + "attn_norm.weight", HIDDEN)
         mat(b + "attn_q.weight", q_dim, HIDDEN)
         mat(b + "attn_k.weight", kv_dim, HIDDEN)
         mat(b + "attn_v.weight", kv_dim, HIDDEN)
-        vec(b + "attn_q.bias", q_dim, 0.02)
-        vec(b + "attn_k.bias", kv_dim, 0.02)
-        vec(b + "attn_v.bias", kv_dim, 0.02)
+        if moe:
+            vec(b + "attn_q_norm.weight", moe["head_dim"])
+            vec(b + "attn_k_norm.weight", moe["head_dim"])
+        else:
+            vec(b + "attn_q.bias", q_dim, 0.02)
+            vec(b + "attn_k.bias", kv_dim, 0.02)
+            vec(b + "attn_v.bias", kv_dim, 0.02)
         mat(b + "attn_output.weight", HIDDEN, q_dim)
         vec(b + "ffn_norm.weight", HIDDEN)
-        mat(b + "ffn_gate.weight", FFN, HIDDEN)
-        mat(b + "ffn_up.weight", FFN, HIDDEN)
-        mat(b + "ffn_down.weight", HIDDEN, FFN)
+        if moe:
+            w.add_tensor(b + "ffn_gate_inp.weight",
+                         rng.standard_normal((moe["n_expert"], HIDDEN), dtype=np.float32) * 0.02)
+            mat(b + "ffn_gate_exps.weight", moe["ffn_exp"], HIDDEN, moe["n_expert"])
+            mat(b + "ffn_up_exps.weight", moe["ffn_exp"], HIDDEN, moe["n_expert"])
+            mat(b + "ffn_down_exps.weight", HIDDEN, moe["ffn_exp"], moe["n_expert"])
+        else:
+            mat(b + "ffn_gate.weight", FFN, HIDDEN)
+            mat(b + "ffn_up.weight", FFN, HIDDEN)
+            mat(b + "ffn_down.weight", HIDDEN, FFN)
         print(f"\rmake_bench_model: layer {il + 1}/{a.layers}", end="", file=sys.stderr, flush=True)
     print(file=sys.stderr)
     w.write_header_to_file()
