@@ -240,7 +240,7 @@ int run(const ServeOptions& o) {
     log_info(s.sm.name, ": ", isa_name(best_isa()), " kernels, ",
              kernels::matmul_is_batch_invariant()
                  ? "batch-invariant (a token's result does not depend on what shares its step)"
-                 : "batch-dependent for Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q4_K/Q5_K/Q6_K (--batch-invariant makes them invariant)",
+                 : "batch-dependent for Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q4_K/Q5_K/Q6_K/IQ4_NL/MXFP4 (--batch-invariant makes them invariant)",
              "; system_fingerprint ", s.sm.fingerprint);
     {
       // Constrained decoding: the vocabulary's byte trie, and the JSON-mode grammar's masks near
