@@ -57,6 +57,11 @@ void ForwardScratch::reserve(const ModelConfig& c, int64_t n) {
     moe_gate.resize(N * FX);
     moe_up.resize(N * FX);
     moe_out.resize(N * c.n_embd);
+    if (c.n_ff_shexp > 0) {
+      sh_gate.resize(N * c.n_ff_shexp);
+      sh_up.resize(N * c.n_ff_shexp);
+      sh_out.resize(N * c.n_embd);
+    }
     sel_expert.resize(N * K);
     sel_weight.resize(N * K);
     routed_token.resize(N * K);
@@ -233,6 +238,25 @@ void Model::moe_ffn(int32_t il, int64_t n, ForwardScratch& s, ThreadPool& pool) 
       const float wgt = s.routed_weight[r0 + i];
       for (int64_t d = 0; d < E; ++d) dst[d] += wgt * src[d];
     }
+  }
+  // The shared expert (qwen2moe): every token, scaled by sigmoid(gate_inp_shexp . x).
+  if (c.n_ff_shexp > 0) {
+    const int64_t FS = c.n_ff_shexp;
+    mm(s, L.gate_shexp, s.xn.data(), n, E, s.sh_gate.data(), FS, pool);
+    mm(s, L.up_shexp, s.xn.data(), n, E, s.sh_up.data(), FS, pool);
+    glu(c.ffn_act, s.sh_gate.data(), s.sh_up.data(), n * FS, pool);
+    mm(s, L.down_shexp, s.sh_gate.data(), n, FS, s.sh_out.data(), E, pool);
+    pool.parallel_for(n, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) {
+        const float* x = s.xn.data() + t * E;
+        double dot = 0;
+        for (int64_t d = 0; d < E; ++d) dot += static_cast<double>(x[d]) * L.gate_inp_shexp[d];
+        const float g = static_cast<float>(1.0 / (1.0 + std::exp(-dot)));
+        float* dst = s.proj.data() + t * E;
+        const float* src = s.sh_out.data() + t * E;
+        for (int64_t d = 0; d < E; ++d) dst[d] += g * src[d];
+      }
+    });
   }
 }
 

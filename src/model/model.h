@@ -52,6 +52,7 @@ struct ForwardScratch {
   // [n x n_expert_used], the rows routed to one expert (gathered inputs, gate, up, output), and
   // per expert its routed (token, weight) pairs.
   AlignedBuffer<float> router, moe_x, moe_gate, moe_up, moe_out;
+  AlignedBuffer<float> sh_gate, sh_up, sh_out;  // the shared expert over all n rows
   std::vector<int32_t> sel_expert;
   std::vector<float> sel_weight;
   std::vector<int32_t> expert_begin, routed_token;

@@ -16,7 +16,8 @@ Arch parse_arch(const std::string& a) {
   if (a == "qwen3") return Arch::kQwen3;
   if (a == "gemma3") return Arch::kGemma3;
   if (a == "qwen3moe") return Arch::kQwen3Moe;
-  fail("unsupported architecture '", a, "' (general.architecture); supported: llama, qwen2, qwen3, gemma3, qwen3moe");
+  if (a == "qwen2moe") return Arch::kQwen2Moe;
+  fail("unsupported architecture '", a, "' (general.architecture); supported: llama, qwen2, qwen3, gemma3, qwen3moe, qwen2moe");
 }
 
 int32_t positive_int(const gguf::GgufFile& f, const std::string& key, int64_t max) {
@@ -95,6 +96,9 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
       c.rope_layout = kernels::RopeLayout::kNeox;
       c.qk_norm = true;
       break;
+    case Arch::kQwen2Moe:
+      c.rope_layout = kernels::RopeLayout::kNeox;
+      break;
     case Arch::kGemma3:
       c.rope_layout = kernels::RopeLayout::kNeox;
       c.qk_norm = true;
@@ -111,7 +115,8 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
 
   // Experts. A dense architecture must not declare any (llama with experts is Mixtral: not yet).
   const int64_t n_expert = f.get_int(p + "expert_count", 0);
-  if (c.arch != Arch::kQwen3Moe) {
+  const bool moe_arch = c.arch == Arch::kQwen3Moe || c.arch == Arch::kQwen2Moe;
+  if (!moe_arch) {
     TRIAD_CHECK(n_expert == 0, "model metadata '", p, "expert_count' = ", n_expert, ": ", c.arch_name,
                 " with experts (Mixtral-style) is not supported yet");
   } else {
@@ -123,7 +128,14 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
     c.n_ff_exp = f.has(p + "expert_feed_forward_length")
                      ? positive_int(f, p + "expert_feed_forward_length", kMaxDim)
                      : std::max(1, c.n_ff / c.n_expert_used);
-    c.expert_weights_norm = true;  // llama.cpp's qwen3moe graph always renormalizes (norm_topk_prob)
+    // llama.cpp's graphs: qwen3moe always renormalizes the top-k weights (norm_topk_prob),
+    // qwen2moe never does; qwen2moe adds a shared expert of expert_shared_feed_forward_length
+    // (default n_ff).
+    c.expert_weights_norm = c.arch == Arch::kQwen3Moe;
+    if (c.arch == Arch::kQwen2Moe)
+      c.n_ff_shexp = f.has(p + "expert_shared_feed_forward_length")
+                         ? positive_int(f, p + "expert_shared_feed_forward_length", kMaxDim)
+                         : c.n_ff;
     // llama.cpp scales only when the key is present and neither 0 nor 1.
     const double scale = f.get_float(p + "expert_weights_scale", 0.0);
     TRIAD_CHECK(std::isfinite(scale) && scale >= 0, "model metadata '", p, "expert_weights_scale' = ", scale,
@@ -140,6 +152,7 @@ std::string ModelConfig::summary() const {
      << n_ff << ", vocab " << n_vocab;
   if (sliding_window > 0) os << ", sliding window " << sliding_window;
   if (n_expert > 0) os << ", experts " << n_expert_used << " of " << n_expert << " x ffn " << n_ff_exp;
+  if (n_ff_shexp > 0) os << " + shared ffn " << n_ff_shexp;
   return os.str();
 }
 

@@ -1,7 +1,7 @@
 // ModelConfig: the immutable properties of a model, read from GGUF metadata (llama.cpp's
 // "hparams"). Run-time choices (threads, context size) live elsewhere.
 //
-// One decoder-only transformer family covers llama, qwen2, qwen3, gemma3 and qwen3moe; the
+// One decoder-only transformer family covers llama, qwen2, qwen3, gemma3, qwen3moe and qwen2moe; the
 // differences between them are the feature fields below, set per architecture in
 // model_config.cpp.
 #pragma once
@@ -15,7 +15,7 @@
 namespace triad {
 namespace gguf { class GgufFile; }
 
-enum class Arch { kLlama, kQwen2, kQwen3, kGemma3, kQwen3Moe };
+enum class Arch { kLlama, kQwen2, kQwen3, kGemma3, kQwen3Moe, kQwen2Moe };
 
 enum class FfnActivation {
   kSilu,      // SwiGLU: silu(gate) * up   (llama, qwen)
@@ -67,6 +67,9 @@ struct ModelConfig {
   int32_t n_ff_exp = 0;
   bool expert_weights_norm = false;
   float expert_weights_scale = 1.f;
+  // A shared expert (qwen2moe) that every token runs besides its routed ones, its SwiGLU output
+  // scaled by sigmoid(ffn_gate_inp_shexp . x); 0 = none.
+  int32_t n_ff_shexp = 0;
   bool is_moe() const { return n_expert > 0; }
 
   // Reads and validates the configuration; throws triad::Error naming the bad key.

@@ -73,6 +73,11 @@ std::vector<ModelWeights::NamedMatrix> ModelWeights::block_matrices() {
     out.push_back({b + "attn_k.weight", &L.wk});
     out.push_back({b + "attn_v.weight", &L.wv});
     out.push_back({b + "attn_output.weight", &L.wo});
+    if (L.gate_shexp.data != nullptr) {  // MoE layer's shared expert: a dense SwiGLU
+      out.push_back({b + "ffn_gate_shexp.weight", &L.gate_shexp});
+      out.push_back({b + "ffn_up_shexp.weight", &L.up_shexp});
+      out.push_back({b + "ffn_down_shexp.weight", &L.down_shexp});
+    }
     if (L.w_gate.data == nullptr) continue;  // MoE layer
     out.push_back({b + "ffn_gate.weight", &L.w_gate});
     out.push_back({b + "ffn_up.weight", &L.w_up});
@@ -131,6 +136,13 @@ ModelWeights ModelWeights::bind(const gguf::GgufFile& f, ModelConfig& c) {
       L.gate_exps = w.experts(f, b + "ffn_gate_exps.weight", X, FX, E);
       L.up_exps = w.experts(f, b + "ffn_up_exps.weight", X, FX, E);
       L.down_exps = w.experts(f, b + "ffn_down_exps.weight", X, E, FX);
+      if (c.n_ff_shexp > 0) {
+        const int64_t FS = c.n_ff_shexp;
+        L.gate_inp_shexp = w.vector_f32(f, b + "ffn_gate_inp_shexp.weight", E, true);
+        L.gate_shexp = w.matrix(f, b + "ffn_gate_shexp.weight", FS, E);
+        L.up_shexp = w.matrix(f, b + "ffn_up_shexp.weight", FS, E);
+        L.down_shexp = w.matrix(f, b + "ffn_down_shexp.weight", E, FS);
+      }
       continue;
     }
     L.w_gate = w.matrix(f, b + "ffn_gate.weight", F, E);

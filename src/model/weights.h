@@ -46,6 +46,9 @@ struct LayerWeights {
   kernels::WeightMatrix gate_inp;     // [n_expert x n_embd]    (MoE: the router)
   ExpertMatrices gate_exps, up_exps;  // n_expert x [n_ff_exp x n_embd]
   ExpertMatrices down_exps;           // n_expert x [n_embd x n_ff_exp]
+  const float* gate_inp_shexp = nullptr;        // [n_embd] (shared expert's gate; qwen2moe)
+  kernels::WeightMatrix gate_shexp, up_shexp;   // [n_ff_shexp x n_embd]
+  kernels::WeightMatrix down_shexp;             // [n_embd x n_ff_shexp]
   const float* post_ffn_norm = nullptr;   // [n_embd] (post_norms only)
 };
 

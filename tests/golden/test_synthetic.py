@@ -1,7 +1,7 @@
 """Golden tests on synthetic random-weight models: triad's logits vs the numpy reference.
 
 Models come from tests/reference/make_synthetic.py (llama, llama with a sliding window, llama
-with partial rotary + linear rope scaling, qwen2, qwen3, gemma3, qwen3moe, and the llama weights stored
+with partial rotary + linear rope scaling, qwen2, qwen3, gemma3, qwen3moe, qwen2moe, and the llama weights stored
 as every weight type). Every test runs 80 tokens (longer than the 10-12 token sliding windows)
 at positions 0..79 through `triad eval-logits`, in one forward call, in calls of 7 tokens, and
 one token at a time (the decode path through the KV cache), and compares with the reference.
@@ -44,7 +44,8 @@ def sequence() -> list:
     return [1] + [int(t) for t in rng.integers(3, make_synthetic.N_VOCAB, N_POS - 1)]
 
 
-F32_MODELS = ["llama", "llama_swa", "llama_rope", "qwen2", "qwen3", "gemma3", "llama_f16", "qwen3moe"]
+F32_MODELS = ["llama", "llama_swa", "llama_rope", "qwen2", "qwen3", "gemma3", "llama_f16", "qwen3moe",
+              "qwen2moe"]
 QUANT_MODELS = ["llama_q8_0", "llama_q4_0", "llama_q4_1", "llama_q5_0", "llama_q5_1",
                 "llama_q4_k", "llama_q5_k", "llama_q6_k", "gemma3_q4_k_m"]
 
@@ -164,7 +165,7 @@ def test_qwen3moe_bad_metadata_is_a_clear_load_error(tmp_path, tag, spec_edit, w
     assert "terminate" not in err and "Sanitizer" not in err, err[-2000:]
 
 
-@pytest.mark.parametrize("name", ["llama", "llama_swa", "qwen2", "qwen3", "gemma3", "qwen3moe"])
+@pytest.mark.parametrize("name", ["llama", "llama_swa", "qwen2", "qwen3", "gemma3", "qwen3moe", "qwen2moe"])
 def test_greedy_run(synthetic_dir, name):
     """`triad run --temp 0` follows the reference's greedy path (F32: only an exact tie within
     1e-4 of the row's scale may make them part)."""

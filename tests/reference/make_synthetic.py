@@ -16,6 +16,9 @@ token types, bos 1, eos 2):
   qwen3moe.gguf     qwen3moe, 128 wide, 8/2 heads of 32, 3 layers, 8 experts of FFN 64, 2 used
                     per token; the router rows of experts 6 and 7 are equal in every layer, so
                     their probabilities tie exactly (the lower id must win)
+  qwen2moe.gguf     qwen2moe, 128 wide, 8/2 heads of 16, 2 layers, q/k/v biases, 6 experts of FFN
+                    48, 4 used (weights not renormalized), a shared expert of FFN 96 with its
+                    sigmoid gate, untied output; its last two experts tie too
   llama_<type>.gguf llama.gguf with every 2-D weight stored as <type>: f16, bf16, q8_0, q4_0,
                     q4_1, q5_0, q5_1 (gguf.quants.quantize) and q4_k, q5_k, q6_k (kquants.py)
   gemma3_q4_k_m.gguf gemma3.gguf with the tensor-type mix of a llama.cpp Q4_K_M file (token_embd
@@ -115,6 +118,7 @@ class Spec:
     n_expert: int = 0
     n_expert_used: int = 0
     n_ff_exp: int = 0
+    n_ff_shexp: int = 0
 
 
 SPECS = [
@@ -129,6 +133,8 @@ SPECS = [
          eps=1e-6),
     Spec("qwen3moe", "qwen3moe", 107, 128, 3, 8, 2, 32, 192, tied=True, rope_base=1e6, eps=1e-6,
          n_expert=8, n_expert_used=2, n_ff_exp=64),
+    Spec("qwen2moe", "qwen2moe", 108, 128, 2, 8, 2, 16, 160, tied=False, rope_base=1e6, biases=True,
+         eps=1e-6, n_expert=6, n_expert_used=4, n_ff_exp=48, n_ff_shexp=96),
 ]
 
 LLAMA_TYPES = ["f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"]
@@ -177,11 +183,16 @@ def make_weights(s: Spec) -> dict:
         w[p + "ffn_norm.weight"] = norm(s.n_embd)
         if s.n_expert:
             router = mat(s.n_expert, s.n_embd, 3.0)
-            router[7] = router[6]  # exact ties between experts 6 and 7
+            router[-1] = router[-2]  # exact ties between the last two experts
             w[p + "ffn_gate_inp.weight"] = router
             w[p + "ffn_gate_exps.weight"] = np.stack([mat(s.n_ff_exp, s.n_embd) for _ in range(s.n_expert)])
             w[p + "ffn_up_exps.weight"] = np.stack([mat(s.n_ff_exp, s.n_embd) for _ in range(s.n_expert)])
             w[p + "ffn_down_exps.weight"] = np.stack([mat(s.n_embd, s.n_ff_exp) for _ in range(s.n_expert)])
+            if s.n_ff_shexp:
+                w[p + "ffn_gate_inp_shexp.weight"] = vec(s.n_embd, 2.0 / np.sqrt(s.n_embd))
+                w[p + "ffn_gate_shexp.weight"] = mat(s.n_ff_shexp, s.n_embd)
+                w[p + "ffn_up_shexp.weight"] = mat(s.n_ff_shexp, s.n_embd)
+                w[p + "ffn_down_shexp.weight"] = mat(s.n_embd, s.n_ff_shexp)
         else:
             w[p + "ffn_gate.weight"] = mat(s.n_ff, s.n_embd)
             w[p + "ffn_up.weight"] = mat(s.n_ff, s.n_embd)
@@ -234,6 +245,8 @@ def write_model(path: str, s: Spec, weights: dict, type_of) -> None:
         wr.add_expert_count(s.n_expert)
         wr.add_expert_used_count(s.n_expert_used)
         wr.add_expert_feed_forward_length(s.n_ff_exp)
+        if s.n_ff_shexp:
+            wr.add_expert_shared_feed_forward_length(s.n_ff_shexp)
     if s.head_dim != s.n_embd // s.n_head or a in ("qwen3", "gemma3", "qwen3moe"):
         wr.add_key_length(s.head_dim)
         wr.add_value_length(s.head_dim)

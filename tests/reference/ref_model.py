@@ -42,7 +42,7 @@ from gguf.quants import dequantize
 # Metadata and weights
 # ----------------------------------------------------------------------------------------------
 
-SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "gemma3", "qwen3moe")
+SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "gemma3", "qwen3moe", "qwen2moe")
 
 
 def read_metadata(reader: GGUFReader) -> dict:
@@ -95,12 +95,14 @@ class RefConfig:
     post_norms: bool = False  # gemma3 post_attention_norm / post_ffw_norm
     bos_id: int = -1
     eos_id: int = -1
-    # Mixture of experts (qwen3moe, as Qwen3MoeSparseMoeBlock defines it): router softmax over
-    # n_expert, top n_expert_used, weights renormalized when expert_norm (norm_topk_prob).
+    # Mixture of experts (Qwen3MoeSparseMoeBlock / Qwen2MoeSparseMoeBlock): router softmax over
+    # n_expert, top n_expert_used, weights renormalized when expert_norm (norm_topk_prob); qwen2moe
+    # adds a shared expert of n_ff_shexp gated by sigmoid(shared_expert_gate(h)).
     n_expert: int = 0
     n_expert_used: int = 0
     n_ff_exp: int = 0
     expert_norm: bool = False
+    n_ff_shexp: int = 0
 
 
 def _get(md: dict, key: str, default=None, required: bool = False):
@@ -158,11 +160,13 @@ def config_from_metadata(md: dict, tensors: dict) -> RefConfig:
 
     local = tuple(window > 0 for _ in range(n_layer))
     moe = {}
-    if arch == "qwen3moe":
+    if arch in ("qwen3moe", "qwen2moe"):
         moe = dict(n_expert=int(_get(md, f"{a}.expert_count", required=True)),
                    n_expert_used=int(_get(md, f"{a}.expert_used_count", required=True)),
                    n_ff_exp=int(_get(md, f"{a}.expert_feed_forward_length", required=True)),
-                   expert_norm=True)
+                   expert_norm=arch == "qwen3moe")
+        if arch == "qwen2moe":
+            moe["n_ff_shexp"] = int(_get(md, f"{a}.expert_shared_feed_forward_length", n_ff))
     return RefConfig(
         arch=arch, n_vocab=n_vocab, n_embd=n_embd, n_layer=n_layer, n_head=n_head,
         n_head_kv=n_head_kv, head_dim=head_dim, head_dim_v=head_dim_v, n_ff=n_ff, eps=eps,
@@ -384,6 +388,11 @@ class RefModel:
                 need[p + "ffn_gate_exps.weight"] = (c.n_expert, c.n_ff_exp, c.n_embd)
                 need[p + "ffn_up_exps.weight"] = (c.n_expert, c.n_ff_exp, c.n_embd)
                 need[p + "ffn_down_exps.weight"] = (c.n_expert, c.n_embd, c.n_ff_exp)
+                if c.n_ff_shexp:
+                    need[p + "ffn_gate_inp_shexp.weight"] = (c.n_embd,)
+                    need[p + "ffn_gate_shexp.weight"] = (c.n_ff_shexp, c.n_embd)
+                    need[p + "ffn_up_shexp.weight"] = (c.n_ff_shexp, c.n_embd)
+                    need[p + "ffn_down_shexp.weight"] = (c.n_embd, c.n_ff_shexp)
             else:
                 need[p + "ffn_gate.weight"] = (c.n_ff, c.n_embd)
                 need[p + "ffn_up.weight"] = (c.n_ff, c.n_embd)
@@ -445,6 +454,11 @@ class RefModel:
             for e, we in zip(chosen, w):
                 a = silu(_matmul_t(h[t:t + 1], gate[e])) * _matmul_t(h[t:t + 1], up[e])
                 out[t] += we * _matmul_t(a, down[e])[0]
+        if c.n_ff_shexp:
+            a = silu(_matmul_t(h, self.w[p + "ffn_gate_shexp.weight"])) * _matmul_t(h, self.w[p + "ffn_up_shexp.weight"])
+            shared = _matmul_t(a, self.w[p + "ffn_down_shexp.weight"])
+            gate = 1.0 / (1.0 + np.exp(-(h @ self.w[p + "ffn_gate_inp_shexp.weight"].astype(np.float64))))
+            out = out + gate[:, None] * shared
         return out
 
     def output_matrix_name(self) -> str:

@@ -4,8 +4,8 @@ cached (a hit that leaves fewer than 8 tokens to compute), or in a batch of 16 w
 traffic in a KV pool small enough to force preemption; for every weight type. The model is a
 random-weight qwen2 whose rows are all multiples of 256 (bench/make_bench_model.py --shape
 tiny), quantized with `triad quantize` (FP8 and INT8: converted at load), so no type falls back
-to another; and the mixture-of-experts qwen3moe of the golden tests, whose steps group tokens by
-expert (16 concurrent requests equal the same requests alone). The servers run with
+to another; and the mixture-of-experts qwen3moe and qwen2moe (shared expert) of the golden
+tests, whose steps group tokens by expert (16 concurrent requests equal the same requests alone). The servers run with
 --batch-invariant, which the AVX-512 kernels of ten types need and which changes nothing on
 scalar and AVX2 CPUs (their kernels are invariant by construction)."""
 from __future__ import annotations
@@ -25,10 +25,13 @@ from test_openai_sdk import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
 TYPES = ["F16", "Q8_0", "Q6_K", "Q5_K_M", "Q5_1", "Q5_0", "Q4_K_M", "Q4_1", "Q4_0", "IQ4_NL", "IQ4_XS",
-         "Q3_K_M", "Q2_K", "MXFP4_MOE", "BF16", "FP8", "INT8", "QWEN3MOE"]
+         "Q3_K_M", "Q2_K", "MXFP4_MOE", "BF16", "FP8", "INT8", "QWEN3MOE", "QWEN2MOE"]
 # QWEN3MOE: the mixture-of-experts synthetic model of the golden tests (tests/reference/
 # make_synthetic.py: 8 experts, 2 per token, F32), whose tokens are grouped by expert in every step.
-VOCAB = {"QWEN3MOE": 512}
+VOCAB = {"QWEN3MOE": 512, "QWEN2MOE": 512}
+# KV pools of about 256 tokens (qwen2moe's 2 layers of 2 x 16-wide KV heads take a third of the
+# others' bytes per token), so 16 requests of ~55 tokens must preempt.
+KV_MEMORY = {"QWEN2MOE": "64KiB"}
 ONLINE = {"FP8": "fp8_e4m3", "INT8": "int8"}  # converted from F16 at load (--weight-type)
 
 
@@ -43,9 +46,10 @@ def models(tmp_path_factory):
     out = {}
     sys.path.insert(0, str(ROOT / "tests" / "reference"))
     import make_synthetic
-    spec = next(sp for sp in make_synthetic.SPECS if sp.name == "qwen3moe")
-    out["QWEN3MOE"] = d / "qwen3moe.gguf"
-    make_synthetic.write_model(str(out["QWEN3MOE"]), spec, make_synthetic.make_weights(spec), lambda n: "f32")
+    for name in ("qwen3moe", "qwen2moe"):
+        spec = next(sp for sp in make_synthetic.SPECS if sp.name == name)
+        out[name.upper()] = d / f"{name}.gguf"
+        make_synthetic.write_model(str(out[name.upper()]), spec, make_synthetic.make_weights(spec), lambda n: "f32")
     for t in TYPES:
         if t in out:
             continue
@@ -88,7 +92,7 @@ def test_results_do_not_depend_on_the_batch_or_the_cache(models, wtype):
     # A pool of 24 blocks of 16 tokens: 16 requests of ~55 tokens cannot all stay resident.
     online = ["--weight-type", ONLINE[wtype]] if wtype in ONLINE else []
     s = Server(["-m", str(models[wtype]), "--alias", "m", "--batch-invariant", "--max-seqs", "16",
-                "--kv-cache-memory", "192KiB", "--kv-block-size", "16", *online])
+                "--kv-cache-memory", KV_MEMORY.get(wtype, "192KiB"), "--kv-block-size", "16", *online])
     try:
         alone = [ask(s, p, i)[0] for i, p in enumerate(ps)]
         # Again, one at a time: the shared prefix is now cached.
