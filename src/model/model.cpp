@@ -36,6 +36,17 @@ void glu(FfnActivation act, float* gate, const float* up, int64_t n, ThreadPool&
   });
 }
 
+// A gated FFN over n rows of x (stride E): out = down(act(gate x) * up x), with gate / up
+// results [n x F] in gbuf / ubuf. The dense FFN, every routed expert and the shared expert.
+void gated_ffn(const ForwardScratch& s, FfnActivation act, const kernels::WeightMatrix& gate,
+               const kernels::WeightMatrix& up, const kernels::WeightMatrix& down, const float* x,
+               int64_t n, int64_t E, int64_t F, float* gbuf, float* ubuf, float* out, ThreadPool& pool) {
+  mm(s, gate, x, n, E, gbuf, F, pool);
+  mm(s, up, x, n, E, ubuf, F, pool);
+  glu(act, gbuf, ubuf, n * F, pool);
+  mm(s, down, gbuf, n, F, out, E, pool);
+}
+
 }  // namespace
 
 void ForwardScratch::reserve(const ModelConfig& c, int64_t n) {
@@ -54,14 +65,10 @@ void ForwardScratch::reserve(const ModelConfig& c, int64_t n) {
     const size_t K = static_cast<size_t>(c.n_expert_used), FX = static_cast<size_t>(c.n_ff_exp);
     router.resize(N * c.n_expert);
     moe_x.resize(N * c.n_embd);  // an expert sees each token at most once
-    moe_gate.resize(N * FX);
-    moe_up.resize(N * FX);
+    const size_t FM = std::max(FX, static_cast<size_t>(c.n_ff_shexp));  // routed or shared
+    moe_gate.resize(N * FM);
+    moe_up.resize(N * FM);
     moe_out.resize(N * c.n_embd);
-    if (c.n_ff_shexp > 0) {
-      sh_gate.resize(N * c.n_ff_shexp);
-      sh_up.resize(N * c.n_ff_shexp);
-      sh_out.resize(N * c.n_embd);
-    }
     sel_expert.resize(N * K);
     sel_weight.resize(N * K);
     routed_token.resize(N * K);
@@ -212,7 +219,8 @@ void Model::moe_ffn(int32_t il, int64_t n, ForwardScratch& s, ThreadPool& pool) 
   s.expert_begin.assign(static_cast<size_t>(X + 1), 0);
   for (int64_t i = 0; i < n * K; ++i) ++s.expert_begin[s.sel_expert[i] + 1];
   for (int64_t x = 0; x < X; ++x) s.expert_begin[x + 1] += s.expert_begin[x];
-  std::vector<int32_t> fill(s.expert_begin.begin(), s.expert_begin.end() - 1);
+  std::vector<int32_t>& fill = s.expert_fill;
+  fill.assign(s.expert_begin.begin(), s.expert_begin.end() - 1);
   for (int64_t t = 0; t < n; ++t)
     for (int64_t j = 0; j < K; ++j) {
       const int32_t x = s.sel_expert[t * K + j];
@@ -228,10 +236,8 @@ void Model::moe_ffn(int32_t il, int64_t n, ForwardScratch& s, ThreadPool& pool) 
     for (int32_t i = 0; i < cnt; ++i)
       std::memcpy(s.moe_x.data() + i * E, s.xn.data() + s.routed_token[r0 + i] * E,
                   static_cast<size_t>(E) * sizeof(float));
-    mm(s, L.gate_exps.at(x), s.moe_x.data(), cnt, E, s.moe_gate.data(), FX, pool);
-    mm(s, L.up_exps.at(x), s.moe_x.data(), cnt, E, s.moe_up.data(), FX, pool);
-    glu(c.ffn_act, s.moe_gate.data(), s.moe_up.data(), cnt * FX, pool);
-    mm(s, L.down_exps.at(x), s.moe_gate.data(), cnt, FX, s.moe_out.data(), E, pool);
+    gated_ffn(s, c.ffn_act, L.gate_exps.at(x), L.up_exps.at(x), L.down_exps.at(x), s.moe_x.data(), cnt, E,
+              FX, s.moe_gate.data(), s.moe_up.data(), s.moe_out.data(), pool);
     for (int32_t i = 0; i < cnt; ++i) {
       float* dst = s.proj.data() + s.routed_token[r0 + i] * E;
       const float* src = s.moe_out.data() + i * E;
@@ -241,11 +247,8 @@ void Model::moe_ffn(int32_t il, int64_t n, ForwardScratch& s, ThreadPool& pool) 
   }
   // The shared expert (qwen2moe): every token, scaled by sigmoid(gate_inp_shexp . x).
   if (c.n_ff_shexp > 0) {
-    const int64_t FS = c.n_ff_shexp;
-    mm(s, L.gate_shexp, s.xn.data(), n, E, s.sh_gate.data(), FS, pool);
-    mm(s, L.up_shexp, s.xn.data(), n, E, s.sh_up.data(), FS, pool);
-    glu(c.ffn_act, s.sh_gate.data(), s.sh_up.data(), n * FS, pool);
-    mm(s, L.down_shexp, s.sh_gate.data(), n, FS, s.sh_out.data(), E, pool);
+    gated_ffn(s, c.ffn_act, L.gate_shexp, L.up_shexp, L.down_shexp, s.xn.data(), n, E, c.n_ff_shexp,
+              s.moe_gate.data(), s.moe_up.data(), s.moe_out.data(), pool);
     pool.parallel_for(n, [&](int64_t b, int64_t e) {
       for (int64_t t = b; t < e; ++t) {
         const float* x = s.xn.data() + t * E;
@@ -253,7 +256,7 @@ void Model::moe_ffn(int32_t il, int64_t n, ForwardScratch& s, ThreadPool& pool) 
         for (int64_t d = 0; d < E; ++d) dot += static_cast<double>(x[d]) * L.gate_inp_shexp[d];
         const float g = static_cast<float>(1.0 / (1.0 + std::exp(-dot)));
         float* dst = s.proj.data() + t * E;
-        const float* src = s.sh_out.data() + t * E;
+        const float* src = s.moe_out.data() + t * E;
         for (int64_t d = 0; d < E; ++d) dst[d] += g * src[d];
       }
     });
@@ -271,10 +274,8 @@ void Model::ffn_block(int32_t il, int64_t n, ForwardScratch& s, ThreadPool& pool
   if (c.is_moe()) {
     moe_ffn(il, n, s, pool);
   } else {
-    mm(s, L.w_gate, s.xn.data(), n, E, s.gate.data(), F, pool);
-    mm(s, L.w_up, s.xn.data(), n, E, s.up.data(), F, pool);
-    glu(c.ffn_act, s.gate.data(), s.up.data(), n * F, pool);
-    mm(s, L.w_down, s.gate.data(), n, F, s.proj.data(), E, pool);
+    gated_ffn(s, c.ffn_act, L.w_gate, L.w_up, L.w_down, s.xn.data(), n, E, F, s.gate.data(), s.up.data(),
+              s.proj.data(), pool);
   }
   pool.parallel_for(n, [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {

@@ -51,11 +51,11 @@ struct ForwardScratch {
   // Mixture of experts: router logits [n x n_expert], each token's chosen experts and weights
   // [n x n_expert_used], the rows routed to one expert (gathered inputs, gate, up, output), and
   // per expert its routed (token, weight) pairs.
+  // (moe_gate / moe_up / moe_out also serve the shared expert, over all n rows, afterwards.)
   AlignedBuffer<float> router, moe_x, moe_gate, moe_up, moe_out;
-  AlignedBuffer<float> sh_gate, sh_up, sh_out;  // the shared expert over all n rows
   std::vector<int32_t> sel_expert;
   std::vector<float> sel_weight;
-  std::vector<int32_t> expert_begin, routed_token;
+  std::vector<int32_t> expert_begin, expert_fill, routed_token;
   std::vector<float> routed_weight;
   std::vector<kernels::PagedSeq> paged_seqs;  // per KV group, per sequence (forward_batch)
   std::vector<int32_t> slot_block, slot_row;  // per KV group, per row: where its K/V goes
