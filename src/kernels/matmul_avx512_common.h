@@ -35,6 +35,15 @@ inline __m128 hsum4(__m512 a, __m512 b, __m512 c, __m512 d) {
   return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
 }
 
+// Zeroes a tile of accumulators (float or int32 lanes).
+template <typename V, int R, int T>
+inline void zero_tile(V (&acc)[R][T]) {
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 8
+    for (int k = 0; k < T; ++k) acc[i][k] = V{};
+}
+
 // Reduces acc[i][k] (row r + i, token t + k) and stores it to y[(t + k) * ys + r + i]. Every
 // output is reduced in hsum4's order, also in tiles of fewer than 4 rows, so a row's result does
 // not depend on the tile it falls in (the thread split and the token count choose tiles).

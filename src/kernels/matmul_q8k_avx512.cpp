@@ -103,10 +103,7 @@ struct KLow {
 #pragma GCC unroll 8
     for (int k = 0; k < T; ++k) xb[k] = j.bsums + (t + k) * j.bs_stride;
     __m512 acc[R][T];
-#pragma GCC unroll 8
-    for (int i = 0; i < R; ++i)
-#pragma GCC unroll 8
-      for (int k = 0; k < T; ++k) acc[i][k] = _mm512_setzero_ps();
+    zero_tile(acc);
     const __m512i m3 = _mm512_set1_epi8(3);
     const int64_t ng = j.cols / 256;
     const int64_t tile_bytes = R * static_cast<int64_t>(j.row_bytes);
@@ -219,10 +216,7 @@ struct KIq4xs {
     const float* xd[T];
     tile_ptrs(j, r, t, w, xq, xd);
     __m512 acc[R][T];
-#pragma GCC unroll 8
-    for (int i = 0; i < R; ++i)
-#pragma GCC unroll 8
-      for (int k = 0; k < T; ++k) acc[i][k] = _mm512_setzero_ps();
+    zero_tile(acc);
     const __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
     const int64_t ng = j.cols / 256;
     const int64_t tile_bytes = R * static_cast<int64_t>(j.row_bytes);

@@ -50,46 +50,31 @@ struct KFp8 {
 #pragma GCC unroll 8
     for (int k = 0; k < T; ++k) x[k] = j.x + (t + k) * j.x_stride;
     __m512 acc[R][T];
-#pragma GCC unroll 8
-    for (int i = 0; i < R; ++i)
-#pragma GCC unroll 8
-      for (int k = 0; k < T; ++k) acc[i][k] = _mm512_setzero_ps();
+    zero_tile(acc);
     const int64_t K = j.cols;
     const int64_t tile_bytes = R * static_cast<int64_t>(j.row_bytes);
-    int64_t c = 0;
-    for (; c + 32 <= K; c += 32) {
-      tiles::prefetch_ahead(w[0], tile_bytes, c * R, (c + 32) * R);
-      __m512 lo[R], hi[R];
-#pragma GCC unroll 8
-      for (int i = 0; i < R; ++i)
-        widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i] + c)), lo[i], hi[i]);
-#pragma GCC unroll 8
-      for (int k = 0; k < T; ++k) {
-        const __m512 x0 = _mm512_loadu_ps(x[k] + c), x1 = _mm512_loadu_ps(x[k] + c + 16);
-#pragma GCC unroll 8
-        for (int i = 0; i < R; ++i) {
-          acc[i][k] = _mm512_fmadd_ps(lo[i], x0, acc[i][k]);
-          acc[i][k] = _mm512_fmadd_ps(hi[i], x1, acc[i][k]);
-        }
-      }
-    }
-    if (c < K) {
-      const __mmask32 m = static_cast<__mmask32>((uint64_t{1} << (K - c)) - 1);
+    // 32 weights per step; the tail (fewer than 32) through masked loads (code 0 is +0).
+    auto step = [&](int64_t c, __mmask32 m) {
       const __mmask16 m0 = static_cast<__mmask16>(m), m1 = static_cast<__mmask16>(m >> 16);
       __m512 lo[R], hi[R];
 #pragma GCC unroll 8
       for (int i = 0; i < R; ++i) widen(_mm256_maskz_loadu_epi8(m, w[i] + c), lo[i], hi[i]);
 #pragma GCC unroll 8
       for (int k = 0; k < T; ++k) {
-        const __m512 x0 = _mm512_maskz_loadu_ps(m0, x[k] + c);
-        const __m512 x1 = _mm512_maskz_loadu_ps(m1, x[k] + c + 16);
+        const __m512 x0 = _mm512_maskz_loadu_ps(m0, x[k] + c), x1 = _mm512_maskz_loadu_ps(m1, x[k] + c + 16);
 #pragma GCC unroll 8
         for (int i = 0; i < R; ++i) {
           acc[i][k] = _mm512_fmadd_ps(lo[i], x0, acc[i][k]);
           acc[i][k] = _mm512_fmadd_ps(hi[i], x1, acc[i][k]);
         }
       }
+    };
+    int64_t c = 0;
+    for (; c + 32 <= K; c += 32) {
+      tiles::prefetch_ahead(w[0], tile_bytes, c * R, (c + 32) * R);
+      step(c, ~__mmask32{0});
     }
+    if (c < K) step(c, static_cast<__mmask32>((uint64_t{1} << (K - c)) - 1));
 #pragma GCC unroll 8
     for (int k = 0; k < T; ++k)
 #pragma GCC unroll 8
@@ -129,10 +114,7 @@ struct KI8 {
 #pragma GCC unroll 8
     for (int k = 0; k < T; ++k) xq[k] = j.aq + (t + k) * j.aq_stride;
     __m512i acc[R][T];
-#pragma GCC unroll 8
-    for (int i = 0; i < R; ++i)
-#pragma GCC unroll 8
-      for (int k = 0; k < T; ++k) acc[i][k] = _mm512_setzero_si512();
+    zero_tile(acc);
     const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
     const int64_t K = j.cols;
     const int64_t tile_bytes = R * static_cast<int64_t>(j.row_bytes);
