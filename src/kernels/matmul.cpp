@@ -96,9 +96,11 @@ void prepare_activations(IsaLevel level, MatmulJob& j, ThreadPool& pool) {
       int8_t* q = aq + t * j.aq_stride;
       quantize_act_q8_row(level, j.x + t * j.x_stride, cols, q, ad + t);
       std::fill(q + cols, q + j.aq_stride, int8_t{0});
-      int32_t sum = 0;  // |sum| <= 127 * cols: the driver limits cols to 131072
-      for (int64_t c = 0; c < cols; ++c) sum += q[c];
-      asum[t] = sum;
+      if (level == IsaLevel::kAvx512) {  // only the AVX-512 kernel reads it (flipped weights)
+        int32_t sum = 0;  // |sum| <= 127 * cols: the driver limits cols to 131072
+        for (int64_t c = 0; c < cols; ++c) sum += q[c];
+        asum[t] = sum;
+      }
     });
     return;
   }

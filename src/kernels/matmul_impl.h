@@ -63,8 +63,8 @@ struct MatmulJob {
   int64_t aq_stride = 0;
   const float* ad = nullptr;
   const float* axs = nullptr;
-  // Q8 row activations (I8 weights): each token's code sum, sum_c xq_c (exact; used by kernels
-  // that flip the weights to unsigned bytes).
+  // Q8 row activations (I8 weights) on the AVX-512 level: each token's code sum, sum_c xq_c
+  // (exact; its kernel flips the weights to unsigned bytes). Not formed for other levels.
   const int32_t* asum = nullptr;
   int64_t as_stride = 0;  // Q8 row activations (I8 weights): ad[t * as_stride] is token t's scale
   // Q8K activations (Q2_K / Q3_K / IQ4_XS weights): ad holds one scale per 256 (rows of as_stride),
