@@ -113,25 +113,29 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
   }
   c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
 
-  // Experts. A dense architecture must not declare any (llama with experts is Mixtral: not yet).
+  // Experts. llama with experts is Mixtral; the other dense architectures must not declare any.
   const int64_t n_expert = f.get_int(p + "expert_count", 0);
-  const bool moe_arch = c.arch == Arch::kQwen3Moe || c.arch == Arch::kQwen2Moe;
+  const bool moe_arch = c.arch == Arch::kQwen3Moe || c.arch == Arch::kQwen2Moe ||
+                        (c.arch == Arch::kLlama && n_expert > 0);
   if (!moe_arch) {
     TRIAD_CHECK(n_expert == 0, "model metadata '", p, "expert_count' = ", n_expert, ": ", c.arch_name,
-                " with experts (Mixtral-style) is not supported yet");
+                " with experts is not supported");
   } else {
     c.n_expert = positive_int(f, p + "expert_count", 4096);
     c.n_expert_used = positive_int(f, p + "expert_used_count", 4096);
     TRIAD_CHECK(c.n_expert_used <= c.n_expert, "model metadata '", p, "expert_used_count' = ",
                 c.n_expert_used, " exceeds '", p, "expert_count' = ", c.n_expert);
-    // llama.cpp: without expert_feed_forward_length, n_ff / n_expert_used.
+    // llama.cpp: without expert_feed_forward_length, an expert of the qwen MoE families is
+    // n_ff / n_expert_used wide, and Mixtral's (llama) is n_ff wide (its converter writes the
+    // expert size as feed_forward_length).
     c.n_ff_exp = f.has(p + "expert_feed_forward_length")
                      ? positive_int(f, p + "expert_feed_forward_length", kMaxDim)
-                     : std::max(1, c.n_ff / c.n_expert_used);
-    // llama.cpp's graphs: qwen3moe always renormalizes the top-k weights (norm_topk_prob),
-    // qwen2moe never does; qwen2moe adds a shared expert of expert_shared_feed_forward_length
-    // (default n_ff).
-    c.expert_weights_norm = c.arch == Arch::kQwen3Moe;
+                 : c.arch == Arch::kLlama ? c.n_ff
+                                          : std::max(1, c.n_ff / c.n_expert_used);
+    // llama.cpp's graphs: qwen3moe and Mixtral always renormalize the top-k weights (Mixtral's
+    // softmax over the chosen logits is the same thing), qwen2moe never does; qwen2moe adds a
+    // shared expert of expert_shared_feed_forward_length (default n_ff).
+    c.expert_weights_norm = c.arch == Arch::kQwen3Moe || c.arch == Arch::kLlama;
     if (c.arch == Arch::kQwen2Moe)
       c.n_ff_shexp = f.has(p + "expert_shared_feed_forward_length")
                          ? positive_int(f, p + "expert_shared_feed_forward_length", kMaxDim)

@@ -1,9 +1,9 @@
 // ModelConfig: the immutable properties of a model, read from GGUF metadata (llama.cpp's
 // "hparams"). Run-time choices (threads, context size) live elsewhere.
 //
-// One decoder-only transformer family covers llama, qwen2, qwen3, gemma3, qwen3moe and qwen2moe; the
-// differences between them are the feature fields below, set per architecture in
-// model_config.cpp.
+// One decoder-only transformer family covers llama (and Mixtral: llama with experts), qwen2, qwen3,
+// gemma3, qwen3moe and qwen2moe; the differences between them are the feature fields below, set
+// per architecture in model_config.cpp.
 #pragma once
 
 #include <cstdint>

@@ -46,21 +46,40 @@ kernels::WeightMatrix ModelWeights::matrix(const gguf::GgufFile& f, const std::s
   return kernels::WeightMatrix{t->type, t->data, rows, cols};
 }
 
-ExpertMatrices ModelWeights::experts(const gguf::GgufFile& f, const std::string& name, int64_t n,
-                                     int64_t rows, int64_t cols) {
-  const gguf::TensorInfo* t = f.find_tensor(name);
-  TRIAD_CHECK(t, "model is missing tensor '", name, "'");
-  TRIAD_CHECK(t->n_dims == 3 && t->ne[0] == cols && t->ne[1] == rows && t->ne[2] == n, "tensor '", name,
-              "' has shape ", dims_str(*t), ", expected [", cols, ", ", rows, ", ", n, "] (",
-              n, " experts)");
-  TRIAD_CHECK(dtype_supported_for_weights(t->type), "tensor '", name, "' has type ",
-              dtype_name(t->type), ", which Triad cannot compute with yet");
-  matrix_bytes += t->n_bytes;
-  expert_bytes_ += t->n_bytes;
+ExpertMatrices ModelWeights::experts(const gguf::GgufFile& f, const std::string& blk, const std::string& kind,
+                                     int64_t n, int64_t rows, int64_t cols) {
   ExpertMatrices e;
-  e.first = kernels::WeightMatrix{t->type, t->data, rows, cols};
-  e.stride = row_bytes(t->type, static_cast<uint64_t>(cols)) * static_cast<uint64_t>(rows);
-  e.n = static_cast<int32_t>(n);
+  e.data.resize(static_cast<size_t>(n));
+  const std::string stacked = blk + "ffn_" + kind + "_exps.weight";
+  if (const gguf::TensorInfo* t = f.find_tensor(stacked)) {
+    TRIAD_CHECK(t->n_dims == 3 && t->ne[0] == cols && t->ne[1] == rows && t->ne[2] == n, "tensor '", stacked,
+                "' has shape ", dims_str(*t), ", expected [", cols, ", ", rows, ", ", n, "] (", n, " experts)");
+    TRIAD_CHECK(dtype_supported_for_weights(t->type), "tensor '", stacked, "' has type ",
+                dtype_name(t->type), ", which Triad cannot compute with yet");
+    matrix_bytes += t->n_bytes;
+    expert_bytes_ += t->n_bytes;
+    e.first = kernels::WeightMatrix{t->type, t->data, rows, cols};
+    const uint64_t stride = row_bytes(t->type, static_cast<uint64_t>(cols)) * static_cast<uint64_t>(rows);
+    for (int64_t x = 0; x < n; ++x)
+      e.data[static_cast<size_t>(x)] = static_cast<const uint8_t*>(t->data) + static_cast<uint64_t>(x) * stride;
+    return e;
+  }
+  // One 2-D tensor per expert (Mixtral files converted before the stacked layout).
+  const std::string split0 = blk + "ffn_" + kind + ".0.weight";
+  TRIAD_CHECK(f.find_tensor(split0) != nullptr, "model is missing tensor '", stacked, "' (nor has it the per-expert '",
+              split0, "' ...)");
+  for (int64_t x = 0; x < n; ++x) {
+    const std::string name = blk + "ffn_" + kind + "." + std::to_string(x) + ".weight";
+    const uint64_t before = matrix_bytes;
+    const kernels::WeightMatrix m = matrix(f, name, rows, cols);
+    expert_bytes_ += matrix_bytes - before;
+    if (x == 0) e.first = m;
+    TRIAD_CHECK(m.type == e.first.type, "tensor '", name, "' has type ", dtype_name(m.type), ", but expert 0's is ",
+                dtype_name(e.first.type), " (the experts of one matrix must share a type)");
+    e.data[static_cast<size_t>(x)] = m.data;
+  }
+  TRIAD_CHECK(f.find_tensor(blk + "ffn_" + kind + "." + std::to_string(n) + ".weight") == nullptr, "tensor '", blk,
+              "ffn_", kind, ".", n, ".weight' is one expert more than expert_count (", n, ")");
   return e;
 }
 
@@ -133,9 +152,9 @@ ModelWeights ModelWeights::bind(const gguf::GgufFile& f, ModelConfig& c) {
     if (c.is_moe()) {
       const int64_t X = c.n_expert, FX = c.n_ff_exp;
       L.gate_inp = w.matrix(f, b + "ffn_gate_inp.weight", X, E);
-      L.gate_exps = w.experts(f, b + "ffn_gate_exps.weight", X, FX, E);
-      L.up_exps = w.experts(f, b + "ffn_up_exps.weight", X, FX, E);
-      L.down_exps = w.experts(f, b + "ffn_down_exps.weight", X, E, FX);
+      L.gate_exps = w.experts(f, b, "gate", X, FX, E);
+      L.up_exps = w.experts(f, b, "up", X, FX, E);
+      L.down_exps = w.experts(f, b, "down", X, E, FX);
       if (c.n_ff_shexp > 0) {
         const int64_t FS = c.n_ff_shexp;
         L.gate_inp_shexp = w.vector_f32(f, b + "ffn_gate_inp_shexp.weight", E, true);

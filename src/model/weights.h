@@ -17,15 +17,17 @@
 namespace triad {
 namespace gguf { class GgufFile; struct TensorInfo; }
 
-// n matrices of one shape stored back to back (a 3-D GGUF tensor [cols, rows, n]): the experts
-// of a mixture-of-experts FFN. at(e) is expert e's matrix.
+// The n experts of a mixture-of-experts FFN matrix, all of one shape and type: either one 3-D
+// GGUF tensor [cols, rows, n] (experts back to back: "ffn_gate_exps") or, in older Mixtral
+// files, n 2-D tensors ("ffn_gate.0" ... "ffn_gate.N-1") wherever the file put them. at(e) is
+// expert e's matrix (zero copy in both layouts).
 struct ExpertMatrices {
-  kernels::WeightMatrix first;  // expert 0
-  uint64_t stride = 0;          // bytes from one expert to the next
-  int32_t n = 0;
+  kernels::WeightMatrix first;        // expert 0
+  std::vector<const void*> data;      // per expert: its matrix's bytes
+  int32_t n() const { return static_cast<int32_t>(data.size()); }
   kernels::WeightMatrix at(int32_t e) const {
     kernels::WeightMatrix w = first;
-    w.data = static_cast<const uint8_t*>(first.data) + static_cast<uint64_t>(e) * stride;
+    w.data = data[static_cast<size_t>(e)];
     return w;
   }
 };
@@ -82,8 +84,11 @@ struct ModelWeights {
   const float* vector_f32(const gguf::GgufFile& f, const std::string& name, int64_t n, bool required);
   kernels::WeightMatrix matrix(const gguf::GgufFile& f, const std::string& name, int64_t rows,
                                int64_t cols);
-  ExpertMatrices experts(const gguf::GgufFile& f, const std::string& name, int64_t n, int64_t rows,
-                         int64_t cols);
+  // The experts of one FFN matrix of layer `blk` ("blk.N."), kind "gate", "up" or "down":
+  // the stacked tensor "ffn_<kind>_exps.weight" or, without it, "ffn_<kind>.<e>.weight" for
+  // every expert e.
+  ExpertMatrices experts(const gguf::GgufFile& f, const std::string& blk, const std::string& kind, int64_t n,
+                         int64_t rows, int64_t cols);
   uint64_t expert_bytes_ = 0;  // bytes of all expert matrices (a token reads n_expert_used of n)
 };
 

@@ -1,7 +1,8 @@
 """Golden tests on synthetic random-weight models: triad's logits vs the numpy reference.
 
 Models come from tests/reference/make_synthetic.py (llama, llama with a sliding window, llama
-with partial rotary + linear rope scaling, qwen2, qwen3, gemma3, qwen3moe, qwen2moe, and the llama weights stored
+with partial rotary + linear rope scaling, qwen2, qwen3, gemma3, qwen3moe, qwen2moe, Mixtral in its
+stacked and per-expert tensor layouts, and the llama weights stored
 as every weight type). Every test runs 80 tokens (longer than the 10-12 token sliding windows)
 at positions 0..79 through `triad eval-logits`, in one forward call, in calls of 7 tokens, and
 one token at a time (the decode path through the KV cache), and compares with the reference.
@@ -45,7 +46,7 @@ def sequence() -> list:
 
 
 F32_MODELS = ["llama", "llama_swa", "llama_rope", "qwen2", "qwen3", "gemma3", "llama_f16", "qwen3moe",
-              "qwen2moe"]
+              "qwen2moe", "mixtral", "mixtral_split"]
 QUANT_MODELS = ["llama_q8_0", "llama_q4_0", "llama_q4_1", "llama_q5_0", "llama_q5_1",
                 "llama_q4_k", "llama_q5_k", "llama_q6_k", "gemma3_q4_k_m"]
 
@@ -165,7 +166,60 @@ def test_qwen3moe_bad_metadata_is_a_clear_load_error(tmp_path, tag, spec_edit, w
     assert "terminate" not in err and "Sanitizer" not in err, err[-2000:]
 
 
-@pytest.mark.parametrize("name", ["llama", "llama_swa", "qwen2", "qwen3", "gemma3", "qwen3moe", "qwen2moe"])
+def test_mixtral_layouts_compute_the_same(synthetic_dir):
+    """mixtral.gguf and mixtral_split.gguf hold the same weights in the two tensor layouts: the
+    logits must be bitwise equal (the layout changes only where each expert's bytes are)."""
+    toks = sequence()
+    a, b = (gu.eval_logits(os.path.join(synthetic_dir, n + ".gguf"), toks, make_synthetic.N_VOCAB, chunk=7)
+            for n in ("mixtral", "mixtral_split"))
+    assert np.array_equal(a, b)
+
+
+def _load_error(tmp_path, path):
+    p = subprocess.run([gu.triad_bin(), "eval-logits", "-m", path, "--tokens", "1,2,3", "--out",
+                        str(tmp_path / "x.f32")], capture_output=True, timeout=60)
+    err = p.stderr.decode("utf-8", "replace")
+    assert "terminate" not in err and "Sanitizer" not in err, err[-2000:]
+    return p.returncode, err
+
+
+def _split_variant(tmp_path, tag, edit, type_of=lambda n: "f32"):
+    spec = next(s for s in make_synthetic.SPECS if s.name == "mixtral_split")
+    w = make_synthetic.make_weights(spec)
+    edit(w)
+    path = str(tmp_path / f"split_{tag}.gguf")
+    make_synthetic.write_model(path, spec, w, type_of)
+    return path
+
+
+@pytest.mark.parametrize("tag,edit,type_of,message", [
+    ("missing_expert", lambda w: w.pop("blk.1.ffn_up.2.weight"), None, "missing tensor 'blk.1.ffn_up.2.weight'"),
+    ("extra_expert", lambda w: w.update({"blk.0.ffn_down.4.weight": w["blk.0.ffn_down.0.weight"]}), None,
+     "'blk.0.ffn_down.4.weight' is one expert more than expert_count (4)"),
+    ("no_experts", lambda w: [w.pop(f"blk.0.ffn_gate.{e}.weight") for e in range(4)], None,
+     "missing tensor 'blk.0.ffn_gate_exps.weight'"),
+    ("misshapen", lambda w: w.update({"blk.1.ffn_gate.3.weight": w["blk.1.ffn_gate.3.weight"][:64]}), None,
+     "'blk.1.ffn_gate.3.weight' has shape"),
+    ("mixed_types", lambda w: None, lambda n: "f16" if n == "blk.0.ffn_up.1.weight" else "f32",
+     "'blk.0.ffn_up.1.weight' has type F16, but expert 0's is F32"),
+])
+def test_mixtral_split_layout_errors(tmp_path, tag, edit, type_of, message):
+    path = _split_variant(tmp_path, tag, edit, type_of or (lambda n: "f32"))
+    rc, err = _load_error(tmp_path, path)
+    assert rc != 0 and message in err, err[-2000:]
+
+
+def test_dense_arch_with_experts_is_refused(tmp_path):
+    spec = next(s for s in make_synthetic.SPECS if s.name == "qwen3moe")
+    from dataclasses import replace
+    path = str(tmp_path / "qwen3_experts.gguf")
+    make_synthetic.write_model(path, replace(spec, arch="qwen3"), make_synthetic.make_weights(spec), lambda n: "f32")
+    rc, err = _load_error(tmp_path, path)
+    assert rc != 0 and "qwen3 with experts is not supported" in err, err[-2000:]
+
+
+@pytest.mark.parametrize("name", ["llama", "llama_swa", "qwen2", "qwen3", "gemma3", "qwen3moe", "qwen2moe",
+                                  "mixtral_split"])
 def test_greedy_run(synthetic_dir, name):
     """`triad run --temp 0` follows the reference's greedy path (F32: only an exact tie within
     1e-4 of the row's scale may make them part)."""

@@ -19,6 +19,11 @@ token types, bos 1, eos 2):
   qwen2moe.gguf     qwen2moe, 128 wide, 8/2 heads of 16, 2 layers, q/k/v biases, 6 experts of FFN
                     48, 4 used (weights not renormalized), a shared expert of FFN 96 with its
                     sigmoid gate, untied output; its last two experts tie too
+  mixtral.gguf      llama with experts (Mixtral), 128 wide, 8/2 heads of 16, 2 layers, 4 experts
+                    of FFN 96 (written as feed_forward_length only, as Mixtral's converter does),
+                    2 used; the last two experts tie
+  mixtral_split.gguf the same weights in the older per-expert layout: blk.N.ffn_gate.E.weight ...
+                    (2-D), with the experts' tensors interleaved by expert, not by kind
   llama_<type>.gguf llama.gguf with every 2-D weight stored as <type>: f16, bf16, q8_0, q4_0,
                     q4_1, q5_0, q5_1 (gguf.quants.quantize) and q4_k, q5_k, q6_k (kquants.py)
   gemma3_q4_k_m.gguf gemma3.gguf with the tensor-type mix of a llama.cpp Q4_K_M file (token_embd
@@ -119,6 +124,8 @@ class Spec:
     n_expert_used: int = 0
     n_ff_exp: int = 0
     n_ff_shexp: int = 0
+    split_experts: bool = False  # per-expert 2-D tensors (older Mixtral files), not ffn_*_exps
+    write_ff_exp: bool = True    # write expert_feed_forward_length (Mixtral files do not)
 
 
 SPECS = [
@@ -135,6 +142,10 @@ SPECS = [
          n_expert=8, n_expert_used=2, n_ff_exp=64),
     Spec("qwen2moe", "qwen2moe", 108, 128, 2, 8, 2, 16, 160, tied=False, rope_base=1e6, biases=True,
          eps=1e-6, n_expert=6, n_expert_used=4, n_ff_exp=48, n_ff_shexp=96),
+    Spec("mixtral", "llama", 109, 128, 2, 8, 2, 16, 96, tied=False, rope_base=1e6, n_expert=4,
+         n_expert_used=2, n_ff_exp=96, write_ff_exp=False),
+    Spec("mixtral_split", "llama", 109, 128, 2, 8, 2, 16, 96, tied=False, rope_base=1e6, n_expert=4,
+         n_expert_used=2, n_ff_exp=96, write_ff_exp=False, split_experts=True),
 ]
 
 LLAMA_TYPES = ["f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"]
@@ -185,9 +196,18 @@ def make_weights(s: Spec) -> dict:
             router = mat(s.n_expert, s.n_embd, 3.0)
             router[-1] = router[-2]  # exact ties between the last two experts
             w[p + "ffn_gate_inp.weight"] = router
-            w[p + "ffn_gate_exps.weight"] = np.stack([mat(s.n_ff_exp, s.n_embd) for _ in range(s.n_expert)])
-            w[p + "ffn_up_exps.weight"] = np.stack([mat(s.n_ff_exp, s.n_embd) for _ in range(s.n_expert)])
-            w[p + "ffn_down_exps.weight"] = np.stack([mat(s.n_embd, s.n_ff_exp) for _ in range(s.n_expert)])
+            gate = [mat(s.n_ff_exp, s.n_embd) for _ in range(s.n_expert)]
+            up = [mat(s.n_ff_exp, s.n_embd) for _ in range(s.n_expert)]
+            down = [mat(s.n_embd, s.n_ff_exp) for _ in range(s.n_expert)]
+            if s.split_experts:
+                for e in range(s.n_expert):
+                    w[p + f"ffn_gate.{e}.weight"] = gate[e]
+                    w[p + f"ffn_down.{e}.weight"] = down[e]
+                    w[p + f"ffn_up.{e}.weight"] = up[e]
+            else:
+                w[p + "ffn_gate_exps.weight"] = np.stack(gate)
+                w[p + "ffn_up_exps.weight"] = np.stack(up)
+                w[p + "ffn_down_exps.weight"] = np.stack(down)
             if s.n_ff_shexp:
                 w[p + "ffn_gate_inp_shexp.weight"] = vec(s.n_embd, 2.0 / np.sqrt(s.n_embd))
                 w[p + "ffn_gate_shexp.weight"] = mat(s.n_ff_shexp, s.n_embd)
@@ -244,7 +264,8 @@ def write_model(path: str, s: Spec, weights: dict, type_of) -> None:
     if s.n_expert:
         wr.add_expert_count(s.n_expert)
         wr.add_expert_used_count(s.n_expert_used)
-        wr.add_expert_feed_forward_length(s.n_ff_exp)
+        if s.write_ff_exp:
+            wr.add_expert_feed_forward_length(s.n_ff_exp)
         if s.n_ff_shexp:
             wr.add_expert_shared_feed_forward_length(s.n_ff_shexp)
     if s.head_dim != s.n_embd // s.n_head or a in ("qwen3", "gemma3", "qwen3moe"):

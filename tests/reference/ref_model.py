@@ -160,11 +160,16 @@ def config_from_metadata(md: dict, tensors: dict) -> RefConfig:
 
     local = tuple(window > 0 for _ in range(n_layer))
     moe = {}
-    if arch in ("qwen3moe", "qwen2moe"):
+    n_expert = int(_get(md, f"{a}.expert_count", 0))
+    if arch in ("qwen3moe", "qwen2moe") or (arch == "llama" and n_expert > 0):
+        # Mixtral (llama with experts): HF MixtralSparseMoeBlock takes softmax over the router
+        # logits, keeps the top k and divides by their sum; its experts are intermediate_size wide,
+        # which the GGUF calls feed_forward_length.
         moe = dict(n_expert=int(_get(md, f"{a}.expert_count", required=True)),
                    n_expert_used=int(_get(md, f"{a}.expert_used_count", required=True)),
-                   n_ff_exp=int(_get(md, f"{a}.expert_feed_forward_length", required=True)),
-                   expert_norm=arch == "qwen3moe")
+                   n_ff_exp=int(_get(md, f"{a}.expert_feed_forward_length",
+                                     n_ff if arch == "llama" else None, required=arch != "llama")),
+                   expert_norm=arch in ("qwen3moe", "llama"))
         if arch == "qwen2moe":
             moe["n_ff_shexp"] = int(_get(md, f"{a}.expert_shared_feed_forward_length", n_ff))
     return RefConfig(
@@ -351,6 +356,7 @@ class RefModel:
             self.tensor_types[t.name] = GGMLQuantizationType(int(t.tensor_type)).name
             self.w[t.name] = tensor_to_numpy(t)
         del reader
+        self._stack_split_experts()
         self.cfg = config_from_metadata(self.metadata, self.w)
         self.act_quant = act_quant
         self.online = online
@@ -369,6 +375,21 @@ class RefModel:
         self._check_shapes()
 
     # -- weights ------------------------------------------------------------------------------
+    def _stack_split_experts(self):
+        """Older Mixtral files store expert e of layer il as blk.il.ffn_<kind>.e.weight (2-D);
+        stack them into the blk.il.ffn_<kind>_exps.weight [n_expert, rows, cols] the rest uses."""
+        split = {}
+        for name in self.w:
+            parts = name.split(".")
+            if len(parts) == 5 and parts[0] == "blk" and parts[2] in ("ffn_gate", "ffn_up", "ffn_down") \
+                    and parts[3].isdigit() and parts[4] == "weight":
+                split.setdefault(f"blk.{parts[1]}.{parts[2]}_exps.weight", {})[int(parts[3])] = name
+        for stacked, by_e in split.items():
+            if sorted(by_e) != list(range(len(by_e))):
+                raise ValueError(f"{stacked}: expert tensors {sorted(by_e)} are not 0..n-1")
+            self.w[stacked] = np.stack([self.w.pop(by_e[e]) for e in range(len(by_e))])
+            self.tensor_types[stacked] = self.tensor_types[by_e[0]]
+
     def _check_shapes(self):
         c = self.cfg
         need = {
@@ -433,7 +454,7 @@ class RefModel:
         return y
 
     def _moe(self, h: np.ndarray, p: str, il: int) -> np.ndarray:
-        """The sparse MoE block: per token, p = softmax(router(h)); the n_expert_used experts with
+        """The sparse MoE block (Qwen3Moe / Qwen2Moe / MixtralSparseMoeBlock): per token, p = softmax(router(h)); the n_expert_used experts with
         the largest p (equal p: the lower expert index first); weights p_e, divided by their sum
         when expert_norm; output sum_e w_e * down_e(silu(gate_e(h)) * up_e(h)). Every routing
         decision is appended to self.moe_trace as (layer, token row, probs, chosen ids)."""
