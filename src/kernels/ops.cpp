@@ -7,6 +7,7 @@
 // cache is thread_local; every op writes only its outputs.
 #include "kernels/ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -55,7 +56,7 @@ struct RopeCache {
   bool valid = false;
   int32_t pos = 0;
   int rot_dim = 0;
-  float base = 0.f, scale = 0.f;
+  float base = 0.f, scale = 0.f, ext = 0.f, lo = 0.f, hi = 0.f, mscale = 0.f;
   std::vector<float> cos, sin, cos2, sin2;
   RopeTable view;
 };
@@ -65,7 +66,8 @@ struct RopeCache {
 const RopeTable& rope_table(int32_t pos, const RopeParams& p) {
   thread_local RopeCache c;
   if (c.valid && c.pos == pos && c.rot_dim == p.rot_dim && c.base == p.freq_base &&
-      c.scale == p.freq_scale)
+      c.scale == p.freq_scale && c.ext == p.ext_factor && c.lo == p.corr_lo && c.hi == p.corr_hi &&
+      c.mscale == p.mscale)
     return c.view;
   const int half = p.rot_dim / 2;
   c.cos.resize(half);
@@ -76,7 +78,13 @@ const RopeTable& rope_table(int32_t pos, const RopeParams& p) {
   const double ppos = static_cast<double>(pos) * static_cast<double>(p.freq_scale);
   for (int i = 0; i < half; ++i) {
     double theta = ppos * std::exp(-2.0 * i / p.rot_dim * log_base);
-    float cs = static_cast<float>(std::cos(theta)), sn = static_cast<float>(std::sin(theta));
+    if (p.ext_factor != 0.f) {  // YaRN: mix in the unscaled angle on the fast-turning pairs
+      const double extrap = static_cast<double>(pos) * std::exp(-2.0 * i / p.rot_dim * log_base);
+      const double y = (i - static_cast<double>(p.corr_lo)) / std::max(0.001, static_cast<double>(p.corr_hi - p.corr_lo));
+      const double mix = (1.0 - std::min(1.0, std::max(0.0, y))) * p.ext_factor;
+      theta = theta * (1.0 - mix) + extrap * mix;
+    }
+    float cs = static_cast<float>(std::cos(theta) * p.mscale), sn = static_cast<float>(std::sin(theta) * p.mscale);
     c.cos[i] = cs;
     c.sin[i] = sn;
     c.cos2[2 * i] = c.cos2[2 * i + 1] = cs;
@@ -88,8 +96,21 @@ const RopeTable& rope_table(int32_t pos, const RopeParams& p) {
   c.rot_dim = p.rot_dim;
   c.base = p.freq_base;
   c.scale = p.freq_scale;
+  c.ext = p.ext_factor;
+  c.lo = p.corr_lo;
+  c.hi = p.corr_hi;
+  c.mscale = p.mscale;
   c.view = RopeTable{half, c.cos.data(), c.sin.data(), c.cos2.data(), c.sin2.data()};
   return c.view;
+}
+
+void yarn_corr_dims(int rot_dim, int32_t orig_ctx, float freq_base, float beta_fast, float beta_slow,
+                    float* lo, float* hi) {
+  auto dim = [&](float turns) {
+    return rot_dim * std::log(static_cast<double>(orig_ctx) / (turns * 2.0 * M_PI)) / (2.0 * std::log(freq_base));
+  };
+  *lo = static_cast<float>(std::max(0.0, std::floor(dim(beta_fast))));
+  *hi = static_cast<float>(std::min(rot_dim - 1.0, std::ceil(dim(beta_slow))));
 }
 
 void check_rope_args(const float* x, int n_heads, int head_dim, const RopeParams& p) {
@@ -102,6 +123,9 @@ void check_rope_args(const float* x, int n_heads, int head_dim, const RopeParams
   TRIAD_CHECK(std::isfinite(p.freq_base) && p.freq_base > 0.f, "rope: bad freq_base ",
               p.freq_base);
   TRIAD_CHECK(std::isfinite(p.freq_scale), "rope: bad freq_scale ", p.freq_scale);
+  TRIAD_CHECK(std::isfinite(p.ext_factor) && std::isfinite(p.corr_lo) && std::isfinite(p.corr_hi) &&
+                  std::isfinite(p.mscale),
+              "rope: bad YaRN parameters");
   TRIAD_CHECK(x != nullptr || n_heads == 0, "rope: null data");
 }
 

@@ -32,7 +32,21 @@ struct RopeParams {
   int rot_dim = 0;           // rotated dims per head (<= head_dim); the rest pass through
   float freq_base = 10000.f;
   float freq_scale = 1.f;    // linear position scaling: angle uses pos * freq_scale
+  // YaRN (ext_factor > 0): pair i's angle mixes the scaled (interpolated) angle with the
+  // unscaled (extrapolated) one, ramp(i) * ext_factor of the latter, where ramp(i) falls from 1
+  // at i <= corr_lo to 0 at i >= corr_hi (ggml's rope_yarn_ramp; corr dims from
+  // yarn_corr_dims()); cos and sin are multiplied by mscale.
+  float ext_factor = 0.f;
+  float corr_lo = 0.f, corr_hi = 0.f;
+  float mscale = 1.f;
 };
+
+// YaRN's correction range for rot_dim rotated dims: the pairs whose wavelength at base
+// freq_base completes more than beta_fast turns (lo) / fewer than beta_slow turns (hi) over
+// orig_ctx positions, clamped to [0, rot_dim - 1] (as ggml_rope_yarn_corr_dims and HF's
+// yarn_find_correction_range).
+void yarn_corr_dims(int rot_dim, int32_t orig_ctx, float freq_base, float beta_fast, float beta_slow,
+                    float* lo, float* hi);
 
 // Rotates n_heads heads of head_dim floats each (contiguous), all at position `pos`, in place.
 void rope(float* x, int n_heads, int head_dim, int32_t pos, const RopeParams& p);

@@ -251,6 +251,8 @@ void paged_attention_at(IsaLevel level, const AttentionParams& p, const float* q
   c.seqs = seqs.data();
   c.geom = paged_geom(kv.block_size, p.head_dim);
   c.acc_stride = round_up(p.head_dim, 16);
+  c.v_is_k = kv.v_base == kv.k_base && kv.v_type == kv.k_type && kv.v_row_bytes == kv.k_row_bytes &&
+             kv.v_block_bytes == kv.k_block_bytes;
   const int nth = pool.size(), nkvh = p.n_kv_heads, nrep = c.n_rep;
 
   thread_local CallScratch cs;

@@ -8,6 +8,9 @@
 // are one byte per element with no scale (as vLLM's fp8 KV cache with its default scale 1.0):
 // E4M3 holds magnitudes up to 448 with 3 mantissa bits, E5M2 up to 57344 with 2.
 //
+// V may alias K (v_base == k_base with the same dtype and strides: latent attention, where a
+// head's value is the start of its key row); each tile is then converted once for both.
+//
 // Positions: slot i of a sequence (block table entry i/bs, row i%bs) holds the token at position
 // i. A query at position p sees keys at positions j <= p, and j > p - window when window > 0.
 //

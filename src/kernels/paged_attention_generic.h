@@ -341,7 +341,11 @@ void paged_tile(const PagedCtx& c, const PagedSeq& sq, int g, int64_t t_row0, in
   std::memset(w.kt, 0, static_cast<size_t>((A - A4) * hd) * sizeof(float));
   paged_load_rows<Cvt>(c, false, sq, e0, A, E, w.kt + (A - A4) * hd);
   std::memset(w.kt + (E - A4) * hd, 0, static_cast<size_t>((E4 - E) * hd) * sizeof(float));
-  paged_load_rows<Cvt>(c, true, sq, e0, A, E, w.vt + (A - A4) * hd);
+  const float* vbase = w.kt;  // latent attention: the V tile is the K tile
+  if (!c.v_is_k) {
+    paged_load_rows<Cvt>(c, true, sq, e0, A, E, w.vt + (A - A4) * hd);
+    vbase = w.vt;
+  }
   paged_prefetch(c, sq, g, pf0, pf1);
 
   constexpr int kNq = paged_max_nq<S>();
@@ -357,7 +361,7 @@ void paged_tile(const PagedCtx& c, const PagedSeq& sq, int g, int64_t t_row0, in
     const int n4 = static_cast<int>(e4 - a4), lo = static_cast<int>(a - a4),
               hi = static_cast<int>(e - a4);
     const float* kt = w.kt + (a4 - A4) * hd;
-    const float* vt = w.vt + (a - A4) * hd;
+    const float* vt = vbase + (a - A4) * hd;
     const int v_end = r * nrep;
     for (int vi = rb * nrep; vi < v_end;) {
       const int nq = v_end - vi < kNq ? v_end - vi : kNq;

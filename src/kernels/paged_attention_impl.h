@@ -85,6 +85,7 @@ struct PagedCtx {
   const PagedSeq* seqs = nullptr;
   PagedGeom geom;
   int64_t acc_stride = 0;             // floats per accumulator (head_dim rounded up to 16)
+  bool v_is_k = false;                // V rows are the K rows (latent attention): one tile serves both
   float* part = nullptr;              // split mode: partial states
   const int64_t* part_off = nullptr;  // per sequence: index of its first entry in part
   const int32_t* n_seg = nullptr;     // per sequence: segments it spans

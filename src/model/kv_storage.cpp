@@ -40,6 +40,7 @@ DType parse_kv_dtype(const std::string& name) {
 
 uint64_t KvStorage::token_bytes(const ModelConfig& c, const KvLayerGroup& g, DType k, DType v) {
   const uint64_t kv = static_cast<uint64_t>(c.kv_dim());
+  if (c.is_mla()) return g.layers.size() * row_bytes(k, kv);  // V is part of the latent K row
   return g.layers.size() * (row_bytes(k, kv) + row_bytes(v, kv));
 }
 
@@ -58,7 +59,11 @@ KvStorage::KvStorage(const ModelConfig& c, KvStorageConfig config)
                 c.kv_dim());
   }
   const uint64_t kv = static_cast<uint64_t>(c.kv_dim());
-  const uint64_t krow = row_bytes(config_.k_type, kv), vrow = row_bytes(config_.v_type, kv);
+  // Latent attention caches one row per token whose first kv_lora_rank values are its V: the
+  // V pool is the K pool (and has K's dtype).
+  const bool v_in_k = c.is_mla();
+  if (v_in_k) config_.v_type = config_.k_type;
+  const uint64_t krow = row_bytes(config_.k_type, kv), vrow = v_in_k ? 0 : row_bytes(config_.v_type, kv);
   const uint64_t bs = static_cast<uint64_t>(config_.block_size);
   // Offsets: per group, per layer of the group, a K pool then a V pool.
   uint64_t offset = 0;
@@ -85,11 +90,11 @@ KvStorage::KvStorage(const ModelConfig& c, KvStorageConfig config)
     L.k_type = config_.k_type;
     L.v_type = config_.v_type;
     L.k_base = base_ + k_off[il];
-    L.v_base = base_ + v_off[il];
+    L.v_base = v_in_k ? L.k_base : base_ + v_off[il];
     L.k_row_bytes = krow;
-    L.v_row_bytes = vrow;
+    L.v_row_bytes = v_in_k ? krow : vrow;
     L.k_block_bytes = bs * krow;
-    L.v_block_bytes = bs * vrow;
+    L.v_block_bytes = v_in_k ? bs * krow : bs * vrow;
     L.block_size = config_.block_size;
     L.n_blocks = config_.blocks_per_group[layer_group_[il]];  // the kernel range-checks ids
   }
@@ -101,7 +106,7 @@ KvStorage::~KvStorage() {
 
 uint64_t KvStorage::block_bytes(int32_t g) const {
   const auto& L = layers_[groups_[g].layers.front()];
-  return groups_[g].layers.size() * (L.k_block_bytes + L.v_block_bytes);
+  return groups_[g].layers.size() * (L.k_block_bytes + (L.v_base == L.k_base ? 0 : L.v_block_bytes));
 }
 
 uint8_t* KvStorage::k_row(int32_t il, int32_t block, int32_t row) {

@@ -6,6 +6,10 @@
 // bookkeeping over block ids (which sequence owns which block) lives in kv::KvCacheManager; this
 // class only owns memory and maps (layer, block, row) to addresses.
 //
+// Latent attention (ModelConfig::is_mla) caches one row per token and layer, whose first
+// kv_lora_rank values are the V the kernel reads: there the V pool is the K pool (same
+// addresses and dtype, cache-type-v ignored) and no V bytes are allocated.
+//
 // Memory is reserved once at construction with mmap and committed by the OS as blocks are first
 // written, so resident memory follows the blocks actually used.
 // Thread-safety: rows may be written concurrently when they are distinct.

@@ -61,6 +61,11 @@ void ForwardScratch::reserve(const ModelConfig& c, int64_t n) {
   proj.resize(N * c.n_embd);
   gate.resize(N * c.n_ff);
   up.resize(N * c.n_ff);
+  if (c.is_mla()) {
+    qa.resize(N * static_cast<size_t>(std::max(c.q_lora_rank, 1)));
+    q_raw.resize(N * static_cast<size_t>(c.n_heads) * static_cast<size_t>(c.q_head_raw()));
+    mla_v.resize(N * static_cast<size_t>(c.n_heads) * static_cast<size_t>(c.v_head_dim));
+  }
   if (c.is_moe()) {
     const size_t K = static_cast<size_t>(c.n_expert_used), FX = static_cast<size_t>(c.n_ff_exp);
     router.resize(N * c.n_expert);
@@ -116,12 +121,7 @@ void Model::qkv_rope(int32_t il, int64_t n, const int32_t* positions, ForwardScr
   mm(s, L.wk, s.xn.data(), n, E, k_out, kv_stride, pool);
   mm(s, L.wv, s.xn.data(), n, E, v_out, kv_stride, pool);
 
-  const bool local = c.layer_is_local(il);
-  kernels::RopeParams rope;
-  rope.layout = c.rope_layout;
-  rope.rot_dim = c.rope_dim;
-  rope.freq_base = local ? c.rope_base_local : c.rope_base;
-  rope.freq_scale = c.rope_freq_scale;
+  const kernels::RopeParams rope = c.rope_params(il);
   pool.parallel_for(n, [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
       float* q = s.q.data() + t * Q;
@@ -142,11 +142,12 @@ void Model::qkv_rope(int32_t il, int64_t n, const int32_t* positions, ForwardScr
   });
 }
 
-void Model::output_residual(int32_t il, int64_t n, ForwardScratch& s, ThreadPool& pool) const {
+void Model::output_residual(int32_t il, int64_t n, const float* in, int64_t cols, ForwardScratch& s,
+                            ThreadPool& pool) const {
   const ModelConfig& c = config_;
   const LayerWeights& L = weights_.layers[il];
-  const int64_t E = c.n_embd, Q = c.q_dim();
-  mm(s, L.wo, s.attn.data(), n, Q, s.proj.data(), E, pool);
+  const int64_t E = c.n_embd;
+  mm(s, L.wo, in, n, cols, s.proj.data(), E, pool);
   pool.parallel_for(n, [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
       float* o = s.proj.data() + t * E;
@@ -187,24 +188,118 @@ void Model::attention_block(int32_t il, const ForwardBatch& b, KvStorage& kv,
   std::span<const kernels::PagedSeq> seqs(s.paged_seqs.data() + g * n_seqs, n_seqs);
   kernels::paged_attention(attention_params(il), s.q.data(), Q, b.positions.data(), kv.layer(il),
                            seqs, s.attn.data(), Q, pool);
-  output_residual(il, n, s, pool);
+  output_residual(il, n, s.attn.data(), Q, s, pool);
 }
 
-void Model::moe_ffn(int32_t il, int64_t n, ForwardScratch& s, ThreadPool& pool) const {
+void Model::mla_attention_block(int32_t il, const ForwardBatch& b, KvStorage& kv, ForwardScratch& s,
+                                ThreadPool& pool) const {
   const ModelConfig& c = config_;
   const LayerWeights& L = weights_.layers[il];
-  const int64_t E = c.n_embd, X = c.n_expert, K = c.n_expert_used, FX = c.n_ff_exp;
-  // Route: softmax over the router logits, the K most probable experts (ties: lower id first),
-  // their probabilities renormalized (clamped as llama.cpp does) and scaled.
+  const int64_t n = static_cast<int64_t>(b.tokens.size());
+  const int64_t E = c.n_embd, H = c.n_heads, R = c.kv_lora_rank, D = c.rope_dim, N = c.qk_nope,
+                V = c.v_head_dim, QH = c.q_head_raw(), KD = c.kv_dim(), Q = c.q_dim();
+  const int32_t* pos = b.positions.data();
+  pool.parallel_for(n, [&](int64_t lo, int64_t hi) {
+    for (int64_t t = lo; t < hi; ++t)
+      kernels::rmsnorm(s.x.data() + t * E, L.attn_norm, c.norm_eps, s.xn.data() + t * E, E);
+  });
+  // Raw queries [n x H*(N+D)], through the q LoRA (with its norm) when the model has one.
+  if (c.q_lora_rank > 0) {
+    const int64_t QL = c.q_lora_rank;
+    mm(s, L.wq_a, s.xn.data(), n, E, s.qa.data(), QL, pool);
+    pool.parallel_for(n, [&](int64_t lo, int64_t hi) {
+      for (int64_t t = lo; t < hi; ++t)
+        kernels::rmsnorm(s.qa.data() + t * QL, L.q_a_norm, c.norm_eps, s.qa.data() + t * QL, QL);
+    });
+    mm(s, L.wq_b, s.qa.data(), n, QL, s.q_raw.data(), H * QH, pool);
+  } else {
+    mm(s, L.wq, s.xn.data(), n, E, s.q_raw.data(), H * QH, pool);
+  }
+  // The latent K row [normalized latent (R) | rotated key dims (D)], straight into s.k.
+  mm(s, L.wkv_a, s.xn.data(), n, E, s.k.data(), KD, pool);
+  const kernels::RopeParams rope = c.rope_params(il);
+  pool.parallel_for(n, [&](int64_t lo, int64_t hi) {
+    for (int64_t t = lo; t < hi; ++t) {
+      float* k = s.k.data() + t * KD;
+      kernels::rmsnorm(k, L.kv_a_norm, c.norm_eps, k, R);
+      kernels::rope(k + R, 1, static_cast<int>(D), pos[t], rope);
+      // Each head's rotary query part rotates in place (heads QH apart), then moves behind the
+      // absorbed part in the attention query [absorbed (R) | rotated (D)] per head.
+      float* qr = s.q_raw.data() + t * H * QH;
+      kernels::rope(qr + N, static_cast<int>(H), static_cast<int>(QH), pos[t], rope);
+      for (int64_t h = 0; h < H; ++h)
+        std::memcpy(s.q.data() + t * Q + h * KD + R, qr + h * QH + N, static_cast<size_t>(D) * sizeof(float));
+    }
+  });
+  // Absorb: head h's no-rope query part through attn_k_b[h] into latent space.
+  for (int64_t h = 0; h < H; ++h)
+    mm(s, L.wk_b.at(static_cast<int32_t>(h)), s.q_raw.data() + h * QH, n, H * QH, s.q.data() + h * KD, Q, pool);
+  // Store the latent rows; V is the first R values of each (the pool's V aliases its K).
+  const int32_t g = kv.group_of_layer(il);
+  const int32_t* blk = s.slot_block.data() + static_cast<size_t>(g) * n;
+  const int32_t* row = s.slot_row.data() + static_cast<size_t>(g) * n;
+  const DType kt = kv.config().k_type;
+  pool.parallel_for(n, [&](int64_t lo, int64_t hi) {
+    for (int64_t t = lo; t < hi; ++t) kernels::kv_store_row(kt, s.k.data() + t * KD, KD, kv.k_row(il, blk[t], row[t]));
+  });
+  const size_t n_seqs = b.seqs.size();
+  std::span<const kernels::PagedSeq> seqs(s.paged_seqs.data() + g * n_seqs, n_seqs);
+  // MQA over the latent rows; each head's output is [latent (R) | weighted rotated keys (D),
+  // unused]: attending with V = the whole row costs D / (R + D) more multiply-adds than V's R
+  // values, and needs no V pool at all.
+  kernels::paged_attention(attention_params(il), s.q.data(), Q, pos, kv.layer(il), seqs, s.attn.data(), Q, pool);
+  // Expand: head h's latent output through attn_v_b[h] into its V values.
+  for (int64_t h = 0; h < H; ++h)
+    mm(s, L.wv_b.at(static_cast<int32_t>(h)), s.attn.data() + h * KD, n, Q, s.mla_v.data() + h * V, H * V, pool);
+  output_residual(il, n, s.mla_v.data(), H * V, s, pool);
+}
+
+void Model::route(int32_t il, int64_t n, ForwardScratch& s, ThreadPool& pool) const {
+  const ModelConfig& c = config_;
+  const LayerWeights& L = weights_.layers[il];
+  const int64_t E = c.n_embd, X = c.n_expert, K = c.n_expert_used;
+  // Scores: softmax over the router logits (or a sigmoid of each). The K best are chosen by
+  // score + selection bias (deepseek2's exp_probs_b; zero otherwise), within the best groups
+  // when the experts are grouped; ties go to the lower id. Their unbiased scores, renormalized
+  // (clamped as llama.cpp does) when expert_weights_norm and scaled, weigh their outputs.
   mm(s, L.gate_inp, s.xn.data(), n, E, s.router.data(), X, pool);
+  const int64_t G = c.n_expert_groups > 1 ? c.n_expert_groups : 1, per_group = X / G;
   pool.parallel_for(n, [&](int64_t b, int64_t e) {
-    std::vector<int32_t> ids(static_cast<size_t>(X));
+    std::vector<int32_t> ids(static_cast<size_t>(X)), gids(static_cast<size_t>(G));
+    std::vector<float> sel(static_cast<size_t>(X)), gscore(static_cast<size_t>(G));
     for (int64_t t = b; t < e; ++t) {
       float* p = s.router.data() + t * X;
-      kernels::softmax(p, X);
+      if (c.expert_gating_sigmoid) {
+        for (int64_t x = 0; x < X; ++x) p[x] = 1.f / (1.f + std::exp(-p[x]));
+      } else {
+        kernels::softmax(p, X);
+      }
+      for (int64_t x = 0; x < X; ++x) sel[x] = L.exp_probs_b ? p[x] + L.exp_probs_b[x] : p[x];
+      if (G > 1) {
+        // A group's score: the sum of its two best selection scores; groups outside the best
+        // n_group_used are not eligible.
+        for (int64_t g = 0; g < G; ++g) {
+          float b1 = -INFINITY, b2 = -INFINITY;
+          for (int64_t x = g * per_group; x < (g + 1) * per_group; ++x) {
+            if (sel[x] > b1) {
+              b2 = b1;
+              b1 = sel[x];
+            } else if (sel[x] > b2) {
+              b2 = sel[x];
+            }
+          }
+          gscore[g] = b1 + b2;
+        }
+        std::iota(gids.begin(), gids.end(), 0);
+        std::partial_sort(gids.begin(), gids.begin() + c.n_group_used, gids.end(), [&](int32_t a, int32_t bb) {
+          return gscore[a] > gscore[bb] || (gscore[a] == gscore[bb] && a < bb);
+        });
+        for (int64_t j = c.n_group_used; j < G; ++j)
+          for (int64_t x = gids[j] * per_group; x < (gids[j] + 1) * per_group; ++x) sel[x] = -INFINITY;
+      }
       std::iota(ids.begin(), ids.end(), 0);
-      std::partial_sort(ids.begin(), ids.begin() + K, ids.end(), [p](int32_t a, int32_t bb) {
-        return p[a] > p[bb] || (p[a] == p[bb] && a < bb);
+      std::partial_sort(ids.begin(), ids.begin() + K, ids.end(), [&](int32_t a, int32_t bb) {
+        return sel[a] > sel[bb] || (sel[a] == sel[bb] && a < bb);
       });
       float sum = 0.f;
       for (int64_t j = 0; j < K; ++j) sum += p[ids[j]];
@@ -215,6 +310,13 @@ void Model::moe_ffn(int32_t il, int64_t n, ForwardScratch& s, ThreadPool& pool) 
       }
     }
   });
+}
+
+void Model::moe_ffn(int32_t il, int64_t n, ForwardScratch& s, ThreadPool& pool) const {
+  const ModelConfig& c = config_;
+  const LayerWeights& L = weights_.layers[il];
+  const int64_t E = c.n_embd, X = c.n_expert, K = c.n_expert_used, FX = c.n_ff_exp;
+  route(il, n, s, pool);
   // Group the (token, weight) pairs by expert, tokens ascending within an expert.
   s.expert_begin.assign(static_cast<size_t>(X + 1), 0);
   for (int64_t i = 0; i < n * K; ++i) ++s.expert_begin[s.sel_expert[i] + 1];
@@ -245,16 +347,19 @@ void Model::moe_ffn(int32_t il, int64_t n, ForwardScratch& s, ThreadPool& pool) 
       for (int64_t d = 0; d < E; ++d) dst[d] += wgt * src[d];
     }
   }
-  // The shared expert (qwen2moe): every token, scaled by sigmoid(gate_inp_shexp . x).
+  // The shared expert(s): every token; qwen2moe's scaled by sigmoid(gate_inp_shexp . x).
   if (c.n_ff_shexp > 0) {
     gated_ffn(s, c.ffn_act, L.gate_shexp, L.up_shexp, L.down_shexp, s.xn.data(), n, E, c.n_ff_shexp,
               s.moe_gate.data(), s.moe_up.data(), s.moe_out.data(), pool);
     pool.parallel_for(n, [&](int64_t b, int64_t e) {
       for (int64_t t = b; t < e; ++t) {
         const float* x = s.xn.data() + t * E;
-        double dot = 0;
-        for (int64_t d = 0; d < E; ++d) dot += static_cast<double>(x[d]) * L.gate_inp_shexp[d];
-        const float g = static_cast<float>(1.0 / (1.0 + std::exp(-dot)));
+        float g = 1.f;
+        if (L.gate_inp_shexp != nullptr) {
+          double dot = 0;
+          for (int64_t d = 0; d < E; ++d) dot += static_cast<double>(x[d]) * L.gate_inp_shexp[d];
+          g = static_cast<float>(1.0 / (1.0 + std::exp(-dot)));
+        }
         float* dst = s.proj.data() + t * E;
         const float* src = s.moe_out.data() + t * E;
         for (int64_t d = 0; d < E; ++d) dst[d] += g * src[d];
@@ -271,7 +376,7 @@ void Model::ffn_block(int32_t il, int64_t n, ForwardScratch& s, ThreadPool& pool
     for (int64_t t = b; t < e; ++t)
       kernels::rmsnorm(s.x.data() + t * E, L.ffn_norm, c.norm_eps, s.xn.data() + t * E, E);
   });
-  if (c.is_moe()) {
+  if (c.layer_is_moe(il)) {
     moe_ffn(il, n, s, pool);
   } else {
     gated_ffn(s, c.ffn_act, L.w_gate, L.w_up, L.w_down, s.xn.data(), n, E, F, s.gate.data(), s.up.data(),
@@ -338,7 +443,10 @@ void Model::forward_batch(const ForwardBatch& b, KvStorage& kv, ForwardScratch& 
 
   embed(b.tokens, s.x.data(), pool);
   for (int32_t il = 0; il < c.n_layers; ++il) {
-    attention_block(il, b, kv, s, pool);
+    if (c.is_mla())
+      mla_attention_block(il, b, kv, s, pool);
+    else
+      attention_block(il, b, kv, s, pool);
     ffn_block(il, n, s, pool);
   }
 

@@ -1,4 +1,5 @@
-// A loaded decoder-only transformer (llama, qwen2, qwen3, gemma3) and its forward pass.
+// A loaded decoder-only transformer (llama, qwen2, qwen3, gemma3, and the mixture-of-experts
+// qwen3moe, qwen2moe, Mixtral and deepseek2) and its forward pass.
 //
 // One forward pass, forward_batch(), over the paged K/V cache: the serving engine runs it on
 // its shared storage, and the evaluation tools and tests on a private one (SoloSequence,
@@ -48,6 +49,9 @@ struct ForwardScratch {
   MatmulObserver* observer = nullptr;  // optional; not owned
   int64_t capacity = 0;  // tokens
   AlignedBuffer<float> x, xn, q, k, v, attn, proj, gate, up;
+  // Latent attention: attn_q_a's output [n x q_lora_rank], the raw queries [n x n_heads *
+  // (qk_nope + rope)], and the expanded per-head values [n x n_heads * v_head_dim].
+  AlignedBuffer<float> qa, q_raw, mla_v;
   // Mixture of experts: router logits [n x n_expert], each token's chosen experts and weights
   // [n x n_expert_used], the rows routed to one expert (gathered inputs, gate, up, output), and
   // per expert its routed (token, weight) pairs.
@@ -93,7 +97,15 @@ class Model {
   void qkv_rope(int32_t il, int64_t n, const int32_t* positions, ForwardScratch& s,
                 float* k_out, float* v_out, int64_t kv_stride, ThreadPool& pool) const;
   kernels::AttentionParams attention_params(int32_t il) const;
-  void output_residual(int32_t il, int64_t n, ForwardScratch& s, ThreadPool& pool) const;
+  // Latent attention (deepseek2) of layer il: queries absorbed into latent space, the latent
+  // K row stored, MQA over the latent cache, outputs expanded through attn_v_b.
+  void mla_attention_block(int32_t il, const ForwardBatch& b, KvStorage& kv, ForwardScratch& s,
+                           ThreadPool& pool) const;
+  // The attention output projection of `in` (n rows of `cols`), post-norm and residual add.
+  void output_residual(int32_t il, int64_t n, const float* in, int64_t cols, ForwardScratch& s,
+                       ThreadPool& pool) const;
+  // Router of layer il over s.xn: each token's chosen experts and weights in s.sel_*.
+  void route(int32_t il, int64_t n, ForwardScratch& s, ThreadPool& pool) const;
   void ffn_block(int32_t il, int64_t n, ForwardScratch& s, ThreadPool& pool) const;
   // The MoE FFN of layer il on the normalized rows s.xn, accumulated into s.proj (zeroed here).
   void moe_ffn(int32_t il, int64_t n, ForwardScratch& s, ThreadPool& pool) const;

@@ -17,7 +17,9 @@ Arch parse_arch(const std::string& a) {
   if (a == "gemma3") return Arch::kGemma3;
   if (a == "qwen3moe") return Arch::kQwen3Moe;
   if (a == "qwen2moe") return Arch::kQwen2Moe;
-  fail("unsupported architecture '", a, "' (general.architecture); supported: llama, qwen2, qwen3, gemma3, qwen3moe, qwen2moe");
+  if (a == "deepseek2") return Arch::kDeepseek2;
+  fail("unsupported architecture '", a,
+       "' (general.architecture); supported: llama, qwen2, qwen3, gemma3, qwen3moe, qwen2moe, deepseek2");
 }
 
 int32_t positive_int(const gguf::GgufFile& f, const std::string& key, int64_t max) {
@@ -26,7 +28,89 @@ int32_t positive_int(const gguf::GgufFile& f, const std::string& key, int64_t ma
   return static_cast<int32_t>(v);
 }
 
+// deepseek2's attention metadata. Two forms exist: files with attention.key_length_mla (the
+// converter split attn_kv_b into attn_k_b / attn_v_b) state the cached latent row as
+// key_length = kv_lora_rank + rope dims and value_length = kv_lora_rank, and the per-head sizes
+// as *_mla; older files state the per-head sizes as key_length / value_length.
+void read_mla(const gguf::GgufFile& f, const std::string& p, ModelConfig& c, double kq_mscale) {
+  constexpr int64_t kMax = 1 << 16;
+  c.kv_lora_rank = positive_int(f, p + "attention.kv_lora_rank", kMax);
+  c.q_lora_rank = f.has(p + "attention.q_lora_rank") ? static_cast<int32_t>(f.get_int(p + "attention.q_lora_rank")) : 0;
+  TRIAD_CHECK(c.q_lora_rank >= 0 && c.q_lora_rank <= kMax, "model metadata '", p, "attention.q_lora_rank' = ",
+              c.q_lora_rank, " is out of range (0..", kMax, ")");
+  TRIAD_CHECK(f.has(p + "rope.dimension_count"), "model metadata '", p, "rope.dimension_count' is missing");
+  const bool mla_keys = f.has(p + "attention.key_length_mla");
+  const int32_t k_head = mla_keys ? positive_int(f, p + "attention.key_length_mla", kMax)
+                                  : positive_int(f, p + "attention.key_length", kMax);
+  c.v_head_dim = mla_keys ? positive_int(f, p + "attention.value_length_mla", kMax)
+                          : positive_int(f, p + "attention.value_length", kMax);
+  if (mla_keys) {
+    TRIAD_CHECK(c.head_dim == c.kv_lora_rank + c.rope_dim &&
+                    f.get_int(p + "attention.value_length", 0) == c.kv_lora_rank,
+                "model metadata: attention.key_length / value_length (", c.head_dim, " / ",
+                f.get_int(p + "attention.value_length", 0), ") must be kv_lora_rank + rope dims / kv_lora_rank (",
+                c.kv_lora_rank + c.rope_dim, " / ", c.kv_lora_rank, ")");
+  }
+  TRIAD_CHECK(k_head > c.rope_dim, "model metadata: the key head (", k_head, ") must be larger than rope.dimension_count (",
+              c.rope_dim, ")");
+  c.qk_nope = k_head - c.rope_dim;
+  // The cache and the attention kernel see one latent "head" per token.
+  c.n_kv_heads = 1;
+  c.head_dim = c.kv_lora_rank + c.rope_dim;
+  // llama.cpp: kq_scale = mscale^2 / sqrt(per-head key size).
+  c.attn_scale = static_cast<float>(kq_mscale * kq_mscale / std::sqrt(static_cast<double>(k_head)));
+}
+
+// deepseek2's routing metadata (llama.cpp's keys and defaults).
+void read_deepseek_experts(const gguf::GgufFile& f, const std::string& p, ModelConfig& c) {
+  c.n_layer_dense_lead = static_cast<int32_t>(f.get_int(p + "leading_dense_block_count", 0));
+  TRIAD_CHECK(c.n_layer_dense_lead >= 0 && c.n_layer_dense_lead <= c.n_layers, "model metadata '", p,
+              "leading_dense_block_count' = ", c.n_layer_dense_lead, " is out of range (0..", c.n_layers, ")");
+  const int64_t shared = f.get_int(p + "expert_shared_count", 0);
+  TRIAD_CHECK(shared >= 0 && shared <= 64, "model metadata '", p, "expert_shared_count' = ", shared,
+              " is out of range (0..64)");
+  c.n_ff_shexp = c.n_ff_exp * static_cast<int32_t>(shared);
+  c.expert_weights_norm = f.has(p + "expert_weights_norm") && f.get_bool(p + "expert_weights_norm");
+  // expert_gating_func: 1 softmax, 2 sigmoid; absent (V2, V2.5 files) means softmax.
+  const int64_t gating = f.get_int(p + "expert_gating_func", 1);
+  TRIAD_CHECK(gating == 0 || gating == 1 || gating == 2, "model metadata '", p, "expert_gating_func' = ", gating,
+              " is not supported (1 softmax, 2 sigmoid)");
+  c.expert_gating_sigmoid = gating == 2;
+  c.n_expert_groups = static_cast<int32_t>(f.get_int(p + "expert_group_count", 0));
+  c.n_group_used = static_cast<int32_t>(f.get_int(p + "expert_group_used_count", 0));
+  if (c.n_expert_groups > 1) {
+    TRIAD_CHECK(c.n_expert % c.n_expert_groups == 0 && c.n_expert / c.n_expert_groups >= 2,
+                "model metadata '", p, "expert_group_count' = ", c.n_expert_groups,
+                " must divide expert_count (", c.n_expert, ") into groups of at least 2");
+    TRIAD_CHECK(c.n_group_used >= 1 && c.n_group_used <= c.n_expert_groups &&
+                    c.n_group_used * (c.n_expert / c.n_expert_groups) >= c.n_expert_used,
+                "model metadata '", p, "expert_group_used_count' = ", c.n_group_used,
+                " must be in 1..", c.n_expert_groups, " and leave at least expert_used_count experts");
+  }
+}
+
 }  // namespace
+
+kernels::RopeParams ModelConfig::rope_params(int32_t il) const {
+  const bool local = layer_is_local(il);
+  kernels::RopeParams r;
+  r.layout = rope_layout;
+  r.rot_dim = rope_dim;
+  r.freq_base = local ? rope_base_local : rope_base;
+  // gemma3's sliding-window layers never scale (llama.cpp's freq_scale_swa = 1, HF's
+  // rope_local_base_freq without rope_scaling).
+  const bool scaled = !(local && arch == Arch::kGemma3);
+  r.freq_scale = scaled ? rope_freq_scale : 1.f;
+  if (scaled && rope_yarn) {
+    r.ext_factor = 1.f;
+    r.corr_lo = yarn_corr_lo;
+    r.corr_hi = yarn_corr_hi;
+    r.mscale = rope_mscale;
+  } else if (scaled) {
+    r.mscale = rope_mscale;
+  }
+  return r;
+}
 
 ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
   ModelConfig c;
@@ -47,7 +131,7 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
   c.n_ctx_train = f.has(p + "context_length") ? positive_int(f, p + "context_length", 1 << 24) : 4096;
   if (f.has(p + "attention.key_length")) {
     c.head_dim = positive_int(f, p + "attention.key_length", 4096);
-    if (f.has(p + "attention.value_length")) {
+    if (f.has(p + "attention.value_length") && c.arch != Arch::kDeepseek2) {
       TRIAD_CHECK(f.get_int(p + "attention.value_length") == c.head_dim,
                   "model metadata: attention.value_length differs from key_length (unsupported)");
     }
@@ -67,12 +151,43 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
   c.rope_base = static_cast<float>(f.get_float(p + "rope.freq_base", 10000.0));
   TRIAD_CHECK(c.rope_base > 0, "model metadata: rope.freq_base must be positive");
   std::string scaling = f.get_string(p + "rope.scaling.type", "none");
-  if (scaling == "linear") {
-    double factor = f.get_float(p + "rope.scaling.factor", 1.0);
-    TRIAD_CHECK(factor > 0, "model metadata: rope.scaling.factor must be positive");
+  double factor = 1.0;
+  if (scaling == "linear" || scaling == "yarn") {
+    factor = f.get_float(p + "rope.scaling.factor", 1.0);
+    TRIAD_CHECK(std::isfinite(factor) && factor > 0, "model metadata: rope.scaling.factor must be positive");
     c.rope_freq_scale = static_cast<float>(1.0 / factor);
   } else if (scaling != "none") {
-    fail("model metadata: rope.scaling.type '", scaling, "' is not supported (none, linear)");
+    fail("model metadata: rope.scaling.type '", scaling, "' is not supported (none, linear, yarn)");
+  }
+  // rope.scaling.attn_factor multiplies cos / sin (llama.cpp's rope_attn_factor).
+  const double attn_factor = f.get_float(p + "rope.scaling.attn_factor", 1.0);
+  TRIAD_CHECK(std::isfinite(attn_factor) && attn_factor > 0, "model metadata: rope.scaling.attn_factor must be positive");
+  // YaRN's attention temperature: mscale = 1 + log_mul * ln(factor) where the GGUF's
+  // rope.scaling.yarn_log_multiplier is 0.1 * HF's mscale_all_dim (deepseek2 only).
+  const double yarn_log_mul = f.get_float(p + "rope.scaling.yarn_log_multiplier", 0.0);
+  TRIAD_CHECK(std::isfinite(yarn_log_mul) && yarn_log_mul >= 0, "model metadata: rope.scaling.yarn_log_multiplier is bad");
+  double kq_mscale = 1.0;  // the attention scale is multiplied by its square (deepseek2)
+  c.rope_mscale = static_cast<float>(attn_factor);
+  if (scaling == "yarn" && factor > 1.0) {
+    c.rope_yarn = true;
+    const int64_t orig = f.has(p + "rope.scaling.original_context_length")
+                             ? positive_int(f, p + "rope.scaling.original_context_length", 1 << 24)
+                             : c.n_ctx_train;
+    // Defaults and keys as llama.cpp: beta_fast 32, beta_slow 1.
+    const double beta_fast = f.get_float(p + "rope.scaling.yarn_beta_fast", 32.0);
+    const double beta_slow = f.get_float(p + "rope.scaling.yarn_beta_slow", 1.0);
+    TRIAD_CHECK(std::isfinite(beta_fast) && std::isfinite(beta_slow) && beta_fast > 0 && beta_slow > 0,
+                "model metadata: rope.scaling.yarn_beta_fast / yarn_beta_slow must be positive");
+    kernels::yarn_corr_dims(c.rope_dim, static_cast<int32_t>(orig), c.rope_base, static_cast<float>(beta_fast),
+                            static_cast<float>(beta_slow), &c.yarn_corr_lo, &c.yarn_corr_hi);
+    if (c.arch == Arch::kDeepseek2 && yarn_log_mul > 0) {
+      // DeepSeek (HF DeepseekV2YarnRotaryEmbedding with mscale == mscale_all_dim, as llama.cpp
+      // assumes): cos / sin unscaled, the temperature moved into the attention scale.
+      kq_mscale = attn_factor * (1.0 + yarn_log_mul * std::log(factor));
+    } else {
+      // Plain YaRN (HF _compute_yarn_parameters): cos / sin times 1 + 0.1 ln(factor).
+      c.rope_mscale = static_cast<float>(attn_factor * (1.0 + 0.1 * std::log(factor)));
+    }
   }
   c.rope_base_local = c.rope_base;
 
@@ -99,6 +214,9 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
     case Arch::kQwen2Moe:
       c.rope_layout = kernels::RopeLayout::kNeox;
       break;
+    case Arch::kDeepseek2:
+      c.rope_layout = kernels::RopeLayout::kNormal;  // llama.cpp: LLAMA_ROPE_TYPE_NORM
+      break;
     case Arch::kGemma3:
       c.rope_layout = kernels::RopeLayout::kNeox;
       c.qk_norm = true;
@@ -112,10 +230,11 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
       break;
   }
   c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  if (c.arch == Arch::kDeepseek2) read_mla(f, p, c, kq_mscale);
 
   // Experts. llama with experts is Mixtral; the other dense architectures must not declare any.
   const int64_t n_expert = f.get_int(p + "expert_count", 0);
-  const bool moe_arch = c.arch == Arch::kQwen3Moe || c.arch == Arch::kQwen2Moe ||
+  const bool moe_arch = c.arch == Arch::kQwen3Moe || c.arch == Arch::kQwen2Moe || c.arch == Arch::kDeepseek2 ||
                         (c.arch == Arch::kLlama && n_expert > 0);
   if (!moe_arch) {
     TRIAD_CHECK(n_expert == 0, "model metadata '", p, "expert_count' = ", n_expert, ": ", c.arch_name,
@@ -136,10 +255,13 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
     // softmax over the chosen logits is the same thing), qwen2moe never does; qwen2moe adds a
     // shared expert of expert_shared_feed_forward_length (default n_ff).
     c.expert_weights_norm = c.arch == Arch::kQwen3Moe || c.arch == Arch::kLlama;
-    if (c.arch == Arch::kQwen2Moe)
+    if (c.arch == Arch::kQwen2Moe) {
       c.n_ff_shexp = f.has(p + "expert_shared_feed_forward_length")
                          ? positive_int(f, p + "expert_shared_feed_forward_length", kMaxDim)
                          : c.n_ff;
+      c.shexp_gated = true;
+    }
+    if (c.arch == Arch::kDeepseek2) read_deepseek_experts(f, p, c);
     // llama.cpp scales only when the key is present and neither 0 nor 1.
     const double scale = f.get_float(p + "expert_weights_scale", 0.0);
     TRIAD_CHECK(std::isfinite(scale) && scale >= 0, "model metadata '", p, "expert_weights_scale' = ", scale,
@@ -157,6 +279,11 @@ std::string ModelConfig::summary() const {
   if (sliding_window > 0) os << ", sliding window " << sliding_window;
   if (n_expert > 0) os << ", experts " << n_expert_used << " of " << n_expert << " x ffn " << n_ff_exp;
   if (n_ff_shexp > 0) os << " + shared ffn " << n_ff_shexp;
+  if (n_layer_dense_lead > 0) os << " (first " << n_layer_dense_lead << " layers dense)";
+  if (is_mla())
+    os << ", latent attention: kv rank " << kv_lora_rank << " + rope " << rope_dim << " cached per token, q rank "
+       << q_lora_rank << ", head k " << qk_nope << "+" << rope_dim << " / v " << v_head_dim;
+  if (rope_yarn) os << ", YaRN x" << 1.f / rope_freq_scale;
   return os.str();
 }
 

@@ -2,8 +2,8 @@
 // "hparams"). Run-time choices (threads, context size) live elsewhere.
 //
 // One decoder-only transformer family covers llama (and Mixtral: llama with experts), qwen2, qwen3,
-// gemma3, qwen3moe and qwen2moe; the differences between them are the feature fields below, set
-// per architecture in model_config.cpp.
+// gemma3, qwen3moe, qwen2moe and deepseek2 (multi-head latent attention); the differences between
+// them are the feature fields below, set per architecture in model_config.cpp.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +15,7 @@
 namespace triad {
 namespace gguf { class GgufFile; }
 
-enum class Arch { kLlama, kQwen2, kQwen3, kGemma3, kQwen3Moe, kQwen2Moe };
+enum class Arch { kLlama, kQwen2, kQwen3, kGemma3, kQwen3Moe, kQwen2Moe, kDeepseek2 };
 
 enum class FfnActivation {
   kSilu,      // SwiGLU: silu(gate) * up   (llama, qwen)
@@ -42,7 +42,11 @@ struct ModelConfig {
   int32_t rope_dim = 0;       // rotated dims per head
   float rope_base = 10000.f;        // global (full-attention) layers
   float rope_base_local = 10000.f;  // sliding-window layers (gemma3 uses its own base)
-  float rope_freq_scale = 1.f;      // linear scaling: positions multiplied by this
+  float rope_freq_scale = 1.f;      // linear or YaRN scaling: positions multiplied by this
+  // YaRN (rope.scaling.type "yarn"): see kernels::RopeParams. rope_mscale multiplies cos / sin.
+  bool rope_yarn = false;
+  float yarn_corr_lo = 0.f, yarn_corr_hi = 0.f;
+  float rope_mscale = 1.f;
 
   // Attention
   float attn_scale = 0.f;     // multiplies q.k; 1/sqrt(head_dim) unless the arch says otherwise
@@ -70,13 +74,39 @@ struct ModelConfig {
   // A shared expert (qwen2moe) that every token runs besides its routed ones, its SwiGLU output
   // scaled by sigmoid(ffn_gate_inp_shexp . x); 0 = none.
   int32_t n_ff_shexp = 0;
+  bool shexp_gated = false;      // qwen2moe; deepseek2's shared experts are not gated
+  // deepseek2: the first n_layer_dense_lead layers have a dense FFN (n_ff); the router may score
+  // with sigmoid instead of softmax and add a per-expert selection bias (exp_probs_b, used to
+  // choose, not to weigh); with n_expert_groups > 1 a token first keeps the n_group_used groups
+  // whose two best (biased) scores sum highest, then chooses its experts among them.
+  int32_t n_layer_dense_lead = 0;
+  bool expert_gating_sigmoid = false;
+  int32_t n_expert_groups = 0;
+  int32_t n_group_used = 0;
   bool is_moe() const { return n_expert > 0; }
+  bool layer_is_moe(int32_t il) const { return n_expert > 0 && il >= n_layer_dense_lead; }
+
+  // Multi-head latent attention (deepseek2; kv_lora_rank > 0). A token's keys and values are
+  // one latent row per layer: kv_lora_rank normalized latent values and rope_dim rotated key
+  // dims, shared by all heads. The cache holds only that row (n_kv_heads = 1, head_dim =
+  // kv_lora_rank + rope_dim, V = its first kv_lora_rank values), and attention runs on it
+  // directly: each head's no-rope query part is absorbed into latent space through attn_k_b,
+  // and its latent output expanded to v_head_dim values through attn_v_b (the "absorbed" MQA
+  // form of llama.cpp and vLLM). q_dim() is then the absorbed query size.
+  int32_t q_lora_rank = 0;   // 0: queries from attn_q directly (V2-Lite)
+  int32_t kv_lora_rank = 0;
+  int32_t qk_nope = 0;       // per-head query / key dims without rotary
+  int32_t v_head_dim = 0;    // per-head value dims after attn_v_b
+  bool is_mla() const { return kv_lora_rank > 0; }
+  int32_t q_head_raw() const { return qk_nope + rope_dim; }  // a head of attn_q(_b)'s output
 
   // Reads and validates the configuration; throws triad::Error naming the bad key.
   static ModelConfig from_gguf(const gguf::GgufFile& f);
   // Size in floats of one token's K (or V) for one layer.
   int32_t kv_dim() const { return n_kv_heads * head_dim; }
   int32_t q_dim() const { return n_heads * head_dim; }
+  // The RoPE of layer il (sliding-window layers of gemma3 use their own base and no scaling).
+  kernels::RopeParams rope_params(int32_t il) const;
   bool layer_is_local(int32_t il) const {
     return sliding_window > 0 && il < static_cast<int32_t>(layer_uses_window.size()) &&
            layer_uses_window[il];

@@ -46,24 +46,74 @@ kernels::WeightMatrix ModelWeights::matrix(const gguf::GgufFile& f, const std::s
   return kernels::WeightMatrix{t->type, t->data, rows, cols};
 }
 
+ExpertMatrices ModelWeights::stacked(const gguf::TensorInfo& t, int64_t n, int64_t rows, int64_t cols) {
+  TRIAD_CHECK(t.n_dims == 3 && t.ne[0] == cols && t.ne[1] == rows && t.ne[2] == n, "tensor '", t.name,
+              "' has shape ", dims_str(t), ", expected [", cols, ", ", rows, ", ", n, "] (", n, " matrices)");
+  TRIAD_CHECK(dtype_supported_for_weights(t.type), "tensor '", t.name, "' has type ", dtype_name(t.type),
+              ", which Triad cannot compute with yet");
+  matrix_bytes += t.n_bytes;
+  ExpertMatrices e;
+  e.first = kernels::WeightMatrix{t.type, t.data, rows, cols};
+  const uint64_t stride = row_bytes(t.type, static_cast<uint64_t>(cols)) * static_cast<uint64_t>(rows);
+  for (int64_t x = 0; x < n; ++x)
+    e.data.push_back(static_cast<const uint8_t*>(t.data) + static_cast<uint64_t>(x) * stride);
+  return e;
+}
+
+void ModelWeights::bind_mla(const gguf::GgufFile& f, const ModelConfig& c, int32_t il, LayerWeights& L) {
+  const std::string b = "blk." + std::to_string(il) + ".";
+  const int64_t E = c.n_embd, H = c.n_heads, R = c.kv_lora_rank, D = c.rope_dim, N = c.qk_nope,
+                V = c.v_head_dim, QH = c.q_head_raw();
+  if (c.q_lora_rank > 0) {
+    L.wq_a = matrix(f, b + "attn_q_a.weight", c.q_lora_rank, E);
+    L.q_a_norm = vector_f32(f, b + "attn_q_a_norm.weight", c.q_lora_rank, true);
+    L.wq_b = matrix(f, b + "attn_q_b.weight", H * QH, c.q_lora_rank);
+  } else {
+    L.wq = matrix(f, b + "attn_q.weight", H * QH, E);
+  }
+  L.wkv_a = matrix(f, b + "attn_kv_a_mqa.weight", R + D, E);
+  L.kv_a_norm = vector_f32(f, b + "attn_kv_a_norm.weight", R, true);
+  L.wo = matrix(f, b + "attn_output.weight", E, H * V);
+  const gguf::TensorInfo* kb = f.find_tensor(b + "attn_k_b.weight");
+  if (kb != nullptr) {
+    L.wk_b = stacked(*kb, H, R, N);
+    const gguf::TensorInfo* vb = f.find_tensor(b + "attn_v_b.weight");
+    TRIAD_CHECK(vb, "model is missing tensor '", b, "attn_v_b.weight' (it has attn_k_b)");
+    L.wv_b = stacked(*vb, H, V, R);
+    return;
+  }
+  // Older files: attn_kv_b [H*(N+V) x R], per head N key rows then V value rows. The value rows
+  // are attn_v_b's matrices as they stand; the key rows must be transposed to absorb queries,
+  // so they are dequantized into an owned f32 copy (H*R*N floats per layer).
+  TRIAD_CHECK(f.find_tensor(b + "attn_kv_b.weight"), "model is missing tensor '", b, "attn_k_b.weight' (nor has it '",
+              b, "attn_kv_b.weight')");
+  const kernels::WeightMatrix kv = matrix(f, b + "attn_kv_b.weight", H * (N + V), R);
+  const uint64_t rb = row_bytes(kv.type, static_cast<uint64_t>(R));
+  const uint8_t* base = static_cast<const uint8_t*>(kv.data);
+  float* kt = reinterpret_cast<float*>(own_bytes(static_cast<size_t>(H * R * N) * sizeof(float)));
+  std::vector<float> row(static_cast<size_t>(R));
+  for (int64_t h = 0; h < H; ++h) {
+    for (int64_t d = 0; d < N; ++d) {
+      kernels::dequantize_row_ref(kv.type, base + static_cast<uint64_t>(h * (N + V) + d) * rb, row.data(), R);
+      for (int64_t r = 0; r < R; ++r) kt[(h * R + r) * N + d] = row[static_cast<size_t>(r)];
+    }
+    L.wk_b.data.push_back(kt + h * R * N);
+    L.wv_b.data.push_back(base + static_cast<uint64_t>(h * (N + V) + N) * rb);
+  }
+  L.wk_b.first = kernels::WeightMatrix{DType::kF32, kt, R, N};
+  L.wv_b.first = kernels::WeightMatrix{kv.type, L.wv_b.data[0], V, R};
+}
+
 ExpertMatrices ModelWeights::experts(const gguf::GgufFile& f, const std::string& blk, const std::string& kind,
                                      int64_t n, int64_t rows, int64_t cols) {
   ExpertMatrices e;
   e.data.resize(static_cast<size_t>(n));
-  const std::string stacked = blk + "ffn_" + kind + "_exps.weight";
-  if (const gguf::TensorInfo* t = f.find_tensor(stacked)) {
-    TRIAD_CHECK(t->n_dims == 3 && t->ne[0] == cols && t->ne[1] == rows && t->ne[2] == n, "tensor '", stacked,
-                "' has shape ", dims_str(*t), ", expected [", cols, ", ", rows, ", ", n, "] (", n, " experts)");
-    TRIAD_CHECK(dtype_supported_for_weights(t->type), "tensor '", stacked, "' has type ",
-                dtype_name(t->type), ", which Triad cannot compute with yet");
-    matrix_bytes += t->n_bytes;
+  const std::string stacked_name = blk + "ffn_" + kind + "_exps.weight";
+  if (const gguf::TensorInfo* t = f.find_tensor(stacked_name)) {
     expert_bytes_ += t->n_bytes;
-    e.first = kernels::WeightMatrix{t->type, t->data, rows, cols};
-    const uint64_t stride = row_bytes(t->type, static_cast<uint64_t>(cols)) * static_cast<uint64_t>(rows);
-    for (int64_t x = 0; x < n; ++x)
-      e.data[static_cast<size_t>(x)] = static_cast<const uint8_t*>(t->data) + static_cast<uint64_t>(x) * stride;
-    return e;
+    return stacked(*t, n, rows, cols);
   }
+  const std::string& stacked = stacked_name;
   // One 2-D tensor per expert (Mixtral files converted before the stacked layout).
   const std::string split0 = blk + "ffn_" + kind + ".0.weight";
   TRIAD_CHECK(f.find_tensor(split0) != nullptr, "model is missing tensor '", stacked, "' (nor has it the per-expert '",
@@ -88,10 +138,11 @@ std::vector<ModelWeights::NamedMatrix> ModelWeights::block_matrices() {
   for (size_t il = 0; il < layers.size(); ++il) {
     LayerWeights& L = layers[il];
     const std::string b = "blk." + std::to_string(il) + ".";
-    out.push_back({b + "attn_q.weight", &L.wq});
-    out.push_back({b + "attn_k.weight", &L.wk});
-    out.push_back({b + "attn_v.weight", &L.wv});
-    out.push_back({b + "attn_output.weight", &L.wo});
+    for (auto [name, m] : {NamedMatrix{"attn_q.weight", &L.wq}, NamedMatrix{"attn_k.weight", &L.wk},
+                           NamedMatrix{"attn_v.weight", &L.wv}, NamedMatrix{"attn_q_a.weight", &L.wq_a},
+                           NamedMatrix{"attn_q_b.weight", &L.wq_b}, NamedMatrix{"attn_kv_a_mqa.weight", &L.wkv_a},
+                           NamedMatrix{"attn_output.weight", &L.wo}})
+      if (m->data != nullptr) out.push_back({b + name, m});
     if (L.gate_shexp.data != nullptr) {  // MoE layer's shared expert: a dense SwiGLU
       out.push_back({b + "ffn_gate_shexp.weight", &L.gate_shexp});
       out.push_back({b + "ffn_up_shexp.weight", &L.up_shexp});
@@ -132,32 +183,37 @@ ModelWeights ModelWeights::bind(const gguf::GgufFile& f, ModelConfig& c) {
     LayerWeights& L = w.layers[il];
     const std::string b = "blk." + std::to_string(il) + ".";
     L.attn_norm = w.vector_f32(f, b + "attn_norm.weight", E, true);
-    L.wq = w.matrix(f, b + "attn_q.weight", Q, E);
-    L.wk = w.matrix(f, b + "attn_k.weight", KV, E);
-    L.wv = w.matrix(f, b + "attn_v.weight", KV, E);
-    L.wo = w.matrix(f, b + "attn_output.weight", E, Q);
-    // Biases are optional in every family (qwen2 has them); bind whatever is present.
-    L.bq = w.vector_f32(f, b + "attn_q.bias", Q, c.arch == Arch::kQwen2);
-    L.bk = w.vector_f32(f, b + "attn_k.bias", KV, c.arch == Arch::kQwen2);
-    L.bv = w.vector_f32(f, b + "attn_v.bias", KV, c.arch == Arch::kQwen2);
-    if (c.qk_norm) {
-      L.q_norm = w.vector_f32(f, b + "attn_q_norm.weight", D, true);
-      L.k_norm = w.vector_f32(f, b + "attn_k_norm.weight", D, true);
+    if (c.is_mla()) {
+      w.bind_mla(f, c, il, L);
+    } else {
+      L.wq = w.matrix(f, b + "attn_q.weight", Q, E);
+      L.wk = w.matrix(f, b + "attn_k.weight", KV, E);
+      L.wv = w.matrix(f, b + "attn_v.weight", KV, E);
+      L.wo = w.matrix(f, b + "attn_output.weight", E, Q);
+      // Biases are optional in every family (qwen2 has them); bind whatever is present.
+      L.bq = w.vector_f32(f, b + "attn_q.bias", Q, c.arch == Arch::kQwen2);
+      L.bk = w.vector_f32(f, b + "attn_k.bias", KV, c.arch == Arch::kQwen2);
+      L.bv = w.vector_f32(f, b + "attn_v.bias", KV, c.arch == Arch::kQwen2);
+      if (c.qk_norm) {
+        L.q_norm = w.vector_f32(f, b + "attn_q_norm.weight", D, true);
+        L.k_norm = w.vector_f32(f, b + "attn_k_norm.weight", D, true);
+      }
     }
     if (c.post_norms) {
       L.post_attn_norm = w.vector_f32(f, b + "post_attention_norm.weight", E, true);
       L.post_ffn_norm = w.vector_f32(f, b + "post_ffw_norm.weight", E, true);
     }
     L.ffn_norm = w.vector_f32(f, b + "ffn_norm.weight", E, true);
-    if (c.is_moe()) {
+    if (c.layer_is_moe(il)) {
       const int64_t X = c.n_expert, FX = c.n_ff_exp;
       L.gate_inp = w.matrix(f, b + "ffn_gate_inp.weight", X, E);
+      if (c.arch == Arch::kDeepseek2) L.exp_probs_b = w.vector_f32(f, b + "exp_probs_b.bias", X, false);
       L.gate_exps = w.experts(f, b, "gate", X, FX, E);
       L.up_exps = w.experts(f, b, "up", X, FX, E);
       L.down_exps = w.experts(f, b, "down", X, E, FX);
       if (c.n_ff_shexp > 0) {
         const int64_t FS = c.n_ff_shexp;
-        L.gate_inp_shexp = w.vector_f32(f, b + "ffn_gate_inp_shexp.weight", E, true);
+        if (c.shexp_gated) L.gate_inp_shexp = w.vector_f32(f, b + "ffn_gate_inp_shexp.weight", E, true);
         L.gate_shexp = w.matrix(f, b + "ffn_gate_shexp.weight", FS, E);
         L.up_shexp = w.matrix(f, b + "ffn_up_shexp.weight", FS, E);
         L.down_shexp = w.matrix(f, b + "ffn_down_shexp.weight", E, FS);

@@ -17,7 +17,8 @@
 namespace triad {
 namespace gguf { class GgufFile; struct TensorInfo; }
 
-// The n experts of a mixture-of-experts FFN matrix, all of one shape and type: either one 3-D
+// n matrices of one shape and type: the experts of a mixture-of-experts FFN matrix (or the
+// per-head matrices of latent attention). Either one 3-D
 // GGUF tensor [cols, rows, n] (experts back to back: "ffn_gate_exps") or, in older Mixtral
 // files, n 2-D tensors ("ffn_gate.0" ... "ffn_gate.N-1") wherever the file put them. at(e) is
 // expert e's matrix (zero copy in both layouts).
@@ -40,7 +41,15 @@ struct LayerWeights {
   const float* bv = nullptr;          // [kv_dim]
   const float* q_norm = nullptr;      // [head_dim] (qk_norm only)
   const float* k_norm = nullptr;      // [head_dim]
-  kernels::WeightMatrix wo;           // [n_embd x q_dim]
+  kernels::WeightMatrix wo;           // [n_embd x q_dim]   (MLA: [n_embd x n_heads*v_head_dim])
+  // Multi-head latent attention (deepseek2) instead of wq / wk / wv:
+  kernels::WeightMatrix wq_a;         // [q_lora_rank x n_embd]  (q_lora_rank > 0; else wq is
+  const float* q_a_norm = nullptr;    // [q_lora_rank]            [n_heads*(qk_nope+rope) x n_embd])
+  kernels::WeightMatrix wq_b;         // [n_heads*(qk_nope+rope) x q_lora_rank]
+  kernels::WeightMatrix wkv_a;        // [kv_lora_rank+rope x n_embd] (attn_kv_a_mqa)
+  const float* kv_a_norm = nullptr;   // [kv_lora_rank]
+  ExpertMatrices wk_b;                // per head [kv_lora_rank x qk_nope]: absorbs q_nope
+  ExpertMatrices wv_b;                // per head [v_head_dim x kv_lora_rank]: expands the output
   const float* post_attn_norm = nullptr;  // [n_embd] (post_norms only)
   const float* ffn_norm = nullptr;    // [n_embd]
   kernels::WeightMatrix w_gate, w_up; // [n_ff x n_embd]        (dense FFN)
@@ -48,6 +57,7 @@ struct LayerWeights {
   kernels::WeightMatrix gate_inp;     // [n_expert x n_embd]    (MoE: the router)
   ExpertMatrices gate_exps, up_exps;  // n_expert x [n_ff_exp x n_embd]
   ExpertMatrices down_exps;           // n_expert x [n_embd x n_ff_exp]
+  const float* exp_probs_b = nullptr;           // [n_expert] selection bias (deepseek2, optional)
   const float* gate_inp_shexp = nullptr;        // [n_embd] (shared expert's gate; qwen2moe)
   kernels::WeightMatrix gate_shexp, up_shexp;   // [n_ff_shexp x n_embd]
   kernels::WeightMatrix down_shexp;             // [n_embd x n_ff_shexp]
@@ -67,8 +77,9 @@ struct ModelWeights {
     std::string name;
     kernels::WeightMatrix* matrix;
   };
-  // Every layer's projection matrices (attn q/k/v/output, dense ffn gate/up/down), in layer
-  // order. (Expert matrices are not among them: load-time conversion leaves them as stored.)
+  // Every layer's projection matrices (attn q/k/v/output or MLA q/q_a/q_b/kv_a/output, shared
+  // experts, dense ffn gate/up/down), in layer order. (Routed experts and MLA's per-head
+  // attn_k_b / attn_v_b are not among them: load-time conversion leaves them as stored.)
   std::vector<NamedMatrix> block_matrices();
   // Zeroed storage owned by the weights for matrices made at load time (64-byte aligned; the
   // address stays valid for the weights' life, moves included).
@@ -84,12 +95,15 @@ struct ModelWeights {
   const float* vector_f32(const gguf::GgufFile& f, const std::string& name, int64_t n, bool required);
   kernels::WeightMatrix matrix(const gguf::GgufFile& f, const std::string& name, int64_t rows,
                                int64_t cols);
+  // A 3-D tensor [cols, rows, n] as n matrices.
+  ExpertMatrices stacked(const gguf::TensorInfo& t, int64_t n, int64_t rows, int64_t cols);
   // The experts of one FFN matrix of layer `blk` ("blk.N."), kind "gate", "up" or "down":
   // the stacked tensor "ffn_<kind>_exps.weight" or, without it, "ffn_<kind>.<e>.weight" for
   // every expert e.
   ExpertMatrices experts(const gguf::GgufFile& f, const std::string& blk, const std::string& kind, int64_t n,
                          int64_t rows, int64_t cols);
   uint64_t expert_bytes_ = 0;  // bytes of all expert matrices (a token reads n_expert_used of n)
+  void bind_mla(const gguf::GgufFile& f, const ModelConfig& c, int32_t il, LayerWeights& L);
 };
 
 }  // namespace triad

@@ -161,6 +161,48 @@ def raw_str(s):
     return struct.pack("<Q", len(s)) + s
 
 
+def fill_tiny_deepseek2(w):
+    """Latent attention (kv rank 4 + 4 rotary dims, split attn_k_b / attn_v_b) and a routed layer
+    with sigmoid scores, a selection bias, 2 groups of 2 experts and a shared expert."""
+    tokens = ["<unk>", "<s>", "</s>"] + [chr(ord("a") + k) for k in range(13)]
+    a = "deepseek2."
+    for key, v in [("context_length", 64), ("embedding_length", 8), ("block_count", 1),
+                   ("feed_forward_length", 16), ("attention.head_count", 2), ("attention.head_count_kv", 2),
+                   ("attention.key_length", 8), ("attention.value_length", 4), ("attention.key_length_mla", 6),
+                   ("attention.value_length_mla", 3), ("attention.kv_lora_rank", 4), ("rope.dimension_count", 4),
+                   ("expert_count", 4), ("expert_used_count", 2), ("expert_feed_forward_length", 8),
+                   ("expert_shared_count", 1), ("expert_gating_func", 2), ("expert_group_count", 2),
+                   ("expert_group_used_count", 1), ("leading_dense_block_count", 0)]:
+        w.add_uint32(a + key, v)
+    w.add_float32(a + "attention.layer_norm_rms_epsilon", 1e-6)
+    w.add_bool(a + "expert_weights_norm", True)
+    w.add_float32(a + "expert_weights_scale", 2.5)
+    w.add_string("tokenizer.ggml.model", "llama")
+    w.add_array("tokenizer.ggml.tokens", tokens)
+    w.add_array("tokenizer.ggml.scores", [float(-k) for k in range(len(tokens))])
+    w.add_array("tokenizer.ggml.token_type", [2, 3, 3] + [1] * 13)
+    rng = np.random.default_rng(12)
+    f = lambda *shape: (rng.standard_normal(shape) * 0.1).astype(np.float32)
+    w.add_tensor("token_embd.weight", f(16, 8))
+    w.add_tensor("blk.0.attn_norm.weight", np.ones(8, dtype=np.float32))
+    w.add_tensor("blk.0.attn_q.weight", f(12, 8))
+    w.add_tensor("blk.0.attn_kv_a_mqa.weight", f(8, 8))
+    w.add_tensor("blk.0.attn_kv_a_norm.weight", np.ones(4, dtype=np.float32))
+    w.add_tensor("blk.0.attn_k_b.weight", f(2, 4, 2))
+    w.add_tensor("blk.0.attn_v_b.weight", f(2, 3, 4))
+    w.add_tensor("blk.0.attn_output.weight", f(8, 6))
+    w.add_tensor("blk.0.ffn_norm.weight", np.ones(8, dtype=np.float32))
+    w.add_tensor("blk.0.ffn_gate_inp.weight", f(4, 8))
+    w.add_tensor("blk.0.exp_probs_b.bias", f(4))
+    w.add_tensor("blk.0.ffn_gate_exps.weight", f(4, 8, 8))
+    w.add_tensor("blk.0.ffn_up_exps.weight", f(4, 8, 8))
+    w.add_tensor("blk.0.ffn_down_exps.weight", f(4, 8, 8))
+    w.add_tensor("blk.0.ffn_gate_shexp.weight", f(8, 8))
+    w.add_tensor("blk.0.ffn_up_shexp.weight", f(8, 8))
+    w.add_tensor("blk.0.ffn_down_shexp.weight", f(8, 8))
+    w.add_tensor("output_norm.weight", np.ones(8, dtype=np.float32))
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     seeds = {}
@@ -176,6 +218,11 @@ def main():
     # The experts' 3-D shape with a huge third dimension.
     seeds["bad_expert_dims.gguf"] = patch(moe, tensor_info_at(moe, b"blk.0.ffn_up_exps.weight") + 4 + 16,
                                           "<Q", 1 << 40)
+
+    ds = build(fill_tiny_deepseek2, arch="deepseek2")
+    seeds["valid_tiny_deepseek2.gguf"] = ds
+    # attn_k_b's head count (third dimension) huge.
+    seeds["bad_latent_heads.gguf"] = patch(ds, tensor_info_at(ds, b"blk.0.attn_k_b.weight") + 4 + 16, "<Q", 1 << 40)
 
     seeds["bad_magic.gguf"] = b"GGUG" + tiny[4:]
     seeds["bad_version1.gguf"] = patch(tiny, 4, "<I", 1)

@@ -1,8 +1,9 @@
 """Golden tests on synthetic random-weight models: triad's logits vs the numpy reference.
 
 Models come from tests/reference/make_synthetic.py (llama, llama with a sliding window, llama
-with partial rotary + linear rope scaling, qwen2, qwen3, gemma3, qwen3moe, qwen2moe, Mixtral in its
-stacked and per-expert tensor layouts, and the llama weights stored
+with partial rotary + linear rope scaling, llama with YaRN, qwen2, qwen3, gemma3, qwen3moe, qwen2moe,
+Mixtral in its stacked and per-expert tensor layouts, deepseek2 (latent attention) shaped like V3 and
+like V2-Lite, and the llama weights stored
 as every weight type). Every test runs 80 tokens (longer than the 10-12 token sliding windows)
 at positions 0..79 through `triad eval-logits`, in one forward call, in calls of 7 tokens, and
 one token at a time (the decode path through the KV cache), and compares with the reference.
@@ -46,7 +47,7 @@ def sequence() -> list:
 
 
 F32_MODELS = ["llama", "llama_swa", "llama_rope", "qwen2", "qwen3", "gemma3", "llama_f16", "qwen3moe",
-              "qwen2moe", "mixtral", "mixtral_split"]
+              "qwen2moe", "mixtral", "mixtral_split", "deepseek2", "deepseek2_lite", "llama_yarn"]
 QUANT_MODELS = ["llama_q8_0", "llama_q4_0", "llama_q4_1", "llama_q5_0", "llama_q5_1",
                 "llama_q4_k", "llama_q5_k", "llama_q6_k", "gemma3_q4_k_m"]
 
@@ -72,7 +73,7 @@ def test_f32_logits(synthetic_dir, name, chunk):
         f"{name} chunk={chunk}: {gu.describe(m)} (tolerance {F32_TOL})"
 
 
-@pytest.mark.parametrize("name,chunk", [("gemma3", 5), ("llama", None), ("qwen3moe", 7)])
+@pytest.mark.parametrize("name,chunk", [("gemma3", 5), ("llama", None), ("qwen3moe", 7), ("deepseek2", 7)])
 def test_f32_two_threads(synthetic_dir, name, chunk):
     got, ref = _logits_pair(synthetic_dir, name, chunk, threads=2)
     m = gu.compare_logits(got, ref)
@@ -166,6 +167,52 @@ def test_qwen3moe_bad_metadata_is_a_clear_load_error(tmp_path, tag, spec_edit, w
     assert "terminate" not in err and "Sanitizer" not in err, err[-2000:]
 
 
+def test_deepseek2_routing_cases_are_covered(synthetic_dir):
+    """deepseek2.gguf's logits tests exercise what its routing adds: on the reference's routing
+    of the test sequence, some tokens' experts differ from the plain top-k of their scores (the
+    selection bias and the group limit change the choice), and the two tied experts (6 and 7,
+    equal router rows and biases) meet at the top-k boundary, where the lower id must win."""
+    rm = gu.reference_model(os.path.join(synthetic_dir, "deepseek2.gguf"))
+    rm.logits(sequence())
+    k = rm.cfg.n_expert_used
+    changed = [ch for _, _, p, ch in rm.moe_trace if sorted(ch) != sorted(np.argsort(-p, kind="stable")[:k].tolist())]
+    assert len(changed) >= 10, len(changed)
+    ties = [ch for _, _, p, ch in rm.moe_trace if (6 in ch) != (7 in ch)]
+    assert ties and all(6 in ch for ch in ties), ties
+
+
+def _deepseek_variant(tmp_path, tag, spec_edit=None, weights_edit=None, name="deepseek2"):
+    from dataclasses import replace
+    spec = next(s for s in make_synthetic.SPECS if s.name == name)
+    w = make_synthetic.make_weights(spec)
+    spec = replace(spec, **(spec_edit or {}))
+    if weights_edit:
+        weights_edit(w)
+    path = str(tmp_path / f"ds_{tag}.gguf")
+    make_synthetic.write_model(path, spec, w, lambda n: "f32")
+    return path
+
+
+@pytest.mark.parametrize("tag,spec_edit,weights_edit,name,message", [
+    ("no_v_b", None, lambda w: w.pop("blk.2.attn_v_b.weight"), "deepseek2", "missing tensor 'blk.2.attn_v_b.weight'"),
+    ("no_k_b", None, lambda w: [w.pop("blk.0.attn_k_b.weight"), w.pop("blk.0.attn_v_b.weight")], "deepseek2",
+     "missing tensor 'blk.0.attn_k_b.weight' (nor has it 'blk.0.attn_kv_b.weight')"),
+    ("k_b_heads", None, lambda w: w.update({"blk.1.attn_k_b.weight": w["blk.1.attn_k_b.weight"][:3]}), "deepseek2",
+     "'blk.1.attn_k_b.weight' has shape"),
+    ("kv_b_rows", None, lambda w: w.update({"blk.1.attn_kv_b.weight": w["blk.1.attn_kv_b.weight"][:-1]}),
+     "deepseek2_lite", "'blk.1.attn_kv_b.weight' has shape"),
+    ("groups", {"groups": (3, 2)}, None, "deepseek2", "expert_group_count' = 3 must divide"),
+    ("group_used", {"groups": (4, 1)}, None, "deepseek2", "expert_group_used_count' = 1"),
+    ("dense_lead", {"dense_lead": 4}, None, "deepseek2", "leading_dense_block_count' = 4 is out of range"),
+    ("no_exps", None, lambda w: w.pop("blk.1.ffn_gate_exps.weight"), "deepseek2",
+     "missing tensor 'blk.1.ffn_gate_exps.weight'"),
+    ("latent_width", {"kv_lora": 40}, None, "deepseek2", "'blk.0.attn_kv_a_mqa.weight' has shape [128, 64], expected [128, 56]"),
+])
+def test_deepseek2_bad_model_is_a_clear_load_error(tmp_path, tag, spec_edit, weights_edit, name, message):
+    rc, err = _load_error(tmp_path, _deepseek_variant(tmp_path, tag, spec_edit, weights_edit, name))
+    assert rc != 0 and message in err, err[-2000:]
+
+
 def test_mixtral_layouts_compute_the_same(synthetic_dir):
     """mixtral.gguf and mixtral_split.gguf hold the same weights in the two tensor layouts: the
     logits must be bitwise equal (the layout changes only where each expert's bytes are)."""
@@ -219,7 +266,7 @@ def test_dense_arch_with_experts_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["llama", "llama_swa", "qwen2", "qwen3", "gemma3", "qwen3moe", "qwen2moe",
-                                  "mixtral_split"])
+                                  "mixtral_split", "deepseek2", "deepseek2_lite"])
 def test_greedy_run(synthetic_dir, name):
     """`triad run --temp 0` follows the reference's greedy path (F32: only an exact tie within
     1e-4 of the row's scale may make them part)."""

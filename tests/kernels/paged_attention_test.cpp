@@ -83,6 +83,7 @@ struct Case {
   int threads = 2;
   std::vector<SeqSpec> seqs;
   double rtol = 1e-5, atol = 1e-6;
+  bool v_is_k = false;  // latent attention: the V pool is the K pool (V = each key row)
 };
 
 // A paged pool for one layer with every sequence's K/V rows stored at shuffled block ids.
@@ -116,6 +117,11 @@ struct Fixture {
     kv.v_row_bytes = row_bytes(c.vt, kv_dim) + 10;
     kv.k_block_bytes = kv.k_row_bytes * c.bs + 64;
     kv.v_block_bytes = kv.v_row_bytes * c.bs + 32;
+    if (c.v_is_k) {
+      kv.v_type = kv.k_type;
+      kv.v_row_bytes = kv.k_row_bytes;
+      kv.v_block_bytes = kv.k_block_bytes;
+    }
     int32_t total = 3;  // a few spare blocks
     for (const SeqSpec& s : specs) total += (s.n_kv + c.bs - 1) / c.bs;
     kv.n_blocks = total;
@@ -123,7 +129,7 @@ struct Fixture {
     kmem.assign(kv.k_block_bytes * total, 0xFF);
     vmem.assign(kv.v_block_bytes * total, 0xFF);
     kv.k_base = kmem.data();
-    kv.v_base = vmem.data();
+    kv.v_base = c.v_is_k ? kmem.data() : vmem.data();
     std::vector<int32_t> ids(total);
     std::iota(ids.begin(), ids.end(), 0);
     std::shuffle(ids.begin(), ids.end(), rng);
@@ -140,8 +146,12 @@ struct Fixture {
         uint8_t* kr = kmem.data() + table[j / c.bs] * kv.k_block_bytes + j % c.bs * kv.k_row_bytes;
         uint8_t* vr = vmem.data() + table[j / c.bs] * kv.v_block_bytes + j % c.bs * kv.v_row_bytes;
         kv_store_row(c.kt, kf.data() + j * kv_dim, kv_dim, kr);
-        kv_store_row(c.vt, vf.data() + j * kv_dim, kv_dim, vr);
         kv_load_row(c.kt, kr, kv_dim, kf.data() + j * kv_dim);
+        if (c.v_is_k) {
+          std::copy_n(kf.data() + j * kv_dim, kv_dim, vf.data() + j * kv_dim);
+          continue;
+        }
+        kv_store_row(c.vt, vf.data() + j * kv_dim, kv_dim, vr);
         kv_load_row(c.vt, vr, kv_dim, vf.data() + j * kv_dim);
       }
       tables.push_back(std::move(table));
@@ -328,6 +338,13 @@ std::vector<Case> make_cases() {
        .softcap = 50.f,
        .seqs = kMix});
   add({.name = "hd64_mqa_threads1", .n_heads = 4, .n_kv_heads = 1, .threads = 1, .seqs = kMix});
+  // Latent attention (DeepSeek MLA, absorbed): one KV head whose rows are both K and V.
+  for (DType t : {DType::kF16, DType::kQ8_0, DType::kBF16, DType::kF8_E4M3}) {
+    add({.name = std::string("latent_v_is_k_hd96_") + short_name(t), .n_heads = 8, .n_kv_heads = 1,
+         .head_dim = 96, .kt = t, .vt = t, .seqs = kMix, .v_is_k = true});
+  }
+  add({.name = "latent_v_is_k_long_decode_split", .n_heads = 16, .n_kv_heads = 1, .head_dim = 576,
+       .seqs = {{1300, 1}, {40, 40}}, .v_is_k = true});
   // Long contexts: several 512-key segments; a lone decode is split over the threads.
   add({.name = "long_mqa_decode_split",
        .n_heads = 4,

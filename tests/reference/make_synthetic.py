@@ -24,6 +24,17 @@ token types, bos 1, eos 2):
                     2 used; the last two experts tie
   mixtral_split.gguf the same weights in the older per-expert layout: blk.N.ffn_gate.E.weight ...
                     (2-D), with the experts' tensors interleaved by expert, not by kind
+  deepseek2.gguf    deepseek2 shaped like V3 / R1: 128 wide, 3 layers (the first dense, FFN 160),
+                    4 heads with q LoRA rank 48, latent rank 48 + 16 rotary dims (qk_nope 24,
+                    v_head 20), split attn_k_b / attn_v_b (key_length_mla form), YaRN x4 over
+                    an original context of 4096 with yarn_log_multiplier 0.0707, 8 experts of
+                    FFN 32 in 4 groups (2 used) with sigmoid scores, selection bias, 3 used,
+                    renormalized and scaled by 2.5, one shared expert; last two experts tie
+  deepseek2_lite.gguf deepseek2 shaped like V2-Lite: no q LoRA, the older attn_kv_b form, 2
+                    layers (the first dense), softmax scores, 6 experts (2 used, not
+                    renormalized), two shared experts, no rope scaling
+  llama_yarn.gguf   llama_rope.gguf's shape with YaRN x4 over an original context of 32 instead
+                    of linear scaling
   llama_<type>.gguf llama.gguf with every 2-D weight stored as <type>: f16, bf16, q8_0, q4_0,
                     q4_1, q5_0, q5_1 (gguf.quants.quantize) and q4_k, q5_k, q6_k (kquants.py)
   gemma3_q4_k_m.gguf gemma3.gguf with the tensor-type mix of a llama.cpp Q4_K_M file (token_embd
@@ -45,7 +56,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 from gguf import GGMLQuantizationType as QT
-from gguf import GGUFWriter, RopeScalingType
+from gguf import ExpertGatingFuncType, GGUFWriter, RopeScalingType
 from gguf.quants import quantize
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -125,6 +136,18 @@ class Spec:
     n_ff_exp: int = 0
     n_ff_shexp: int = 0
     split_experts: bool = False  # per-expert 2-D tensors (older Mixtral files), not ffn_*_exps
+    yarn: tuple = ()             # (factor, original context, yarn_log_multiplier or 0)
+    # deepseek2 (head_dim = qk_nope + rope dims)
+    q_lora: int = 0
+    kv_lora: int = 0
+    v_head: int = 0
+    kv_b_legacy: bool = False    # attn_kv_b instead of attn_k_b / attn_v_b
+    dense_lead: int = 0
+    n_shared: int = 0
+    sigmoid: bool = False
+    groups: tuple = ()           # (group count, groups used)
+    w_norm: bool = False
+    w_scale: float = 0.0
     write_ff_exp: bool = True    # write expert_feed_forward_length (Mixtral files do not)
 
 
@@ -142,6 +165,15 @@ SPECS = [
          n_expert=8, n_expert_used=2, n_ff_exp=64),
     Spec("qwen2moe", "qwen2moe", 108, 128, 2, 8, 2, 16, 160, tied=False, rope_base=1e6, biases=True,
          eps=1e-6, n_expert=6, n_expert_used=4, n_ff_exp=48, n_ff_shexp=96),
+    Spec("deepseek2", "deepseek2", 110, 128, 3, 4, 4, 40, 160, tied=False, rope_dims=16,
+         eps=1e-6, n_expert=8, n_expert_used=3, n_ff_exp=32, yarn=(4.0, 4096, 0.0707), q_lora=48,
+         kv_lora=48, v_head=20, dense_lead=1, n_shared=1, sigmoid=True, groups=(4, 2), w_norm=True,
+         w_scale=2.5),
+    Spec("deepseek2_lite", "deepseek2", 111, 128, 2, 4, 4, 40, 160, tied=False, rope_dims=16,
+         eps=1e-6, n_expert=6, n_expert_used=2, n_ff_exp=32, kv_lora=48, v_head=20, kv_b_legacy=True,
+         dense_lead=1, n_shared=2),
+    Spec("llama_yarn", "llama", 103, 128, 2, 4, 4, 32, 256, tied=False, rope_base=50000.0,
+         rope_dims=16, yarn=(4.0, 32, 0.0)),
     Spec("mixtral", "llama", 109, 128, 2, 8, 2, 16, 96, tied=False, rope_base=1e6, n_expert=4,
          n_expert_used=2, n_ff_exp=96, write_ff_exp=False),
     Spec("mixtral_split", "llama", 109, 128, 2, 8, 2, 16, 96, tied=False, rope_base=1e6, n_expert=4,
@@ -175,6 +207,8 @@ def make_weights(s: Spec) -> dict:
     # keeps the "repeat the input token" term of the logits from dominating.
     gemma = s.arch == "gemma3"
     w["token_embd.weight"] = mat(N_VOCAB, s.n_embd, 0.5 if gemma else 2.0)
+    if s.arch == "deepseek2":
+        return _deepseek2_weights(s, w, mat, norm, vec)
     for il in range(s.n_layer):
         p = f"blk.{il}."
         w[p + "attn_norm.weight"] = norm(s.n_embd)
@@ -225,6 +259,54 @@ def make_weights(s: Spec) -> dict:
     return w
 
 
+def _deepseek2_weights(s: Spec, w: dict, mat, norm, vec) -> dict:
+    H, R, D, V = s.n_head, s.kv_lora, s.rope_dims, s.v_head
+    N = s.head_dim - D
+    for il in range(s.n_layer):
+        p = f"blk.{il}."
+        w[p + "attn_norm.weight"] = norm(s.n_embd)
+        if s.q_lora:
+            w[p + "attn_q_a.weight"] = mat(s.q_lora, s.n_embd)
+            w[p + "attn_q_a_norm.weight"] = norm(s.q_lora)
+            w[p + "attn_q_b.weight"] = mat(H * (N + D), s.q_lora, 1.5)
+        else:
+            w[p + "attn_q.weight"] = mat(H * (N + D), s.n_embd, 1.5)
+        w[p + "attn_kv_a_mqa.weight"] = mat(R + D, s.n_embd, 1.5)
+        w[p + "attn_kv_a_norm.weight"] = norm(R)
+        k_b = np.stack([mat(N, R, 1.5).T for _ in range(H)])  # [H, R, N]: head h's key rows, transposed
+        v_b = np.stack([mat(V, R) for _ in range(H)])        # [H, V, R]
+        if s.kv_b_legacy:  # per head N key rows then V value rows
+            w[p + "attn_kv_b.weight"] = np.concatenate(
+                [np.concatenate([k_b[h].T, v_b[h]]) for h in range(H)]).astype(np.float32)
+        else:
+            w[p + "attn_k_b.weight"] = np.ascontiguousarray(k_b, dtype=np.float32)
+            w[p + "attn_v_b.weight"] = v_b
+        w[p + "attn_output.weight"] = mat(s.n_embd, H * V)
+        w[p + "ffn_norm.weight"] = norm(s.n_embd)
+        if il < s.dense_lead:
+            w[p + "ffn_gate.weight"] = mat(s.n_ff, s.n_embd)
+            w[p + "ffn_up.weight"] = mat(s.n_ff, s.n_embd)
+            w[p + "ffn_down.weight"] = mat(s.n_embd, s.n_ff)
+            continue
+        router = mat(s.n_expert, s.n_embd, 3.0)
+        router[-1] = router[-2]
+        w[p + "ffn_gate_inp.weight"] = router
+        if s.sigmoid:
+            bias = vec(s.n_expert, 0.05)
+            bias[-1] = bias[-2]
+            w[p + "exp_probs_b.bias"] = bias
+        w[p + "ffn_gate_exps.weight"] = np.stack([mat(s.n_ff_exp, s.n_embd) for _ in range(s.n_expert)])
+        w[p + "ffn_up_exps.weight"] = np.stack([mat(s.n_ff_exp, s.n_embd) for _ in range(s.n_expert)])
+        w[p + "ffn_down_exps.weight"] = np.stack([mat(s.n_embd, s.n_ff_exp) for _ in range(s.n_expert)])
+        fs = s.n_ff_exp * s.n_shared
+        w[p + "ffn_gate_shexp.weight"] = mat(fs, s.n_embd)
+        w[p + "ffn_up_shexp.weight"] = mat(fs, s.n_embd)
+        w[p + "ffn_down_shexp.weight"] = mat(s.n_embd, fs)
+    w["output_norm.weight"] = norm(s.n_embd)
+    w["output.weight"] = mat(N_VOCAB, s.n_embd, 2.0)
+    return w
+
+
 QTYPES = {
     "f32": QT.F32, "f16": QT.F16, "bf16": QT.BF16, "q8_0": QT.Q8_0, "q4_0": QT.Q4_0,
     "q4_1": QT.Q4_1, "q5_0": QT.Q5_0, "q5_1": QT.Q5_1, "q4_k": QT.Q4_K, "q5_k": QT.Q5_K,
@@ -243,6 +325,32 @@ def encode(arr: np.ndarray, tname: str):
     if tname in K_ENCODERS:
         return K_ENCODERS[tname](arr), QTYPES[tname]
     return quantize(arr, QTYPES[tname]), QTYPES[tname]
+
+
+def _deepseek2_metadata(wr, s: Spec) -> None:
+    R, D = s.kv_lora, s.rope_dims
+    if s.q_lora:
+        wr.add_q_lora_rank(s.q_lora)
+    wr.add_kv_lora_rank(R)
+    if s.kv_b_legacy:  # per-head sizes as key / value length
+        wr.add_key_length(s.head_dim)
+        wr.add_value_length(s.v_head)
+    else:  # the cached latent row as key / value length, per-head sizes as *_mla
+        wr.add_key_length(R + D)
+        wr.add_value_length(R)
+        wr.add_key_length_mla(s.head_dim)
+        wr.add_value_length_mla(s.v_head)
+    wr.add_leading_dense_block_count(s.dense_lead)
+    wr.add_expert_shared_count(s.n_shared)
+    if s.w_scale:
+        wr.add_expert_weights_scale(s.w_scale)
+    if s.w_norm:
+        wr.add_expert_weights_norm(True)
+    if s.sigmoid:
+        wr.add_expert_gating_func(ExpertGatingFuncType.SIGMOID)
+    if s.groups:
+        wr.add_expert_group_count(s.groups[0])
+        wr.add_expert_group_used_count(s.groups[1])
 
 
 def write_model(path: str, s: Spec, weights: dict, type_of) -> None:
@@ -268,9 +376,17 @@ def write_model(path: str, s: Spec, weights: dict, type_of) -> None:
             wr.add_expert_feed_forward_length(s.n_ff_exp)
         if s.n_ff_shexp:
             wr.add_expert_shared_feed_forward_length(s.n_ff_shexp)
-    if s.head_dim != s.n_embd // s.n_head or a in ("qwen3", "gemma3", "qwen3moe"):
+    if a == "deepseek2":
+        _deepseek2_metadata(wr, s)
+    elif s.head_dim != s.n_embd // s.n_head or a in ("qwen3", "gemma3", "qwen3moe"):
         wr.add_key_length(s.head_dim)
         wr.add_value_length(s.head_dim)
+    if s.yarn:
+        wr.add_rope_scaling_type(RopeScalingType.YARN)
+        wr.add_rope_scaling_factor(s.yarn[0])
+        wr.add_rope_scaling_orig_ctx_len(s.yarn[1])
+        if s.yarn[2]:
+            wr.add_rope_scaling_yarn_log_mul(s.yarn[2])
     if s.rope_linear:
         wr.add_rope_scaling_type(RopeScalingType.LINEAR)
         wr.add_rope_scaling_factor(s.rope_linear)

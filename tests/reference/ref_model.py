@@ -42,7 +42,7 @@ from gguf.quants import dequantize
 # Metadata and weights
 # ----------------------------------------------------------------------------------------------
 
-SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "gemma3", "qwen3moe", "qwen2moe")
+SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "gemma3", "qwen3moe", "qwen2moe", "deepseek2")
 
 
 def read_metadata(reader: GGUFReader) -> dict:
@@ -103,6 +103,21 @@ class RefConfig:
     n_ff_exp: int = 0
     expert_norm: bool = False
     n_ff_shexp: int = 0
+    shexp_gated: bool = False  # qwen2moe: sigmoid(ffn_gate_inp_shexp . h) scales the shared expert
+    # DeepSeek (DeepseekV2MoE / DeepseekV3MoE): the first dense_lead layers are dense; scores
+    # by sigmoid instead of softmax; experts chosen by score + exp_probs_b within the n_group_used
+    # groups (of n_groups) with the highest top-2 sums; weights scaled by w_scale.
+    dense_lead: int = 0
+    gating_sigmoid: bool = False
+    n_groups: int = 0
+    n_group_used: int = 0
+    w_scale: float = 1.0
+    # Multi-head latent attention (DeepseekV2Attention, computed as written there: per-head
+    # keys and values decompressed from the latent, no absorption).
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_nope: int = 0
+    yarn: tuple | None = None  # (factor, orig_ctx, cos/sin scale) for rope()
 
 
 def _get(md: dict, key: str, default=None, required: bool = False):
@@ -130,8 +145,15 @@ def config_from_metadata(md: dict, tensors: dict) -> RefConfig:
     rope_base = float(_get(md, f"{a}.rope.freq_base", 10000.0))
     factor = 1.0
     stype = _get(md, f"{a}.rope.scaling.type", None)
-    if stype is not None and stype not in ("none", "linear"):
+    if stype is not None and stype not in ("none", "linear", "yarn"):
         raise ValueError(f"rope scaling type {stype!r} not supported by the reference")
+    yarn = None
+    if stype == "yarn" and arch != "deepseek2":
+        # HF _compute_yarn_parameters: attention_factor = 0.1 ln(factor) + 1 on cos and sin.
+        yf = float(_get(md, f"{a}.rope.scaling.factor", 1.0))
+        if yf > 1:
+            yarn = (yf, int(_get(md, f"{a}.rope.scaling.original_context_length",
+                                 _get(md, f"{a}.context_length", 4096))), 0.1 * math.log(yf) + 1.0)
     if stype == "linear":
         factor = float(_get(md, f"{a}.rope.scaling.factor", 1.0))
     elif f"{a}.rope.scale_linear" in md:  # older key
@@ -158,6 +180,9 @@ def config_from_metadata(md: dict, tensors: dict) -> RefConfig:
             attn_scale=1.0 / math.sqrt(qpas), embd_scale=math.sqrt(n_embd), gelu_ffn=True,
             post_norms=True, bos_id=bos, eos_id=eos)
 
+    if arch == "deepseek2":
+        return _deepseek2_config(md, a, n_vocab=n_vocab, n_embd=n_embd, n_layer=n_layer, n_head=n_head,
+                                 n_ff=n_ff, eps=eps, rope_base=rope_base, bos=bos, eos=eos)
     local = tuple(window > 0 for _ in range(n_layer))
     moe = {}
     n_expert = int(_get(md, f"{a}.expert_count", 0))
@@ -172,13 +197,61 @@ def config_from_metadata(md: dict, tensors: dict) -> RefConfig:
                    expert_norm=arch in ("qwen3moe", "llama"))
         if arch == "qwen2moe":
             moe["n_ff_shexp"] = int(_get(md, f"{a}.expert_shared_feed_forward_length", n_ff))
+            moe["shexp_gated"] = True
     return RefConfig(
         arch=arch, n_vocab=n_vocab, n_embd=n_embd, n_layer=n_layer, n_head=n_head,
         n_head_kv=n_head_kv, head_dim=head_dim, head_dim_v=head_dim_v, n_ff=n_ff, eps=eps,
         rope_dims=rope_dims, rope_layout="normal" if arch == "llama" else "neox",
         rope_base=rope_base, rope_base_local=rope_base, rope_linear_factor=factor,
         sliding_window=window, local_layers=local, attn_scale=1.0 / math.sqrt(head_dim),
-        bos_id=bos, eos_id=eos, **moe)
+        bos_id=bos, eos_id=eos, yarn=yarn, **moe)
+
+
+def _deepseek2_config(md: dict, a: str, **kw) -> RefConfig:
+    """DeepSeek-V2/V3 from the GGUF keys llama.cpp's converter writes (HF config names in
+    comments)."""
+    kv_rank = int(_get(md, f"{a}.attention.kv_lora_rank", required=True))        # kv_lora_rank
+    q_rank = int(_get(md, f"{a}.attention.q_lora_rank", 0))                      # q_lora_rank
+    rope_dims = int(_get(md, f"{a}.rope.dimension_count", required=True))        # qk_rope_head_dim
+    if f"{a}.attention.key_length_mla" in md:  # split attn_k_b / attn_v_b files
+        k_head = int(md[f"{a}.attention.key_length_mla"])
+        v_head = int(md[f"{a}.attention.value_length_mla"])
+    else:
+        k_head = int(_get(md, f"{a}.attention.key_length", required=True))
+        v_head = int(_get(md, f"{a}.attention.value_length", required=True))
+    softmax_scale = k_head ** -0.5
+    yarn = None
+    if _get(md, f"{a}.rope.scaling.type", "none") == "yarn":
+        factor = float(md[f"{a}.rope.scaling.factor"])
+        orig = int(_get(md, f"{a}.rope.scaling.original_context_length",
+                        _get(md, f"{a}.context_length", 4096)))
+        # GGUF yarn_log_multiplier = 0.1 * mscale_all_dim; HF's cos/sin scale is
+        # get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim) = 1 for the released
+        # models (mscale == mscale_all_dim), and the softmax scale gains get_mscale(factor,
+        # mscale_all_dim)^2.
+        log_mul = float(_get(md, f"{a}.rope.scaling.yarn_log_multiplier", 0.0))
+        if factor > 1:
+            yarn = (factor, orig, 1.0)
+            m = 1.0 + log_mul * math.log(factor)
+            softmax_scale *= m * m
+    n_expert = int(_get(md, f"{a}.expert_count", required=True))
+    n_ff_exp = int(_get(md, f"{a}.expert_feed_forward_length", required=True))   # moe_intermediate_size
+    return RefConfig(
+        arch="deepseek2", n_vocab=kw["n_vocab"], n_embd=kw["n_embd"], n_layer=kw["n_layer"],
+        n_head=kw["n_head"], n_head_kv=kw["n_head"], head_dim=k_head, head_dim_v=v_head, n_ff=kw["n_ff"],
+        eps=kw["eps"], rope_dims=rope_dims, rope_layout="normal", rope_base=kw["rope_base"],
+        rope_base_local=kw["rope_base"], rope_linear_factor=1.0, sliding_window=0,
+        local_layers=tuple(False for _ in range(kw["n_layer"])), attn_scale=softmax_scale,
+        bos_id=kw["bos"], eos_id=kw["eos"],
+        n_expert=n_expert, n_expert_used=int(_get(md, f"{a}.expert_used_count", required=True)),
+        n_ff_exp=n_ff_exp, expert_norm=bool(_get(md, f"{a}.expert_weights_norm", False)),
+        n_ff_shexp=n_ff_exp * int(_get(md, f"{a}.expert_shared_count", 0)),   # n_shared_experts
+        dense_lead=int(_get(md, f"{a}.leading_dense_block_count", 0)),         # first_k_dense_replace
+        gating_sigmoid=int(_get(md, f"{a}.expert_gating_func", 1)) == 2,       # scoring_func
+        n_groups=int(_get(md, f"{a}.expert_group_count", 0)),                  # n_group
+        n_group_used=int(_get(md, f"{a}.expert_group_used_count", 0)),         # topk_group
+        w_scale=float(_get(md, f"{a}.expert_weights_scale", 1.0)) or 1.0,      # routed_scaling_factor
+        q_lora_rank=q_rank, kv_lora_rank=kv_rank, qk_nope=k_head - rope_dims, yarn=yarn)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -200,11 +273,33 @@ def gelu_tanh(x: np.ndarray) -> np.ndarray:
     return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
 
 
+def yarn_inv_freq(rot_dims: int, base: float, factor: float, orig_ctx: int, beta_fast: float = 32.0,
+                  beta_slow: float = 1.0) -> np.ndarray:
+    """YaRN's per-pair inverse frequencies (HF _compute_yarn_parameters /
+    DeepseekV2YarnRotaryEmbedding): pairs that turn more than beta_fast times over orig_ctx keep
+    their frequency, pairs that turn fewer than beta_slow times are divided by factor, and a
+    linear ramp between the two correction dims blends the rest."""
+    def corr_dim(turns):
+        return rot_dims * math.log(orig_ctx / (turns * 2 * math.pi)) / (2 * math.log(base))
+    low = max(math.floor(corr_dim(beta_fast)), 0)
+    high = min(math.ceil(corr_dim(beta_slow)), rot_dims - 1)
+    if low == high:
+        high += 0.001
+    half = rot_dims // 2
+    extra = base ** (-2.0 * np.arange(half, dtype=np.float64) / rot_dims)
+    inter = extra / factor
+    ramp = np.clip((np.arange(half, dtype=np.float64) - low) / (high - low), 0.0, 1.0)
+    keep = 1.0 - ramp  # 1: extrapolate (original frequency), 0: interpolate
+    return inter * (1.0 - keep) + extra * keep
+
+
 def rope(x: np.ndarray, positions: np.ndarray, rot_dims: int, base: float, layout: str,
-         linear_factor: float = 1.0) -> np.ndarray:
+         linear_factor: float = 1.0, yarn: tuple | None = None) -> np.ndarray:
     """Rotary embedding of x [T, H, D] at integer positions [T].
 
-    Pair i (i < rot_dims/2) is rotated by angle (pos / linear_factor) * base^(-2i/rot_dims).
+    Pair i (i < rot_dims/2) is rotated by angle (pos / linear_factor) * base^(-2i/rot_dims);
+    with yarn = (factor, orig_ctx, cos_sin_scale) by pos * yarn_inv_freq(...)[i] instead, and
+    cos / sin multiplied by cos_sin_scale.
     layout "normal": pair = dims (2i, 2i+1); "neox": pair = dims (i, i + rot_dims/2).
     Dims >= rot_dims pass through unchanged.
     """
@@ -212,11 +307,17 @@ def rope(x: np.ndarray, positions: np.ndarray, rot_dims: int, base: float, layou
     if rot_dims % 2 != 0 or rot_dims > x.shape[-1]:
         raise ValueError(f"bad rope dims {rot_dims} for head dim {x.shape[-1]}")
     half = rot_dims // 2
-    inv_freq = base ** (-2.0 * np.arange(half, dtype=np.float64) / rot_dims)
-    pos = np.asarray(positions, dtype=np.float64) / linear_factor
+    mscale = 1.0
+    if yarn is not None:
+        factor, orig_ctx, mscale = yarn
+        inv_freq = yarn_inv_freq(rot_dims, base, factor, orig_ctx)
+        pos = np.asarray(positions, dtype=np.float64)
+    else:
+        inv_freq = base ** (-2.0 * np.arange(half, dtype=np.float64) / rot_dims)
+        pos = np.asarray(positions, dtype=np.float64) / linear_factor
     ang = pos[:, None] * inv_freq[None, :]          # [T, half]
-    cos = np.cos(ang)[:, None, :]                   # [T, 1, half]
-    sin = np.sin(ang)[:, None, :]
+    cos = np.cos(ang)[:, None, :] * mscale          # [T, 1, half]
+    sin = np.sin(ang)[:, None, :] * mscale
     if layout == "normal":
         a = x[..., 0:rot_dims:2].copy()
         b = x[..., 1:rot_dims:2].copy()
@@ -399,18 +500,22 @@ class RefModel:
         for il in range(c.n_layer):
             p = f"blk.{il}."
             need[p + "attn_norm.weight"] = (c.n_embd,)
-            need[p + "attn_q.weight"] = (c.n_head * c.head_dim, c.n_embd)
-            need[p + "attn_k.weight"] = (c.n_head_kv * c.head_dim, c.n_embd)
-            need[p + "attn_v.weight"] = (c.n_head_kv * c.head_dim_v, c.n_embd)
+            if c.kv_lora_rank:
+                self._mla_shapes(need, p)
+            else:
+                need[p + "attn_q.weight"] = (c.n_head * c.head_dim, c.n_embd)
+                need[p + "attn_k.weight"] = (c.n_head_kv * c.head_dim, c.n_embd)
+                need[p + "attn_v.weight"] = (c.n_head_kv * c.head_dim_v, c.n_embd)
             need[p + "attn_output.weight"] = (c.n_embd, c.n_head * c.head_dim_v)
             need[p + "ffn_norm.weight"] = (c.n_embd,)
-            if c.n_expert:
+            if c.n_expert and il >= c.dense_lead:
                 need[p + "ffn_gate_inp.weight"] = (c.n_expert, c.n_embd)
                 need[p + "ffn_gate_exps.weight"] = (c.n_expert, c.n_ff_exp, c.n_embd)
                 need[p + "ffn_up_exps.weight"] = (c.n_expert, c.n_ff_exp, c.n_embd)
                 need[p + "ffn_down_exps.weight"] = (c.n_expert, c.n_embd, c.n_ff_exp)
-                if c.n_ff_shexp:
+                if c.shexp_gated:
                     need[p + "ffn_gate_inp_shexp.weight"] = (c.n_embd,)
+                if c.n_ff_shexp:
                     need[p + "ffn_gate_shexp.weight"] = (c.n_ff_shexp, c.n_embd)
                     need[p + "ffn_up_shexp.weight"] = (c.n_ff_shexp, c.n_embd)
                     need[p + "ffn_down_shexp.weight"] = (c.n_embd, c.n_ff_shexp)
@@ -429,6 +534,48 @@ class RefModel:
                 raise ValueError(f"tensor {name} missing")
             if self.w[name].shape != shape:
                 raise ValueError(f"tensor {name} has shape {self.w[name].shape}, want {shape}")
+
+    def _mla_shapes(self, need: dict, p: str):
+        c = self.cfg
+        qh = c.qk_nope + c.rope_dims
+        if c.q_lora_rank:
+            need[p + "attn_q_a.weight"] = (c.q_lora_rank, c.n_embd)
+            need[p + "attn_q_a_norm.weight"] = (c.q_lora_rank,)
+            need[p + "attn_q_b.weight"] = (c.n_head * qh, c.q_lora_rank)
+        else:
+            need[p + "attn_q.weight"] = (c.n_head * qh, c.n_embd)
+        need[p + "attn_kv_a_mqa.weight"] = (c.kv_lora_rank + c.rope_dims, c.n_embd)
+        need[p + "attn_kv_a_norm.weight"] = (c.kv_lora_rank,)
+        if p + "attn_kv_b.weight" in self.w:
+            need[p + "attn_kv_b.weight"] = (c.n_head * (c.qk_nope + c.head_dim_v), c.kv_lora_rank)
+        else:
+            need[p + "attn_k_b.weight"] = (c.n_head, c.kv_lora_rank, c.qk_nope)
+            need[p + "attn_v_b.weight"] = (c.n_head, c.head_dim_v, c.kv_lora_rank)
+
+    def _mla(self, h: np.ndarray, p: str, pos: np.ndarray):
+        """DeepseekV2Attention's q, k, v ([T, H, qk_nope + rope], [T, H, qk_nope + rope],
+        [T, H, v_head]): keys and values decompressed per head from the normalized latent."""
+        c = self.cfg
+        n, H, N, D, R = h.shape[0], c.n_head, c.qk_nope, c.rope_dims, c.kv_lora_rank
+        if c.q_lora_rank:
+            qa = rms_norm(self._linear(h, p + "attn_q_a.weight"), self.w[p + "attn_q_a_norm.weight"], c.eps)
+            q = self._linear(qa, p + "attn_q_b.weight")
+        else:
+            q = self._linear(h, p + "attn_q.weight")
+        q = q.reshape(n, H, N + D)
+        ckv = self._linear(h, p + "attn_kv_a_mqa.weight")
+        lat = rms_norm(ckv[:, :R], self.w[p + "attn_kv_a_norm.weight"], c.eps)
+        k_pe = rope(ckv[:, None, R:], pos, D, c.rope_base, "normal", yarn=c.yarn)        # [T, 1, D]
+        if p + "attn_kv_b.weight" in self.w:
+            kv = _matmul_t(lat, self.w[p + "attn_kv_b.weight"]).reshape(n, H, N + c.head_dim_v)
+            k_nope, v = kv[..., :N], kv[..., N:]
+        else:
+            k_nope = np.einsum("tr,hrd->thd", lat, self.w[p + "attn_k_b.weight"].astype(np.float64))
+            v = np.einsum("tr,hvr->thv", lat, self.w[p + "attn_v_b.weight"].astype(np.float64))
+        q_pe = rope(q[..., N:], pos, D, c.rope_base, "normal", yarn=c.yarn)
+        q = np.concatenate([q[..., :N], q_pe], axis=-1)
+        k = np.concatenate([k_nope, np.broadcast_to(k_pe, (n, H, D))], axis=-1)
+        return q, k, v
 
     def _opt(self, name):
         return self.w.get(name)
@@ -460,17 +607,35 @@ class RefModel:
         decision is appended to self.moe_trace as (layer, token row, probs, chosen ids)."""
         c = self.cfg
         logits = _matmul_t(h, self.w[p + "ffn_gate_inp.weight"])
-        z = logits - logits.max(axis=-1, keepdims=True)
-        probs = np.exp(z) / np.exp(z).sum(axis=-1, keepdims=True)
+        if c.gating_sigmoid:
+            probs = 1.0 / (1.0 + np.exp(-logits))
+        else:
+            z = logits - logits.max(axis=-1, keepdims=True)
+            probs = np.exp(z) / np.exp(z).sum(axis=-1, keepdims=True)
+        bias = self._opt(p + "exp_probs_b.bias")
+        choice = probs + (bias.astype(np.float64) if bias is not None else 0.0)
         gate, up, down = (self.w[p + n] for n in ("ffn_gate_exps.weight", "ffn_up_exps.weight",
                                                   "ffn_down_exps.weight"))
         out = np.zeros_like(h, dtype=np.float64)
         for t in range(h.shape[0]):
-            order = sorted(range(c.n_expert), key=lambda e: (-probs[t, e], e))
+            sc = choice[t].copy()
+            if c.n_groups > 1:
+                # DeepseekV3 noaux_tc: a group scores the sum of its two best choice scores; only
+                # the n_group_used best groups stay eligible (HF fills the others with 0.0,
+                # llama.cpp with -inf; the same choice while eligible scores are positive).
+                g = sc.reshape(c.n_groups, -1)
+                gs = np.sort(g, axis=1)[:, -2:].sum(axis=1)
+                keep = sorted(range(c.n_groups), key=lambda i: (-gs[i], i))[:c.n_group_used]
+                for i in range(c.n_groups):
+                    if i not in keep:
+                        g[i, :] = -np.inf
+                sc = g.reshape(-1)
+            order = sorted(range(c.n_expert), key=lambda e: (-sc[e], e))
             chosen = order[:c.n_expert_used]
             w = probs[t, chosen]
             if c.expert_norm:
                 w = w / w.sum()
+            w = w * c.w_scale
             self.moe_trace.append((il, t, probs[t].copy(), list(chosen)))
             for e, we in zip(chosen, w):
                 a = silu(_matmul_t(h[t:t + 1], gate[e])) * _matmul_t(h[t:t + 1], up[e])
@@ -478,8 +643,10 @@ class RefModel:
         if c.n_ff_shexp:
             a = silu(_matmul_t(h, self.w[p + "ffn_gate_shexp.weight"])) * _matmul_t(h, self.w[p + "ffn_up_shexp.weight"])
             shared = _matmul_t(a, self.w[p + "ffn_down_shexp.weight"])
-            gate = 1.0 / (1.0 + np.exp(-(h @ self.w[p + "ffn_gate_inp_shexp.weight"].astype(np.float64))))
-            out = out + gate[:, None] * shared
+            if c.shexp_gated:
+                gate = 1.0 / (1.0 + np.exp(-(h @ self.w[p + "ffn_gate_inp_shexp.weight"].astype(np.float64))))
+                shared = gate[:, None] * shared
+            out = out + shared
         return out
 
     def output_matrix_name(self) -> str:
@@ -509,19 +676,23 @@ class RefModel:
             p = f"blk.{il}."
             local = c.local_layers[il]
             h = rms_norm(x, self.w[p + "attn_norm.weight"], c.eps)
-            q = self._linear(h, p + "attn_q.weight").reshape(n, c.n_head, c.head_dim)
-            k = self._linear(h, p + "attn_k.weight").reshape(n, c.n_head_kv, c.head_dim)
-            v = self._linear(h, p + "attn_v.weight").reshape(n, c.n_head_kv, c.head_dim_v)
-            qn = self._opt(p + "attn_q_norm.weight")
-            kn = self._opt(p + "attn_k_norm.weight")
-            if qn is not None:
-                q = rms_norm(q, qn, c.eps)
-            if kn is not None:
-                k = rms_norm(k, kn, c.eps)
-            base = c.rope_base_local if local else c.rope_base
-            factor = 1.0 if (local and c.arch == "gemma3") else c.rope_linear_factor
-            q = rope(q, pos, c.rope_dims, base, c.rope_layout, factor)
-            k = rope(k, pos, c.rope_dims, base, c.rope_layout, factor)
+            if c.kv_lora_rank:
+                q, k, v = self._mla(h, p, pos)
+            else:
+                q = self._linear(h, p + "attn_q.weight").reshape(n, c.n_head, c.head_dim)
+                k = self._linear(h, p + "attn_k.weight").reshape(n, c.n_head_kv, c.head_dim)
+                v = self._linear(h, p + "attn_v.weight").reshape(n, c.n_head_kv, c.head_dim_v)
+                qn = self._opt(p + "attn_q_norm.weight")
+                kn = self._opt(p + "attn_k_norm.weight")
+                if qn is not None:
+                    q = rms_norm(q, qn, c.eps)
+                if kn is not None:
+                    k = rms_norm(k, kn, c.eps)
+                base = c.rope_base_local if local else c.rope_base
+                factor = 1.0 if (local and c.arch == "gemma3") else c.rope_linear_factor
+                yarn = None if (local and c.arch == "gemma3") else c.yarn
+                q = rope(q, pos, c.rope_dims, base, c.rope_layout, factor, yarn)
+                k = rope(k, pos, c.rope_dims, base, c.rope_layout, factor, yarn)
             if cache.k[il] is None:
                 cache.k[il], cache.v[il] = k, v
             else:
@@ -536,7 +707,7 @@ class RefModel:
             x = x + o
 
             h = rms_norm(x, self.w[p + "ffn_norm.weight"], c.eps)
-            if c.n_expert:
+            if c.n_expert and il >= c.dense_lead:
                 f = self._moe(h, p, il)
             else:
                 g = self._linear(h, p + "ffn_gate.weight")

@@ -195,3 +195,46 @@ TEST(ModelForward, RejectsBadTokensAndFullContext) {
 
 }  // namespace
 }  // namespace triad
+
+namespace triad {
+namespace {
+
+// DeepSeek-V3's attention shape (61 layers, 128 heads, kv rank 512 + 64 rotary dims): the paged
+// cache holds the 576-value latent row per token and layer, once, with V inside it; per-head K
+// and V would be 128 x (192 + 128) = 40,960 values.
+TEST(KvStorageLatent, OneLatentRowPerTokenAndLayer) {
+  ModelConfig c;
+  c.arch = Arch::kDeepseek2;
+  c.n_layers = 61;
+  c.n_heads = 128;
+  c.kv_lora_rank = 512;
+  c.rope_dim = 64;
+  c.qk_nope = 128;
+  c.v_head_dim = 128;
+  c.n_kv_heads = 1;
+  c.head_dim = 576;
+  ASSERT_TRUE(c.is_mla());
+  const auto groups = kv_layer_groups(c);
+  ASSERT_EQ(groups.size(), 1u);
+  EXPECT_EQ(KvStorage::token_bytes(c, groups[0], DType::kF16, DType::kF32), 61u * 576u * 2u);
+  EXPECT_EQ(KvStorage::token_bytes(c, groups[0], DType::kQ8_0, DType::kF16), 61u * 18u * 34u);
+  KvStorageConfig kc;
+  kc.block_size = 16;
+  kc.k_type = DType::kF16;
+  kc.v_type = DType::kQ8_0;  // ignored: V is the first 512 values of the K row
+  kc.blocks_per_group = {4};
+  KvStorage kv(c, kc);
+  EXPECT_EQ(kv.block_bytes(0), 61u * 16u * 576u * 2u);
+  EXPECT_EQ(kv.config().v_type, DType::kF16);
+  for (int32_t il : {0, 30, 60}) {
+    const kernels::PagedKvLayer& L = kv.layer(il);
+    EXPECT_EQ(L.v_base, L.k_base);
+    EXPECT_EQ(L.v_row_bytes, L.k_row_bytes);
+    EXPECT_EQ(L.v_type, L.k_type);
+    EXPECT_EQ(kv.v_row(il, 3, 5), kv.k_row(il, 3, 5));
+  }
+  EXPECT_LE(kv.total_bytes(), 61u * 4u * 16u * 576u * 2u + 61u * 64u);
+}
+
+}  // namespace
+}  // namespace triad
