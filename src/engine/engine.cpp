@@ -37,6 +37,17 @@ kv::KvManagerConfig kv_manager_config(const EngineConfig& c, const KvMemoryPlan&
   return k;
 }
 
+// Latent attention has no separate values: they are the start of the cached latent row, stored
+// in the K dtype, so a V dtype is set equal to it (and said once) rather than silently ignored.
+EngineConfig for_model(const Model& m, EngineConfig c) {
+  if (m.config().is_mla() && c.v_type != c.k_type) {
+    log_info("--cache-type-v ", dtype_name(c.v_type), " does not apply to ", m.config().arch_name,
+             ": its values are part of the cached latent row, stored as ", dtype_name(c.k_type));
+    c.v_type = c.k_type;
+  }
+  return c;
+}
+
 }  // namespace
 
 struct Engine::Impl {
@@ -96,7 +107,7 @@ struct Engine::Impl {
   std::thread thread;
 
   Impl(const Model& m, EngineConfig c)
-      : model(m), config(std::move(c)), plan(plan_kv_memory(m.config(), config)),
+      : model(m), config(for_model(m, std::move(c))), plan(plan_kv_memory(m.config(), config)),
         storage(m.config(), KvStorageConfig{config.block_size, config.k_type, config.v_type, plan.blocks_per_group}),
         scheduler(sched::SchedulerConfig{config.max_batched_tokens, config.max_seqs, config.max_model_len},
                   kv_manager_config(config, plan)),

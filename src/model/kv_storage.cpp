@@ -51,6 +51,8 @@ KvStorage::KvStorage(const ModelConfig& c, KvStorageConfig config)
               config_.block_size, " is outside 1..4096");
   TRIAD_CHECK(config_.blocks_per_group.size() == groups_.size(), "KV storage: ",
               config_.blocks_per_group.size(), " block counts for ", groups_.size(), " layer groups");
+  // Latent attention (is_mla): V is part of the K row; its dtype is K's whatever was asked.
+  if (c.is_mla()) config_.v_type = config_.k_type;
   for (DType t : {config_.k_type, config_.v_type}) {
     TRIAD_CHECK(t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || t == DType::kQ8_0 ||
                     t == DType::kF8_E4M3 || t == DType::kF8_E5M2,
@@ -62,7 +64,6 @@ KvStorage::KvStorage(const ModelConfig& c, KvStorageConfig config)
   // Latent attention caches one row per token whose first kv_lora_rank values are its V: the
   // V pool is the K pool (and has K's dtype).
   const bool v_in_k = c.is_mla();
-  if (v_in_k) config_.v_type = config_.k_type;
   const uint64_t krow = row_bytes(config_.k_type, kv), vrow = v_in_k ? 0 : row_bytes(config_.v_type, kv);
   const uint64_t bs = static_cast<uint64_t>(config_.block_size);
   // Offsets: per group, per layer of the group, a K pool then a V pool.

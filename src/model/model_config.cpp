@@ -22,6 +22,13 @@ Arch parse_arch(const std::string& a) {
        "' (general.architecture); supported: llama, qwen2, qwen3, gemma3, qwen3moe, qwen2moe, deepseek2");
 }
 
+// An optional integer key in [lo, hi] (def when absent), checked before narrowing.
+int32_t int_in(const gguf::GgufFile& f, const std::string& key, int64_t def, int64_t lo, int64_t hi) {
+  const int64_t v = f.get_int(key, def);
+  TRIAD_CHECK(v >= lo && v <= hi, "model metadata '", key, "' = ", v, " is out of range (", lo, "..", hi, ")");
+  return static_cast<int32_t>(v);
+}
+
 int32_t positive_int(const gguf::GgufFile& f, const std::string& key, int64_t max) {
   int64_t v = f.get_int(key);
   TRIAD_CHECK(v > 0 && v <= max, "model metadata '", key, "' = ", v, " is out of range (1..", max, ")");
@@ -35,9 +42,11 @@ int32_t positive_int(const gguf::GgufFile& f, const std::string& key, int64_t ma
 void read_mla(const gguf::GgufFile& f, const std::string& p, ModelConfig& c, double kq_mscale) {
   constexpr int64_t kMax = 1 << 16;
   c.kv_lora_rank = positive_int(f, p + "attention.kv_lora_rank", kMax);
-  c.q_lora_rank = f.has(p + "attention.q_lora_rank") ? static_cast<int32_t>(f.get_int(p + "attention.q_lora_rank")) : 0;
-  TRIAD_CHECK(c.q_lora_rank >= 0 && c.q_lora_rank <= kMax, "model metadata '", p, "attention.q_lora_rank' = ",
-              c.q_lora_rank, " is out of range (0..", kMax, ")");
+  c.q_lora_rank = int_in(f, p + "attention.q_lora_rank", 0, 0, kMax);
+  // llama.cpp's temperature tuning (Mistral's converter) is not implemented: refuse rather than
+  // compute something else.
+  TRIAD_CHECK(f.get_float(p + "attention.temperature_scale", 0.0) == 0.0, "model metadata '", p,
+              "attention.temperature_scale' (attention temperature tuning) is not supported");
   TRIAD_CHECK(f.has(p + "rope.dimension_count"), "model metadata '", p, "rope.dimension_count' is missing");
   const bool mla_keys = f.has(p + "attention.key_length_mla");
   const int32_t k_head = mla_keys ? positive_int(f, p + "attention.key_length_mla", kMax)
@@ -54,6 +63,8 @@ void read_mla(const gguf::GgufFile& f, const std::string& p, ModelConfig& c, dou
   TRIAD_CHECK(k_head > c.rope_dim, "model metadata: the key head (", k_head, ") must be larger than rope.dimension_count (",
               c.rope_dim, ")");
   c.qk_nope = k_head - c.rope_dim;
+  TRIAD_CHECK(c.kv_lora_rank + c.rope_dim <= kMax, "model metadata: kv_lora_rank + rope dims (",
+              c.kv_lora_rank + c.rope_dim, ") exceeds ", kMax);
   // The cache and the attention kernel see one latent "head" per token.
   c.n_kv_heads = 1;
   c.head_dim = c.kv_lora_rank + c.rope_dim;
@@ -63,21 +74,26 @@ void read_mla(const gguf::GgufFile& f, const std::string& p, ModelConfig& c, dou
 
 // deepseek2's routing metadata (llama.cpp's keys and defaults).
 void read_deepseek_experts(const gguf::GgufFile& f, const std::string& p, ModelConfig& c) {
-  c.n_layer_dense_lead = static_cast<int32_t>(f.get_int(p + "leading_dense_block_count", 0));
-  TRIAD_CHECK(c.n_layer_dense_lead >= 0 && c.n_layer_dense_lead <= c.n_layers, "model metadata '", p,
-              "leading_dense_block_count' = ", c.n_layer_dense_lead, " is out of range (0..", c.n_layers, ")");
+  c.n_layer_dense_lead = int_in(f, p + "leading_dense_block_count", 0, 0, c.n_layers);
   const int64_t shared = f.get_int(p + "expert_shared_count", 0);
   TRIAD_CHECK(shared >= 0 && shared <= 64, "model metadata '", p, "expert_shared_count' = ", shared,
               " is out of range (0..64)");
   c.n_ff_shexp = c.n_ff_exp * static_cast<int32_t>(shared);
   c.expert_weights_norm = f.has(p + "expert_weights_norm") && f.get_bool(p + "expert_weights_norm");
-  // expert_gating_func: 1 softmax, 2 sigmoid; absent (V2, V2.5 files) means softmax.
-  const int64_t gating = f.get_int(p + "expert_gating_func", 1);
+  // expert_gating_func: 1 softmax, 2 sigmoid. Absent: softmax for deepseek2 (V2, V2.5 files),
+  // except GLM-4.7 Lite (47 or 48 layers, a vocabulary of 154880), and sigmoid for glm4moe, as
+  // llama.cpp decides.
+  int64_t absent = 1;
+  if (c.arch == Arch::kDeepseek2 && (c.n_layers == 47 || c.n_layers == 48)) {
+    const gguf::Value* tokens = f.find("tokenizer.ggml.tokens");
+    if (tokens != nullptr && tokens->is_array() && tokens->array_size() == 154880) absent = 2;
+  }
+  const int64_t gating = f.get_int(p + "expert_gating_func", absent);
   TRIAD_CHECK(gating == 0 || gating == 1 || gating == 2, "model metadata '", p, "expert_gating_func' = ", gating,
               " is not supported (1 softmax, 2 sigmoid)");
   c.expert_gating_sigmoid = gating == 2;
-  c.n_expert_groups = static_cast<int32_t>(f.get_int(p + "expert_group_count", 0));
-  c.n_group_used = static_cast<int32_t>(f.get_int(p + "expert_group_used_count", 0));
+  c.n_expert_groups = int_in(f, p + "expert_group_count", 0, 0, 4096);
+  c.n_group_used = int_in(f, p + "expert_group_used_count", 0, 0, 4096);
   if (c.n_expert_groups > 1) {
     TRIAD_CHECK(c.n_expert % c.n_expert_groups == 0 && c.n_expert / c.n_expert_groups >= 2,
                 "model metadata '", p, "expert_group_count' = ", c.n_expert_groups,
@@ -121,6 +137,10 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
   constexpr int64_t kMaxDim = 1 << 20;
   c.n_embd = positive_int(f, p + "embedding_length", kMaxDim);
   c.n_layers = positive_int(f, p + "block_count", 4096);
+  // block_count includes the multi-token-prediction layers (DeepSeek-V3, GLM-4.5) that the
+  // converter appends; they are not part of the forward pass and are never bound.
+  const int32_t nextn = int_in(f, p + "nextn_predict_layers", 0, 0, c.n_layers - 1);
+  c.n_layers -= nextn;
   c.n_heads = positive_int(f, p + "attention.head_count", 4096);
   c.n_kv_heads = f.has(p + "attention.head_count_kv")
                      ? positive_int(f, p + "attention.head_count_kv", 4096)
@@ -178,12 +198,19 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
     const double beta_slow = f.get_float(p + "rope.scaling.yarn_beta_slow", 1.0);
     TRIAD_CHECK(std::isfinite(beta_fast) && std::isfinite(beta_slow) && beta_fast > 0 && beta_slow > 0,
                 "model metadata: rope.scaling.yarn_beta_fast / yarn_beta_slow must be positive");
+    TRIAD_CHECK(c.rope_base > 1.f, "model metadata: YaRN needs rope.freq_base > 1");
     kernels::yarn_corr_dims(c.rope_dim, static_cast<int32_t>(orig), c.rope_base, static_cast<float>(beta_fast),
                             static_cast<float>(beta_slow), &c.yarn_corr_lo, &c.yarn_corr_hi);
     if (c.arch == Arch::kDeepseek2 && yarn_log_mul > 0) {
       // DeepSeek (HF DeepseekV2YarnRotaryEmbedding with mscale == mscale_all_dim, as llama.cpp
       // assumes): cos / sin unscaled, the temperature moved into the attention scale.
       kq_mscale = attn_factor * (1.0 + yarn_log_mul * std::log(factor));
+    } else if (c.arch == Arch::kDeepseek2) {
+      // No yarn_log_multiplier: llama.cpp's deepseek2 graph puts 1 + 0.1 ln(factor) on cos /
+      // sin and also, squared, into the attention scale (HF would only do the former); we
+      // follow llama.cpp, whose converter wrote these files.
+      c.rope_mscale = static_cast<float>(attn_factor * (1.0 + 0.1 * std::log(factor)));
+      kq_mscale = c.rope_mscale;
     } else {
       // Plain YaRN (HF _compute_yarn_parameters): cos / sin times 1 + 0.1 ln(factor).
       c.rope_mscale = static_cast<float>(attn_factor * (1.0 + 0.1 * std::log(factor)));
@@ -234,8 +261,9 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
 
   // Experts. llama with experts is Mixtral; the other dense architectures must not declare any.
   const int64_t n_expert = f.get_int(p + "expert_count", 0);
-  const bool moe_arch = c.arch == Arch::kQwen3Moe || c.arch == Arch::kQwen2Moe || c.arch == Arch::kDeepseek2 ||
-                        (c.arch == Arch::kLlama && n_expert > 0);
+  // (deepseek2 without experts: every layer dense, as llama.cpp allows.)
+  const bool moe_arch = c.arch == Arch::kQwen3Moe || c.arch == Arch::kQwen2Moe ||
+                        ((c.arch == Arch::kLlama || c.arch == Arch::kDeepseek2) && n_expert > 0);
   if (!moe_arch) {
     TRIAD_CHECK(n_expert == 0, "model metadata '", p, "expert_count' = ", n_expert, ": ", c.arch_name,
                 " with experts is not supported");
@@ -267,7 +295,15 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
     TRIAD_CHECK(std::isfinite(scale) && scale >= 0, "model metadata '", p, "expert_weights_scale' = ", scale,
                 " must be finite and >= 0");
     c.expert_weights_scale = (scale == 0.0 || scale == 1.0) ? 1.f : static_cast<float>(scale);
+    TRIAD_CHECK(std::isfinite(c.expert_weights_scale), "model metadata '", p, "expert_weights_scale' = ", scale,
+                " overflows a float");
   }
+  // Every float the kernels take must survive narrowing (a finite double can overflow a float).
+  TRIAD_CHECK(std::isfinite(c.rope_base) && std::isfinite(c.rope_base_local) && std::isfinite(c.rope_freq_scale) &&
+                  c.rope_freq_scale > 0.f && std::isfinite(c.rope_mscale) && std::isfinite(c.yarn_corr_lo) &&
+                  std::isfinite(c.yarn_corr_hi) && std::isfinite(c.attn_scale) && c.attn_scale > 0.f,
+              "model metadata: RoPE or attention scaling out of range (freq_base ", c.rope_base, ", freq_scale ",
+              c.rope_freq_scale, ", cos/sin scale ", c.rope_mscale, ", attention scale ", c.attn_scale, ")");
   return c;
 }
 

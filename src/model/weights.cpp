@@ -1,11 +1,13 @@
 #include "model/weights.h"
 
+#include <cstring>
 #include <string>
 
 #include "base/error.h"
 #include "gguf/gguf_file.h"
 #include "kernels/quant.h"
 #include "tensor/dtype.h"
+#include "tensor/fp16.h"
 
 namespace triad {
 namespace {
@@ -46,9 +48,10 @@ kernels::WeightMatrix ModelWeights::matrix(const gguf::GgufFile& f, const std::s
   return kernels::WeightMatrix{t->type, t->data, rows, cols};
 }
 
-ExpertMatrices ModelWeights::stacked(const gguf::TensorInfo& t, int64_t n, int64_t rows, int64_t cols) {
+ExpertMatrices ModelWeights::stacked(const gguf::TensorInfo& t, int64_t n, int64_t rows, int64_t cols,
+                                     const char* what) {
   TRIAD_CHECK(t.n_dims == 3 && t.ne[0] == cols && t.ne[1] == rows && t.ne[2] == n, "tensor '", t.name,
-              "' has shape ", dims_str(t), ", expected [", cols, ", ", rows, ", ", n, "] (", n, " matrices)");
+              "' has shape ", dims_str(t), ", expected [", cols, ", ", rows, ", ", n, "] (", n, " ", what, ")");
   TRIAD_CHECK(dtype_supported_for_weights(t.type), "tensor '", t.name, "' has type ", dtype_name(t.type),
               ", which Triad cannot compute with yet");
   matrix_bytes += t.n_bytes;
@@ -76,31 +79,44 @@ void ModelWeights::bind_mla(const gguf::GgufFile& f, const ModelConfig& c, int32
   L.wo = matrix(f, b + "attn_output.weight", E, H * V);
   const gguf::TensorInfo* kb = f.find_tensor(b + "attn_k_b.weight");
   if (kb != nullptr) {
-    L.wk_b = stacked(*kb, H, R, N);
+    L.wk_b = stacked(*kb, H, R, N, "heads");
     const gguf::TensorInfo* vb = f.find_tensor(b + "attn_v_b.weight");
     TRIAD_CHECK(vb, "model is missing tensor '", b, "attn_v_b.weight' (it has attn_k_b)");
-    L.wv_b = stacked(*vb, H, V, R);
+    L.wv_b = stacked(*vb, H, V, R, "heads");
     return;
   }
   // Older files: attn_kv_b [H*(N+V) x R], per head N key rows then V value rows. The value rows
   // are attn_v_b's matrices as they stand; the key rows must be transposed to absorb queries,
-  // so they are dequantized into an owned f32 copy (H*R*N floats per layer).
+  // so they are dequantized into an owned copy of H*R*N values per layer: f32 from an F32 file,
+  // else f16 (DeepSeek-V3 in this form: 1 GiB). Re-converting the file avoids the copy.
   TRIAD_CHECK(f.find_tensor(b + "attn_kv_b.weight"), "model is missing tensor '", b, "attn_k_b.weight' (nor has it '",
               b, "attn_kv_b.weight')");
   const kernels::WeightMatrix kv = matrix(f, b + "attn_kv_b.weight", H * (N + V), R);
   const uint64_t rb = row_bytes(kv.type, static_cast<uint64_t>(R));
   const uint8_t* base = static_cast<const uint8_t*>(kv.data);
-  float* kt = reinterpret_cast<float*>(own_bytes(static_cast<size_t>(H * R * N) * sizeof(float)));
+  const DType kt_type = kv.type == DType::kF32 ? DType::kF32 : DType::kF16;
+  const size_t es = kt_type == DType::kF32 ? 4 : 2, per_head = static_cast<size_t>(R * N) * es;
+  uint8_t* kt = own_bytes(static_cast<size_t>(H) * per_head);
+  matrix_bytes += static_cast<uint64_t>(H) * per_head;
   std::vector<float> row(static_cast<size_t>(R));
   for (int64_t h = 0; h < H; ++h) {
+    uint8_t* head = kt + static_cast<size_t>(h) * per_head;
     for (int64_t d = 0; d < N; ++d) {
       kernels::dequantize_row_ref(kv.type, base + static_cast<uint64_t>(h * (N + V) + d) * rb, row.data(), R);
-      for (int64_t r = 0; r < R; ++r) kt[(h * R + r) * N + d] = row[static_cast<size_t>(r)];
+      for (int64_t r = 0; r < R; ++r) {
+        const size_t at = static_cast<size_t>(r * N + d);
+        if (kt_type == DType::kF32) {
+          std::memcpy(head + at * 4, &row[static_cast<size_t>(r)], 4);
+        } else {
+          const uint16_t v = f32_to_fp16(row[static_cast<size_t>(r)]);
+          std::memcpy(head + at * 2, &v, 2);
+        }
+      }
     }
-    L.wk_b.data.push_back(kt + h * R * N);
+    L.wk_b.data.push_back(head);
     L.wv_b.data.push_back(base + static_cast<uint64_t>(h * (N + V) + N) * rb);
   }
-  L.wk_b.first = kernels::WeightMatrix{DType::kF32, kt, R, N};
+  L.wk_b.first = kernels::WeightMatrix{kt_type, kt, R, N};
   L.wv_b.first = kernels::WeightMatrix{kv.type, L.wv_b.data[0], V, R};
 }
 
@@ -111,7 +127,7 @@ ExpertMatrices ModelWeights::experts(const gguf::GgufFile& f, const std::string&
   const std::string stacked_name = blk + "ffn_" + kind + "_exps.weight";
   if (const gguf::TensorInfo* t = f.find_tensor(stacked_name)) {
     expert_bytes_ += t->n_bytes;
-    return stacked(*t, n, rows, cols);
+    return stacked(*t, n, rows, cols, "experts");
   }
   const std::string& stacked = stacked_name;
   // One 2-D tensor per expert (Mixtral files converted before the stacked layout).

@@ -96,7 +96,8 @@ struct ModelWeights {
   kernels::WeightMatrix matrix(const gguf::GgufFile& f, const std::string& name, int64_t rows,
                                int64_t cols);
   // A 3-D tensor [cols, rows, n] as n matrices.
-  ExpertMatrices stacked(const gguf::TensorInfo& t, int64_t n, int64_t rows, int64_t cols);
+  // `what` names the n in errors ("experts", "heads").
+  ExpertMatrices stacked(const gguf::TensorInfo& t, int64_t n, int64_t rows, int64_t cols, const char* what);
   // The experts of one FFN matrix of layer `blk` ("blk.N."), kind "gate", "up" or "down":
   // the stacked tensor "ffn_<kind>_exps.weight" or, without it, "ffn_<kind>.<e>.weight" for
   // every expert e.

@@ -206,11 +206,36 @@ def _deepseek_variant(tmp_path, tag, spec_edit=None, weights_edit=None, name="de
     ("dense_lead", {"dense_lead": 4}, None, "deepseek2", "leading_dense_block_count' = 4 is out of range"),
     ("no_exps", None, lambda w: w.pop("blk.1.ffn_gate_exps.weight"), "deepseek2",
      "missing tensor 'blk.1.ffn_gate_exps.weight'"),
+    ("temperature", {"extra": (("attention.temperature_scale", 0.5),)}, None, "deepseek2",
+     "attention.temperature_scale' (attention temperature tuning) is not supported"),
+    ("q_lora_huge", {"extra": (("attention.kv_lora_rank", 1 << 31),)}, None, "deepseek2_lite", "kv_lora_rank"),
+    ("bad_yarn_base", {"extra": (("rope.freq_base", 1.0),)}, None, "deepseek2", "YaRN needs rope.freq_base > 1"),
+    ("yarn_factor_tiny", {"extra": (("rope.scaling.factor", 1e-39),)}, None, "deepseek2", "RoPE or attention scaling out of range"),
     ("latent_width", {"kv_lora": 40}, None, "deepseek2", "'blk.0.attn_kv_a_mqa.weight' has shape [128, 64], expected [128, 56]"),
 ])
 def test_deepseek2_bad_model_is_a_clear_load_error(tmp_path, tag, spec_edit, weights_edit, name, message):
     rc, err = _load_error(tmp_path, _deepseek_variant(tmp_path, tag, spec_edit, weights_edit, name))
     assert rc != 0 and message in err, err[-2000:]
+
+
+def _add_nextn_layer(w):
+    """A multi-token-prediction layer after deepseek2.gguf's 3 (as the converter appends them)."""
+    rng = np.random.default_rng(5)
+    w["blk.3.nextn.eh_proj.weight"] = rng.standard_normal((128, 256)).astype(np.float32)
+    w["blk.3.nextn.enorm.weight"] = np.ones(128, np.float32)
+    w["blk.3.attn_norm.weight"] = np.ones(128, np.float32)
+    w["blk.3.attn_kv_a_mqa.weight"] = rng.standard_normal((32, 128)).astype(np.float32)  # misshapen on purpose
+
+
+def test_deepseek2_nextn_layers_are_not_run(synthetic_dir, tmp_path):
+    """block_count includes nextn_predict_layers appended layers: they are neither bound nor run,
+    so the file computes exactly what deepseek2.gguf does."""
+    path = _deepseek_variant(tmp_path, "nextn", {"nextn": 1}, _add_nextn_layer)
+    toks = sequence()
+    a = gu.eval_logits(path, toks, make_synthetic.N_VOCAB)
+    b = gu.eval_logits(os.path.join(synthetic_dir, "deepseek2.gguf"), toks, make_synthetic.N_VOCAB)
+    assert np.array_equal(a, b)
+    assert gu.reference_model(path).cfg.n_layer == 3
 
 
 def test_mixtral_layouts_compute_the_same(synthetic_dir):

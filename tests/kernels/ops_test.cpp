@@ -41,6 +41,7 @@ struct Case {
   float freq_scale = 1.f, freq_base = 10000.f;
   int32_t pos = 0;           // rope position
   double rtol = 1e-5, atol = 1e-6;
+  float ext_factor = 0.f, corr_lo = 0.f, corr_hi = 0.f, mscale = 1.f;  // YaRN
 };
 
 const Case kCases[] = {
@@ -83,6 +84,15 @@ const Case kCases[] = {
      .head_dim = 8, .rot_dim = 6, .freq_scale = 2.f, .pos = 77},
     {.name = "rope_neox_hd48_rot40_pos0", .op = Op::kRope, .layout = RopeLayout::kNeox,
      .n_heads = 2, .head_dim = 48, .rot_dim = 40, .pos = 0},
+    // YaRN: DeepSeek's decoupled 64 rotary dims (normal pairs), and a neox case with cos/sin
+    // scaled; corr dims as yarn_corr_dims gives for (rot 64, orig 4096, base 10000 / 1e6).
+    {.name = "rope_yarn_normal_hd64_rot64", .op = Op::kRope, .n_heads = 4, .head_dim = 64, .rot_dim = 64,
+     .freq_scale = 0.025f, .pos = 120000, .ext_factor = 1.f, .corr_lo = 10.f, .corr_hi = 23.f},
+    {.name = "rope_yarn_neox_hd128_rot64_mscale", .op = Op::kRope, .layout = RopeLayout::kNeox, .n_heads = 3,
+     .head_dim = 128, .rot_dim = 64, .freq_scale = 0.25f, .freq_base = 1e6f, .pos = 30001, .ext_factor = 1.f,
+     .corr_lo = 6.f, .corr_hi = 16.f, .mscale = 1.1386f},
+    {.name = "rope_yarn_equal_corr_dims", .op = Op::kRope, .n_heads = 2, .head_dim = 16, .rot_dim = 16,
+     .freq_scale = 0.5f, .pos = 999, .ext_factor = 1.f, .corr_lo = 3.f, .corr_hi = 3.f},
 };
 
 std::vector<IsaLevel> levels_to_test() {
@@ -126,7 +136,7 @@ void run_op(const OpsTable* t, const Case& c, std::vector<float>& x, const std::
             const std::vector<float>& z, std::vector<float>& out) {
   const float* w = c.second ? y.data() : nullptr;
   const float* b = c.second ? z.data() : nullptr;
-  RopeParams rp{c.layout, c.rot_dim, c.freq_base, c.freq_scale};
+  RopeParams rp{c.layout, c.rot_dim, c.freq_base, c.freq_scale, c.ext_factor, c.corr_lo, c.corr_hi, c.mscale};
   switch (c.op) {
     case Op::kRmsnorm: t ? t->rmsnorm(x.data(), w, 1e-5f, out.data(), c.n)
                          : rmsnorm(x.data(), w, 1e-5f, out.data(), c.n); break;
@@ -150,7 +160,7 @@ void ref_op(const Case& c, std::vector<float>& x, const std::vector<float>& y,
             const std::vector<float>& z, std::vector<float>& out) {
   const float* w = c.second ? y.data() : nullptr;
   const float* b = c.second ? z.data() : nullptr;
-  RopeParams rp{c.layout, c.rot_dim, c.freq_base, c.freq_scale};
+  RopeParams rp{c.layout, c.rot_dim, c.freq_base, c.freq_scale, c.ext_factor, c.corr_lo, c.corr_hi, c.mscale};
   switch (c.op) {
     case Op::kRmsnorm: ref::rmsnorm(x.data(), w, 1e-5f, out.data(), c.n); break;
     case Op::kLayernorm: ref::layernorm(x.data(), w, b, 1e-5f, out.data(), c.n); break;
@@ -250,6 +260,22 @@ TEST(OpsArguments, BadShapesThrow) {
   ThreadPool pool(1);
   std::vector<float> buf(64);
   std::vector<int32_t> pos(4);
+  {
+    // yarn_corr_dims: rot 16, original context 4096, base 10000, betas 32 / 1 -> [2, 6] (by
+    // hand: 16 ln(4096 / 64 pi) / 2 ln 1e4 = 2.62, 16 ln(4096 / 2 pi) / 2 ln 1e4 = 5.63); clamped
+    // to [0, rot - 1].
+    float lo = 0.f, hi = 0.f;
+    yarn_corr_dims(16, 4096, 10000.f, 32.f, 1.f, &lo, &hi);
+    EXPECT_EQ(lo, 2.f);
+    EXPECT_EQ(hi, 6.f);
+    yarn_corr_dims(64, 4096, 10000.f, 32.f, 1.f, &lo, &hi);
+    EXPECT_EQ(lo, 10.f);
+    EXPECT_EQ(hi, 23.f);
+    yarn_corr_dims(16, 8, 10000.f, 32.f, 1.f, &lo, &hi);
+    EXPECT_EQ(lo, 0.f);
+    yarn_corr_dims(8, 1 << 24, 10.f, 32.f, 1.f, &lo, &hi);
+    EXPECT_EQ(hi, 7.f);
+  }
   RopeParams rp{RopeLayout::kNeox, 7, 10000.f, 1.f};
   EXPECT_THROW(rope(buf.data(), 1, 8, 0, rp), Error);  // odd rot_dim
   rp.rot_dim = 10;

@@ -137,6 +137,9 @@ class Spec:
     n_ff_shexp: int = 0
     split_experts: bool = False  # per-expert 2-D tensors (older Mixtral files), not ffn_*_exps
     yarn: tuple = ()             # (factor, original context, yarn_log_multiplier or 0)
+    extra: tuple = ()            # extra (key under the arch, value) metadata: int -> u32, float -> f32
+    nextn: int = 0               # multi-token-prediction layers appended after n_layer (counted
+                                 # in block_count, as the converter writes them; weights_edit adds them)
     # deepseek2 (head_dim = qk_nope + rope dims)
     q_lora: int = 0
     kv_lora: int = 0
@@ -362,7 +365,9 @@ def write_model(path: str, s: Spec, weights: dict, type_of) -> None:
     wr.add_name(f"triad-synthetic-{s.name}")
     wr.add_context_length(s.n_ctx)
     wr.add_embedding_length(s.n_embd)
-    wr.add_block_count(s.n_layer)
+    wr.add_block_count(s.n_layer + s.nextn)
+    if s.nextn:
+        wr.add_uint32(f"{a}.nextn_predict_layers", s.nextn)
     wr.add_feed_forward_length(s.n_ff)
     wr.add_head_count(s.n_head)
     wr.add_head_count_kv(s.n_head_kv)
@@ -392,6 +397,8 @@ def write_model(path: str, s: Spec, weights: dict, type_of) -> None:
         wr.add_rope_scaling_factor(s.rope_linear)
     if s.window:
         wr.add_sliding_window(s.window)
+    for key, v in s.extra:  # last: GGUFWriter keeps the last value of a repeated key
+        (wr.add_float32 if isinstance(v, float) else wr.add_uint32)(f"{a}.{key}", v)
     wr.add_tokenizer_model("llama")
     wr.add_token_list(tokens)
     wr.add_token_scores(scores)

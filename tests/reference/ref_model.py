@@ -134,7 +134,9 @@ def config_from_metadata(md: dict, tensors: dict) -> RefConfig:
         raise ValueError(f"unsupported architecture {arch!r}")
     a = arch
     n_embd = int(_get(md, f"{a}.embedding_length", required=True))
-    n_layer = int(_get(md, f"{a}.block_count", required=True))
+    # block_count counts the multi-token-prediction layers the converter appends (DeepSeek-V3,
+    # GLM-4.5); they take no part in the forward pass.
+    n_layer = int(_get(md, f"{a}.block_count", required=True)) - int(_get(md, f"{a}.nextn_predict_layers", 0))
     n_head = int(_get(md, f"{a}.attention.head_count", required=True))
     n_head_kv = int(_get(md, f"{a}.attention.head_count_kv", n_head))
     head_dim = int(_get(md, f"{a}.attention.key_length", n_embd // n_head))
@@ -230,9 +232,16 @@ def _deepseek2_config(md: dict, a: str, **kw) -> RefConfig:
         # models (mscale == mscale_all_dim), and the softmax scale gains get_mscale(factor,
         # mscale_all_dim)^2.
         log_mul = float(_get(md, f"{a}.rope.scaling.yarn_log_multiplier", 0.0))
-        if factor > 1:
+        if factor > 1 and log_mul > 0:
             yarn = (factor, orig, 1.0)
             m = 1.0 + log_mul * math.log(factor)
+            softmax_scale *= m * m
+        elif factor > 1:
+            # Without the multiplier HF would scale only cos/sin by 1 + 0.1 ln(factor); llama.cpp
+            # (whose converter wrote the file) also squares it into the softmax scale. Triad
+            # follows llama.cpp.
+            m = 1.0 + 0.1 * math.log(factor)
+            yarn = (factor, orig, m)
             softmax_scale *= m * m
     n_expert = int(_get(md, f"{a}.expert_count", required=True))
     n_ff_exp = int(_get(md, f"{a}.expert_feed_forward_length", required=True))   # moe_intermediate_size

@@ -3,6 +3,7 @@
 // Thread-safety: pure functions.
 #include "kernels/ref/ops_ref.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <vector>
@@ -67,9 +68,17 @@ void rope(float* x, int n_heads, int head_dim, int32_t pos, const RopeParams& p)
   for (int h = 0; h < n_heads; ++h) {
     float* xh = x + static_cast<int64_t>(h) * head_dim;
     for (int i = 0; i < half; ++i) {
-      const double theta = static_cast<double>(pos) * p.freq_scale *
-                           std::pow(static_cast<double>(p.freq_base), -2.0 * i / p.rot_dim);
-      const double c = std::cos(theta), s = std::sin(theta);
+      // Pair i's frequency; YaRN blends the scaled and the unscaled one (HF's inv_freq mask).
+      const double unscaled = std::pow(static_cast<double>(p.freq_base), -2.0 * i / p.rot_dim);
+      double freq = unscaled * p.freq_scale;
+      if (p.ext_factor != 0.f) {
+        const double span = std::max(0.001, static_cast<double>(p.corr_hi) - p.corr_lo);
+        const double ramp = std::min(1.0, std::max(0.0, (i - static_cast<double>(p.corr_lo)) / span));
+        const double keep = (1.0 - ramp) * p.ext_factor;
+        freq = freq * (1.0 - keep) + unscaled * keep;
+      }
+      const double theta = static_cast<double>(pos) * freq;
+      const double c = std::cos(theta) * p.mscale, s = std::sin(theta) * p.mscale;
       const int ia = p.layout == RopeLayout::kNormal ? 2 * i : i;
       const int ib = p.layout == RopeLayout::kNormal ? 2 * i + 1 : i + half;
       const double a = xh[ia], b = xh[ib];
