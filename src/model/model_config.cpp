@@ -18,8 +18,9 @@ Arch parse_arch(const std::string& a) {
   if (a == "qwen3moe") return Arch::kQwen3Moe;
   if (a == "qwen2moe") return Arch::kQwen2Moe;
   if (a == "deepseek2") return Arch::kDeepseek2;
+  if (a == "glm4moe") return Arch::kGlm4Moe;
   fail("unsupported architecture '", a,
-       "' (general.architecture); supported: llama, qwen2, qwen3, gemma3, qwen3moe, qwen2moe, deepseek2");
+       "' (general.architecture); supported: llama, qwen2, qwen3, gemma3, qwen3moe, qwen2moe, deepseek2, glm4moe");
 }
 
 // An optional integer key in [lo, hi] (def when absent), checked before narrowing.
@@ -72,7 +73,7 @@ void read_mla(const gguf::GgufFile& f, const std::string& p, ModelConfig& c, dou
   c.attn_scale = static_cast<float>(kq_mscale * kq_mscale / std::sqrt(static_cast<double>(k_head)));
 }
 
-// deepseek2's routing metadata (llama.cpp's keys and defaults).
+// deepseek2's and glm4moe's routing metadata (llama.cpp's keys and defaults).
 void read_deepseek_experts(const gguf::GgufFile& f, const std::string& p, ModelConfig& c) {
   c.n_layer_dense_lead = int_in(f, p + "leading_dense_block_count", 0, 0, c.n_layers);
   const int64_t shared = f.get_int(p + "expert_shared_count", 0);
@@ -83,7 +84,7 @@ void read_deepseek_experts(const gguf::GgufFile& f, const std::string& p, ModelC
   // expert_gating_func: 1 softmax, 2 sigmoid. Absent: softmax for deepseek2 (V2, V2.5 files),
   // except GLM-4.7 Lite (47 or 48 layers, a vocabulary of 154880), and sigmoid for glm4moe, as
   // llama.cpp decides.
-  int64_t absent = 1;
+  int64_t absent = c.arch == Arch::kGlm4Moe ? 2 : 1;
   if (c.arch == Arch::kDeepseek2 && (c.n_layers == 47 || c.n_layers == 48)) {
     const gguf::Value* tokens = f.find("tokenizer.ggml.tokens");
     if (tokens != nullptr && tokens->is_array() && tokens->array_size() == 154880) absent = 2;
@@ -244,6 +245,14 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
     case Arch::kDeepseek2:
       c.rope_layout = kernels::RopeLayout::kNormal;  // llama.cpp: LLAMA_ROPE_TYPE_NORM
       break;
+    case Arch::kGlm4Moe:
+      // GLM-4.5: neox pairs over the partial rotary dims, q/k/v biases (bound when present),
+      // QK norm only in the files that have it (the 355B model), and the norm before the FFN
+      // stored as post_attention_norm (HF's post_attention_layernorm).
+      c.rope_layout = kernels::RopeLayout::kNeox;
+      c.qk_norm = f.find_tensor("blk.0.attn_q_norm.weight") != nullptr;
+      c.ffn_norm_name = "post_attention_norm";
+      break;
     case Arch::kGemma3:
       c.rope_layout = kernels::RopeLayout::kNeox;
       c.qk_norm = true;
@@ -262,7 +271,7 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
   // Experts. llama with experts is Mixtral; the other dense architectures must not declare any.
   const int64_t n_expert = f.get_int(p + "expert_count", 0);
   // (deepseek2 without experts: every layer dense, as llama.cpp allows.)
-  const bool moe_arch = c.arch == Arch::kQwen3Moe || c.arch == Arch::kQwen2Moe ||
+  const bool moe_arch = c.arch == Arch::kQwen3Moe || c.arch == Arch::kQwen2Moe || c.arch == Arch::kGlm4Moe ||
                         ((c.arch == Arch::kLlama || c.arch == Arch::kDeepseek2) && n_expert > 0);
   if (!moe_arch) {
     TRIAD_CHECK(n_expert == 0, "model metadata '", p, "expert_count' = ", n_expert, ": ", c.arch_name,
@@ -289,7 +298,7 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
                          : c.n_ff;
       c.shexp_gated = true;
     }
-    if (c.arch == Arch::kDeepseek2) read_deepseek_experts(f, p, c);
+    if (c.arch == Arch::kDeepseek2 || c.arch == Arch::kGlm4Moe) read_deepseek_experts(f, p, c);
     // llama.cpp scales only when the key is present and neither 0 nor 1.
     const double scale = f.get_float(p + "expert_weights_scale", 0.0);
     TRIAD_CHECK(std::isfinite(scale) && scale >= 0, "model metadata '", p, "expert_weights_scale' = ", scale,

@@ -2,8 +2,9 @@
 // "hparams"). Run-time choices (threads, context size) live elsewhere.
 //
 // One decoder-only transformer family covers llama (and Mixtral: llama with experts), qwen2, qwen3,
-// gemma3, qwen3moe, qwen2moe and deepseek2 (multi-head latent attention); the differences between
-// them are the feature fields below, set per architecture in model_config.cpp.
+// gemma3, qwen3moe, qwen2moe, deepseek2 (multi-head latent attention) and glm4moe; the
+// differences between them are the feature fields below, set per architecture in
+// model_config.cpp.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +16,7 @@
 namespace triad {
 namespace gguf { class GgufFile; }
 
-enum class Arch { kLlama, kQwen2, kQwen3, kGemma3, kQwen3Moe, kQwen2Moe, kDeepseek2 };
+enum class Arch { kLlama, kQwen2, kQwen3, kGemma3, kQwen3Moe, kQwen2Moe, kDeepseek2, kGlm4Moe };
 
 enum class FfnActivation {
   kSilu,      // SwiGLU: silu(gate) * up   (llama, qwen)
@@ -55,7 +56,9 @@ struct ModelConfig {
 
   // Architecture features
   bool qkv_bias = false;      // attn_{q,k,v}.bias present (qwen2)
-  bool qk_norm = false;       // per-head RMSNorm of q and k before RoPE (qwen3, gemma3)
+  bool qk_norm = false;       // per-head RMSNorm of q and k before RoPE (qwen3, gemma3; glm4moe
+                              // when its files have attn_q_norm)
+  std::string ffn_norm_name = "ffn_norm";  // the pre-FFN norm's tensor (glm4moe: post_attention_norm)
   bool post_norms = false;    // RMSNorm of attention and FFN outputs before the residual (gemma3)
   float embd_scale = 1.f;     // token embeddings multiplied by this (gemma: sqrt(n_embd))
   FfnActivation ffn_act = FfnActivation::kSilu;
@@ -75,7 +78,7 @@ struct ModelConfig {
   // scaled by sigmoid(ffn_gate_inp_shexp . x); 0 = none.
   int32_t n_ff_shexp = 0;
   bool shexp_gated = false;      // qwen2moe; deepseek2's shared experts are not gated
-  // deepseek2: the first n_layer_dense_lead layers have a dense FFN (n_ff); the router may score
+  // deepseek2 and glm4moe: the first n_layer_dense_lead layers have a dense FFN (n_ff); the router may score
   // with sigmoid instead of softmax and add a per-expert selection bias (exp_probs_b, used to
   // choose, not to weigh); with n_expert_groups > 1 a token first keeps the n_group_used groups
   // whose two best (biased) scores sum highest, then chooses its experts among them.

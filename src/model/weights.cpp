@@ -219,11 +219,13 @@ ModelWeights ModelWeights::bind(const gguf::GgufFile& f, ModelConfig& c) {
       L.post_attn_norm = w.vector_f32(f, b + "post_attention_norm.weight", E, true);
       L.post_ffn_norm = w.vector_f32(f, b + "post_ffw_norm.weight", E, true);
     }
-    L.ffn_norm = w.vector_f32(f, b + "ffn_norm.weight", E, true);
+    L.ffn_norm = w.vector_f32(f, b + c.ffn_norm_name + ".weight", E, true);
     if (c.layer_is_moe(il)) {
       const int64_t X = c.n_expert, FX = c.n_ff_exp;
       L.gate_inp = w.matrix(f, b + "ffn_gate_inp.weight", X, E);
-      if (c.arch == Arch::kDeepseek2) L.exp_probs_b = w.vector_f32(f, b + "exp_probs_b.bias", X, false);
+      // The selection bias: optional in deepseek2 (V3 and later have it), required in glm4moe.
+      if (c.arch == Arch::kDeepseek2 || c.arch == Arch::kGlm4Moe)
+        L.exp_probs_b = w.vector_f32(f, b + "exp_probs_b.bias", X, c.arch == Arch::kGlm4Moe);
       L.gate_exps = w.experts(f, b, "gate", X, FX, E);
       L.up_exps = w.experts(f, b, "up", X, FX, E);
       L.down_exps = w.experts(f, b, "down", X, E, FX);

@@ -3,7 +3,7 @@
 Models come from tests/reference/make_synthetic.py (llama, llama with a sliding window, llama
 with partial rotary + linear rope scaling, llama with YaRN, qwen2, qwen3, gemma3, qwen3moe, qwen2moe,
 Mixtral in its stacked and per-expert tensor layouts, deepseek2 (latent attention) shaped like V3 and
-like V2-Lite, and the llama weights stored
+like V2-Lite, glm4moe, and the llama weights stored
 as every weight type). Every test runs 80 tokens (longer than the 10-12 token sliding windows)
 at positions 0..79 through `triad eval-logits`, in one forward call, in calls of 7 tokens, and
 one token at a time (the decode path through the KV cache), and compares with the reference.
@@ -47,7 +47,7 @@ def sequence() -> list:
 
 
 F32_MODELS = ["llama", "llama_swa", "llama_rope", "qwen2", "qwen3", "gemma3", "llama_f16", "qwen3moe",
-              "qwen2moe", "mixtral", "mixtral_split", "deepseek2", "deepseek2_lite", "llama_yarn"]
+              "qwen2moe", "mixtral", "mixtral_split", "deepseek2", "deepseek2_lite", "glm4moe", "llama_yarn"]
 QUANT_MODELS = ["llama_q8_0", "llama_q4_0", "llama_q4_1", "llama_q5_0", "llama_q5_1",
                 "llama_q4_k", "llama_q5_k", "llama_q6_k", "gemma3_q4_k_m"]
 
@@ -238,6 +238,25 @@ def test_deepseek2_nextn_layers_are_not_run(synthetic_dir, tmp_path):
     assert gu.reference_model(path).cfg.n_layer == 3
 
 
+def test_glm4moe_without_qk_norm(tmp_path):
+    """GLM-4.5-Air files have no attn_q_norm / attn_k_norm (the 355B model has them): the same
+    architecture loads without them and matches the reference computed without them."""
+    def drop(w):
+        for k in [k for k in w if k.endswith(("attn_q_norm.weight", "attn_k_norm.weight"))]:
+            w.pop(k)
+    path = _deepseek_variant(tmp_path, "glm_no_qk_norm", None, drop, name="glm4moe")
+    toks = sequence()
+    ref = gu.ref_logits(path, toks)
+    m = gu.compare_logits(gu.eval_logits(path, toks, ref.shape[1], chunk=7), ref)
+    assert m["max_rel"] <= F32_TOL and m["row_rel_max"] <= F32_TOL, gu.describe(m)
+
+
+def test_glm4moe_needs_its_selection_bias(tmp_path):
+    path = _deepseek_variant(tmp_path, "glm_no_bias", None, lambda w: w.pop("blk.2.exp_probs_b.bias"), name="glm4moe")
+    rc, err = _load_error(tmp_path, path)
+    assert rc != 0 and "missing tensor 'blk.2.exp_probs_b.bias'" in err, err[-2000:]
+
+
 def test_mixtral_layouts_compute_the_same(synthetic_dir):
     """mixtral.gguf and mixtral_split.gguf hold the same weights in the two tensor layouts: the
     logits must be bitwise equal (the layout changes only where each expert's bytes are)."""
@@ -291,7 +310,7 @@ def test_dense_arch_with_experts_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["llama", "llama_swa", "qwen2", "qwen3", "gemma3", "qwen3moe", "qwen2moe",
-                                  "mixtral_split", "deepseek2", "deepseek2_lite"])
+                                  "mixtral_split", "deepseek2", "deepseek2_lite", "glm4moe"])
 def test_greedy_run(synthetic_dir, name):
     """`triad run --temp 0` follows the reference's greedy path (F32: only an exact tie within
     1e-4 of the row's scale may make them part)."""

@@ -33,6 +33,11 @@ token types, bos 1, eos 2):
   deepseek2_lite.gguf deepseek2 shaped like V2-Lite: no q LoRA, the older attn_kv_b form, 2
                     layers (the first dense), softmax scores, 6 experts (2 used, not
                     renormalized), two shared experts, no rope scaling
+  glm4moe.gguf      glm4moe (GLM-4.5 class): 128 wide, 3 layers (the first dense, FFN 160) plus one
+                    multi-token-prediction layer that must not run, 4/2 heads of 48 with 24 rotary
+                    dims (neox), q/k/v biases and QK norm, the pre-FFN norm as post_attention_norm,
+                    8 experts of FFN 32 (3 used) scored by sigmoid (no gating key: the default)
+                    with a selection bias, renormalized, scaled by 2.5, one ungated shared expert
   llama_yarn.gguf   llama_rope.gguf's shape with YaRN x4 over an original context of 32 instead
                     of linear scaling
   llama_<type>.gguf llama.gguf with every 2-D weight stored as <type>: f16, bf16, q8_0, q4_0,
@@ -175,6 +180,9 @@ SPECS = [
     Spec("deepseek2_lite", "deepseek2", 111, 128, 2, 4, 4, 40, 160, tied=False, rope_dims=16,
          eps=1e-6, n_expert=6, n_expert_used=2, n_ff_exp=32, kv_lora=48, v_head=20, kv_b_legacy=True,
          dense_lead=1, n_shared=2),
+    Spec("glm4moe", "glm4moe", 112, 128, 3, 4, 2, 48, 160, tied=False, rope_base=1e6, rope_dims=24,
+         biases=True, eps=1e-5, n_expert=8, n_expert_used=3, n_ff_exp=32, n_ff_shexp=32, dense_lead=1,
+         n_shared=1, w_norm=True, w_scale=2.5, nextn=1),
     Spec("llama_yarn", "llama", 103, 128, 2, 4, 4, 32, 256, tied=False, rope_base=50000.0,
          rope_dims=16, yarn=(4.0, 32, 0.0)),
     Spec("mixtral", "llama", 109, 128, 2, 8, 2, 16, 96, tied=False, rope_base=1e6, n_expert=4,
@@ -222,17 +230,21 @@ def make_weights(s: Spec) -> dict:
             w[p + "attn_q.bias"] = vec(qd, 0.2)
             w[p + "attn_k.bias"] = vec(kvd, 0.2)
             w[p + "attn_v.bias"] = vec(kvd, 0.2)
-        if s.arch in ("qwen3", "gemma3", "qwen3moe"):
+        if s.arch in ("qwen3", "gemma3", "qwen3moe", "glm4moe"):
             w[p + "attn_q_norm.weight"] = norm(s.head_dim)
             w[p + "attn_k_norm.weight"] = norm(s.head_dim)
         w[p + "attn_output.weight"] = mat(s.n_embd, qd)
         if s.arch == "gemma3":
             w[p + "post_attention_norm.weight"] = norm(s.n_embd)
-        w[p + "ffn_norm.weight"] = norm(s.n_embd)
-        if s.n_expert:
+        w[p + ("post_attention_norm.weight" if s.arch == "glm4moe" else "ffn_norm.weight")] = norm(s.n_embd)
+        if s.n_expert and il >= s.dense_lead:
             router = mat(s.n_expert, s.n_embd, 3.0)
             router[-1] = router[-2]  # exact ties between the last two experts
             w[p + "ffn_gate_inp.weight"] = router
+            if s.arch == "glm4moe":
+                bias = vec(s.n_expert, 0.05)
+                bias[-1] = bias[-2]
+                w[p + "exp_probs_b.bias"] = bias
             gate = [mat(s.n_ff_exp, s.n_embd) for _ in range(s.n_expert)]
             up = [mat(s.n_ff_exp, s.n_embd) for _ in range(s.n_expert)]
             down = [mat(s.n_embd, s.n_ff_exp) for _ in range(s.n_expert)]
@@ -246,7 +258,8 @@ def make_weights(s: Spec) -> dict:
                 w[p + "ffn_up_exps.weight"] = np.stack(up)
                 w[p + "ffn_down_exps.weight"] = np.stack(down)
             if s.n_ff_shexp:
-                w[p + "ffn_gate_inp_shexp.weight"] = vec(s.n_embd, 2.0 / np.sqrt(s.n_embd))
+                if s.arch == "qwen2moe":
+                    w[p + "ffn_gate_inp_shexp.weight"] = vec(s.n_embd, 2.0 / np.sqrt(s.n_embd))
                 w[p + "ffn_gate_shexp.weight"] = mat(s.n_ff_shexp, s.n_embd)
                 w[p + "ffn_up_shexp.weight"] = mat(s.n_ff_shexp, s.n_embd)
                 w[p + "ffn_down_shexp.weight"] = mat(s.n_embd, s.n_ff_shexp)
@@ -256,6 +269,12 @@ def make_weights(s: Spec) -> dict:
             w[p + "ffn_down.weight"] = mat(s.n_embd, s.n_ff)
         if s.arch == "gemma3":
             w[p + "post_ffw_norm.weight"] = norm(s.n_embd)
+    for il in range(s.n_layer, s.n_layer + s.nextn):  # a multi-token-prediction layer (never run)
+        p = f"blk.{il}."
+        w[p + "nextn.eh_proj.weight"] = mat(s.n_embd, 2 * s.n_embd)
+        w[p + "nextn.enorm.weight"] = norm(s.n_embd)
+        w[p + "nextn.hnorm.weight"] = norm(s.n_embd)
+        w[p + "attn_norm.weight"] = norm(s.n_embd)
     w["output_norm.weight"] = norm(s.n_embd) * (3.0 if gemma else 1.0)
     if not s.tied:
         w["output.weight"] = mat(N_VOCAB, s.n_embd, 2.0)
@@ -374,16 +393,21 @@ def write_model(path: str, s: Spec, weights: dict, type_of) -> None:
     wr.add_layer_norm_rms_eps(s.eps)
     wr.add_rope_freq_base(s.rope_base)
     wr.add_rope_dimension_count(s.rope_dims or s.head_dim)
+    if a == "glm4moe":  # routing keys as deepseek2's, minus gating (sigmoid by default)
+        wr.add_leading_dense_block_count(s.dense_lead)
+        wr.add_expert_shared_count(s.n_shared)
+        wr.add_expert_weights_scale(s.w_scale)
+        wr.add_expert_weights_norm(s.w_norm)
     if s.n_expert:
         wr.add_expert_count(s.n_expert)
         wr.add_expert_used_count(s.n_expert_used)
         if s.write_ff_exp:
             wr.add_expert_feed_forward_length(s.n_ff_exp)
-        if s.n_ff_shexp:
+        if s.n_ff_shexp and a == "qwen2moe":
             wr.add_expert_shared_feed_forward_length(s.n_ff_shexp)
     if a == "deepseek2":
         _deepseek2_metadata(wr, s)
-    elif s.head_dim != s.n_embd // s.n_head or a in ("qwen3", "gemma3", "qwen3moe"):
+    elif s.head_dim != s.n_embd // s.n_head or a in ("qwen3", "gemma3", "qwen3moe", "glm4moe"):
         wr.add_key_length(s.head_dim)
         wr.add_value_length(s.head_dim)
     if s.yarn:

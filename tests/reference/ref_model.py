@@ -42,7 +42,7 @@ from gguf.quants import dequantize
 # Metadata and weights
 # ----------------------------------------------------------------------------------------------
 
-SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "gemma3", "qwen3moe", "qwen2moe", "deepseek2")
+SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "gemma3", "qwen3moe", "qwen2moe", "deepseek2", "glm4moe")
 
 
 def read_metadata(reader: GGUFReader) -> dict:
@@ -118,6 +118,8 @@ class RefConfig:
     kv_lora_rank: int = 0
     qk_nope: int = 0
     yarn: tuple | None = None  # (factor, orig_ctx, cos/sin scale) for rope()
+    ffn_norm: str = "ffn_norm"  # the pre-FFN norm (Glm4MoeDecoderLayer's post_attention_layernorm
+                                # is stored as post_attention_norm)
 
 
 def _get(md: dict, key: str, default=None, required: bool = False):
@@ -188,7 +190,23 @@ def config_from_metadata(md: dict, tensors: dict) -> RefConfig:
     local = tuple(window > 0 for _ in range(n_layer))
     moe = {}
     n_expert = int(_get(md, f"{a}.expert_count", 0))
-    if arch in ("qwen3moe", "qwen2moe") or (arch == "llama" and n_expert > 0):
+    if arch == "glm4moe":
+        # Glm4MoeMoE: sigmoid router with e_score_correction_bias (exp_probs_b), n_group groups,
+        # top_k, norm_topk_prob, routed_scaling_factor, n_shared_experts ungated; the first
+        # first_k_dense_replace layers dense. (No expert_gating_func key means sigmoid, as
+        # llama.cpp assumes for this architecture.)
+        n_ff_exp = int(_get(md, f"{a}.expert_feed_forward_length", required=True))
+        moe = dict(n_expert=int(_get(md, f"{a}.expert_count", required=True)),
+                   n_expert_used=int(_get(md, f"{a}.expert_used_count", required=True)),
+                   n_ff_exp=n_ff_exp, expert_norm=bool(_get(md, f"{a}.expert_weights_norm", False)),
+                   n_ff_shexp=n_ff_exp * int(_get(md, f"{a}.expert_shared_count", 0)),
+                   dense_lead=int(_get(md, f"{a}.leading_dense_block_count", 0)),
+                   gating_sigmoid=int(_get(md, f"{a}.expert_gating_func", 2)) == 2,
+                   n_groups=int(_get(md, f"{a}.expert_group_count", 0)),
+                   n_group_used=int(_get(md, f"{a}.expert_group_used_count", 0)),
+                   w_scale=float(_get(md, f"{a}.expert_weights_scale", 1.0)) or 1.0,
+                   ffn_norm="post_attention_norm")
+    elif arch in ("qwen3moe", "qwen2moe") or (arch == "llama" and n_expert > 0):
         # Mixtral (llama with experts): HF MixtralSparseMoeBlock takes softmax over the router
         # logits, keeps the top k and divides by their sum; its experts are intermediate_size wide,
         # which the GGUF calls feed_forward_length.
@@ -516,7 +534,7 @@ class RefModel:
                 need[p + "attn_k.weight"] = (c.n_head_kv * c.head_dim, c.n_embd)
                 need[p + "attn_v.weight"] = (c.n_head_kv * c.head_dim_v, c.n_embd)
             need[p + "attn_output.weight"] = (c.n_embd, c.n_head * c.head_dim_v)
-            need[p + "ffn_norm.weight"] = (c.n_embd,)
+            need[p + c.ffn_norm + ".weight"] = (c.n_embd,)
             if c.n_expert and il >= c.dense_lead:
                 need[p + "ffn_gate_inp.weight"] = (c.n_expert, c.n_embd)
                 need[p + "ffn_gate_exps.weight"] = (c.n_expert, c.n_ff_exp, c.n_embd)
@@ -715,7 +733,7 @@ class RefModel:
                 o = rms_norm(o, self.w[p + "post_attention_norm.weight"], c.eps)
             x = x + o
 
-            h = rms_norm(x, self.w[p + "ffn_norm.weight"], c.eps)
+            h = rms_norm(x, self.w[p + c.ffn_norm + ".weight"], c.eps)
             if c.n_expert and il >= c.dense_lead:
                 f = self._moe(h, p, il)
             else:
