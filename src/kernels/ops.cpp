@@ -155,6 +155,16 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
   active().silu_mul(gate, up, out, n);
 }
 
+void swiglu_oai(const float* gate, const float* up, float* out, int64_t n, float alpha, float limit) {
+  check_n("swiglu_oai", n, true);
+  TRIAD_CHECK(gate && up && out, "swiglu_oai: null pointer");
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = std::min(gate[i], limit);
+    const float u = std::clamp(up[i], -limit, limit);
+    out[i] = g / (1.f + std::exp(-alpha * g)) * (u + 1.f);
+  }
+}
+
 void gelu_mul(const float* gate, const float* up, float* out, int64_t n) {
   check_n("gelu_mul", n, true);
   if (n == 0) return;

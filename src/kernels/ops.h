@@ -17,6 +17,10 @@ void softmax(float* x, int64_t n);
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
 // out[i] = gelu_tanh(gate[i]) * up[i]   (up may be null)
 void gelu_mul(const float* gate, const float* up, float* out, int64_t n);
+// gpt-oss's clamped SwiGLU: g = min(gate[i], limit), u = clamp(up[i], -limit, limit),
+// out[i] = g * sigmoid(alpha * g) * (u + 1). One scalar loop for every ISA (not in the ops table).
+void swiglu_oai(const float* gate, const float* up, float* out, int64_t n, float alpha = 1.702f,
+                float limit = 7.f);
 // y[i] += x[i]
 void add_inplace(float* y, const float* x, int64_t n);
 // y[i] *= s

@@ -48,8 +48,8 @@ struct CvtScalar {
 void paged_item_scalar(const PagedCtx& c, const PagedItem& it, const PagedScratch& w) {
   g_paged_item<VecScalar, CvtScalar>(c, it, w);
 }
-void paged_merge_scalar(const PagedCtx& c, float* entries, int64_t n_seg, float* out) {
-  g_paged_merge<VecScalar>(c, entries, n_seg, out);
+void paged_merge_scalar(const PagedCtx& c, float* entries, int64_t n_seg, int head, float* out) {
+  g_paged_merge<VecScalar>(c, entries, n_seg, head, out);
 }
 
 bool kv_type_ok(DType t) {
@@ -241,6 +241,7 @@ void paged_attention_at(IsaLevel level, const AttentionParams& p, const float* q
   c.n_rep = p.n_heads / p.n_kv_heads;
   c.scale = p.scale;
   c.softcap = p.softcap;
+  c.sinks = p.sinks;
   c.window = p.window;
   c.q = q;
   c.q_stride = q_stride;
@@ -393,7 +394,7 @@ void paged_attention_at(IsaLevel level, const AttentionParams& p, const float* q
       const int head = static_cast<int>(x % p.n_heads);
       float* entries = c.part + paged_part_index(c, s, row, head, 0) * static_cast<int64_t>(ps);
       float* o = out + (seqs[s].q_begin + row) * out_stride + static_cast<int64_t>(head) * hd;
-      kern.merge(c, entries, c.n_seg[s], o);
+      kern.merge(c, entries, c.n_seg[s], head, o);
     }
   });
 }

@@ -67,6 +67,8 @@ struct AttentionParams {
   int32_t window = 0;      // sliding window in tokens: a query at position p sees keys at
                            // positions (p - window, p]; 0 means no window (full causal)
   float softcap = 0.f;     // when > 0, scores become softcap * tanh(score / softcap)
+  const float* sinks = nullptr;  // per query head: a logit that joins the softmax's sum but has
+                                 // no value (gpt-oss's attention sinks); null: none
 };
 
 // One sequence's share of a paged attention call.

@@ -72,8 +72,8 @@ struct CvtAvx2 {
 void paged_item_avx2(const PagedCtx& c, const PagedItem& it, const PagedScratch& w) {
   g_paged_item<VecAvx2, CvtAvx2>(c, it, w);
 }
-void paged_merge_avx2(const PagedCtx& c, float* entries, int64_t n_seg, float* out) {
-  g_paged_merge<VecAvx2>(c, entries, n_seg, out);
+void paged_merge_avx2(const PagedCtx& c, float* entries, int64_t n_seg, int head, float* out) {
+  g_paged_merge<VecAvx2>(c, entries, n_seg, head, out);
 }
 
 }  // namespace

@@ -83,8 +83,8 @@ struct CvtAvx512 {
 void paged_item_avx512(const PagedCtx& c, const PagedItem& it, const PagedScratch& w) {
   g_paged_item<VecAvx512, CvtAvx512>(c, it, w);
 }
-void paged_merge_avx512(const PagedCtx& c, float* entries, int64_t n_seg, float* out) {
-  g_paged_merge<VecAvx512>(c, entries, n_seg, out);
+void paged_merge_avx512(const PagedCtx& c, float* entries, int64_t n_seg, int head, float* out) {
+  g_paged_merge<VecAvx512>(c, entries, n_seg, head, out);
 }
 
 }  // namespace

@@ -222,6 +222,13 @@ template <class S>
 }
 
 // o[d] = acc[d] / l (zeros when l == 0).
+// The softmax sum of a (row, head) state (max m, sum l) with the head's sink logit joined:
+// l + exp(sink - m), the accumulator staying relative to m (a sink far above m sends the output
+// to 0, as it should).
+inline float paged_sum_with_sink(const PagedCtx& c, int head, float m, float l) {
+  return c.sinks == nullptr ? l : l + std::exp(c.sinks[head] - m);
+}
+
 template <class S>
 [[gnu::noinline]] void paged_normalize(const float* acc, float l, int hd, float* o) {
   using V = typename S::V;
@@ -474,14 +481,15 @@ void g_paged_item(const PagedCtx& c, const PagedItem& it, const PagedScratch& w)
     const int r = static_cast<int>(i / nrep), rep = static_cast<int>(i % nrep);
     float* o = c.out + (t_row0 + r) * c.out_stride + (static_cast<int64_t>(g) * nrep + rep) * hd;
     if (w.run_has[r])
-      paged_normalize<S>(w.run_acc + i * c.acc_stride, w.run_l[i], hd, o);
+      paged_normalize<S>(w.run_acc + i * c.acc_stride,
+                         paged_sum_with_sink(c, g * nrep + rep, w.run_m[i], w.run_l[i]), hd, o);
     else
       std::memset(o, 0, static_cast<size_t>(hd) * sizeof(float));
   }
 }
 
 template <class S>
-void g_paged_merge(const PagedCtx& c, float* entries, int64_t n_seg, float* out) {
+void g_paged_merge(const PagedCtx& c, float* entries, int64_t n_seg, int head, float* out) {
   const int hd = c.head_dim;
   const int64_t ps = paged_part_stride(c);
   float* run = nullptr;
@@ -494,7 +502,7 @@ void g_paged_merge(const PagedCtx& c, float* entries, int64_t n_seg, float* out)
       paged_fold<S>(run, run + 1, run + kPartHeader, e[0], e[1], e + kPartHeader, hd);
   }
   if (run)
-    paged_normalize<S>(run + kPartHeader, run[1], hd, out);
+    paged_normalize<S>(run + kPartHeader, paged_sum_with_sink(c, head, run[0], run[1]), hd, out);
   else
     std::memset(out, 0, static_cast<size_t>(hd) * sizeof(float));
 }

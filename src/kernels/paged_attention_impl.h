@@ -85,6 +85,7 @@ struct PagedCtx {
   const PagedSeq* seqs = nullptr;
   PagedGeom geom;
   int64_t acc_stride = 0;             // floats per accumulator (head_dim rounded up to 16)
+  const float* sinks = nullptr;       // AttentionParams::sinks
   bool v_is_k = false;                // V rows are the K rows (latent attention): one tile serves both
   float* part = nullptr;              // split mode: partial states
   const int64_t* part_off = nullptr;  // per sequence: index of its first entry in part
@@ -124,8 +125,9 @@ struct PagedKernels {
   IsaLevel level;
   void (*item)(const PagedCtx& c, const PagedItem& it, const PagedScratch& w);
   // Folds the n_seg partial entries (stride paged_part_stride) of one (row, head) in segment
-  // order and writes the normalized head_dim outputs; may overwrite the entries.
-  void (*merge)(const PagedCtx& c, float* entries, int64_t n_seg, float* out);
+  // order and writes the normalized head_dim outputs (the head's sink, if any, joining the
+  // sum); may overwrite the entries.
+  void (*merge)(const PagedCtx& c, float* entries, int64_t n_seg, int head, float* out);
 };
 // The kernels of one ISA level; throws triad::Error when !isa_supported(level).
 const PagedKernels& paged_kernels_for(IsaLevel level);

@@ -31,20 +31,41 @@ void glu(FfnActivation act, float* gate, const float* up, int64_t n, ThreadPool&
     if (lo >= hi) return;
     if (act == FfnActivation::kSilu)
       kernels::silu_mul(gate + lo, up + lo, gate + lo, hi - lo);
-    else
+    else if (act == FfnActivation::kGeluTanh)
       kernels::gelu_mul(gate + lo, up + lo, gate + lo, hi - lo);
+    else
+      kernels::swiglu_oai(gate + lo, up + lo, gate + lo, hi - lo);
   });
 }
 
 // A gated FFN over n rows of x (stride E): out = down(act(gate x) * up x), with gate / up
 // results [n x F] in gbuf / ubuf. The dense FFN, every routed expert and the shared expert.
+// Optional biases of the three FFN products (gpt-oss's experts): [F], [F], [E].
+struct FfnBias {
+  const float* gate = nullptr;
+  const float* up = nullptr;
+  const float* down = nullptr;
+};
+
+// y[t] += b for n rows of `width` (stride width); nothing when b is null.
+void add_rows(float* y, const float* b, int64_t n, int64_t width, ThreadPool& pool) {
+  if (b == nullptr) return;
+  pool.parallel_for(n, [&](int64_t lo, int64_t hi) {
+    for (int64_t t = lo; t < hi; ++t) kernels::add_inplace(y + t * width, b, width);
+  });
+}
+
 void gated_ffn(const ForwardScratch& s, FfnActivation act, const kernels::WeightMatrix& gate,
                const kernels::WeightMatrix& up, const kernels::WeightMatrix& down, const float* x,
-               int64_t n, int64_t E, int64_t F, float* gbuf, float* ubuf, float* out, ThreadPool& pool) {
+               int64_t n, int64_t E, int64_t F, float* gbuf, float* ubuf, float* out, ThreadPool& pool,
+               const FfnBias& bias = {}) {
   mm(s, gate, x, n, E, gbuf, F, pool);
   mm(s, up, x, n, E, ubuf, F, pool);
+  add_rows(gbuf, bias.gate, n, F, pool);
+  add_rows(ubuf, bias.up, n, F, pool);
   glu(act, gbuf, ubuf, n * F, pool);
   mm(s, down, gbuf, n, F, out, E, pool);
+  add_rows(out, bias.down, n, E, pool);
 }
 
 }  // namespace
@@ -148,6 +169,7 @@ void Model::output_residual(int32_t il, int64_t n, const float* in, int64_t cols
   const LayerWeights& L = weights_.layers[il];
   const int64_t E = c.n_embd;
   mm(s, L.wo, in, n, cols, s.proj.data(), E, pool);
+  add_rows(s.proj.data(), L.bo, n, E, pool);
   pool.parallel_for(n, [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
       float* o = s.proj.data() + t * E;
@@ -165,6 +187,7 @@ kernels::AttentionParams Model::attention_params(int32_t il) const {
   ap.head_dim = c.head_dim;
   ap.scale = c.attn_scale;
   ap.window = c.layer_is_local(il) ? c.sliding_window : 0;
+  ap.sinks = weights_.layers[il].attn_sinks;
   return ap;
 }
 
@@ -263,6 +286,7 @@ void Model::route(int32_t il, int64_t n, ForwardScratch& s, ThreadPool& pool) co
   // when the experts are grouped; ties go to the lower id. Their unbiased scores, renormalized
   // (clamped as llama.cpp does) when expert_weights_norm and scaled, weigh their outputs.
   mm(s, L.gate_inp, s.xn.data(), n, E, s.router.data(), X, pool);
+  add_rows(s.router.data(), L.gate_inp_b, n, X, pool);
   const int64_t G = c.n_expert_groups > 1 ? c.n_expert_groups : 1, per_group = X / G;
   pool.parallel_for(n, [&](int64_t b, int64_t e) {
     std::vector<int32_t> ids(static_cast<size_t>(X)), gids(static_cast<size_t>(G));
@@ -338,8 +362,11 @@ void Model::moe_ffn(int32_t il, int64_t n, ForwardScratch& s, ThreadPool& pool) 
     for (int32_t i = 0; i < cnt; ++i)
       std::memcpy(s.moe_x.data() + i * E, s.xn.data() + s.routed_token[r0 + i] * E,
                   static_cast<size_t>(E) * sizeof(float));
+    FfnBias bias;
+    if (L.gate_exps_b != nullptr)
+      bias = FfnBias{L.gate_exps_b + x * FX, L.up_exps_b + x * FX, L.down_exps_b + x * E};
     gated_ffn(s, c.ffn_act, L.gate_exps.at(x), L.up_exps.at(x), L.down_exps.at(x), s.moe_x.data(), cnt, E,
-              FX, s.moe_gate.data(), s.moe_up.data(), s.moe_out.data(), pool);
+              FX, s.moe_gate.data(), s.moe_up.data(), s.moe_out.data(), pool, bias);
     for (int32_t i = 0; i < cnt; ++i) {
       float* dst = s.proj.data() + s.routed_token[r0 + i] * E;
       const float* src = s.moe_out.data() + i * E;

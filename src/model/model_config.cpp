@@ -19,8 +19,10 @@ Arch parse_arch(const std::string& a) {
   if (a == "qwen2moe") return Arch::kQwen2Moe;
   if (a == "deepseek2") return Arch::kDeepseek2;
   if (a == "glm4moe") return Arch::kGlm4Moe;
+  if (a == "gpt-oss") return Arch::kGptOss;
   fail("unsupported architecture '", a,
-       "' (general.architecture); supported: llama, qwen2, qwen3, gemma3, qwen3moe, qwen2moe, deepseek2, glm4moe");
+       "' (general.architecture); supported: llama, qwen2, qwen3, gemma3, qwen3moe, qwen2moe, deepseek2, glm4moe, "
+       "gpt-oss");
 }
 
 // An optional integer key in [lo, hi] (def when absent), checked before narrowing.
@@ -253,6 +255,20 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
       c.qk_norm = f.find_tensor("blk.0.attn_q_norm.weight") != nullptr;
       c.ffn_norm_name = "post_attention_norm";
       break;
+    case Arch::kGptOss: {
+      // gpt-oss: neox RoPE (YaRN from metadata, on every layer), attention sinks, q/k/v/o biases,
+      // sliding-window and full layers alternating (llama.cpp's default pattern 2: layer il is
+      // windowed when il % n < n - 1), the norm before the FFN stored as post_attention_norm, and
+      // the clamped SwiGLU in the experts.
+      c.rope_layout = kernels::RopeLayout::kNeox;
+      c.ffn_norm_name = "post_attention_norm";
+      c.ffn_act = FfnActivation::kSwigluOai;
+      TRIAD_CHECK(c.sliding_window > 0, "model metadata '", p, "attention.sliding_window' is missing (gpt-oss)");
+      const int32_t pattern = int_in(f, p + "attention.sliding_window_pattern", 2, 1, 4096);
+      for (int32_t il = 0; il < c.n_layers; ++il) c.layer_uses_window[il] = il % pattern < pattern - 1 ? 1 : 0;
+      c.rope_base_local = static_cast<float>(f.get_float(p + "rope.freq_base_swa", c.rope_base));
+      break;
+    }
     case Arch::kGemma3:
       c.rope_layout = kernels::RopeLayout::kNeox;
       c.qk_norm = true;
@@ -272,6 +288,7 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
   const int64_t n_expert = f.get_int(p + "expert_count", 0);
   // (deepseek2 without experts: every layer dense, as llama.cpp allows.)
   const bool moe_arch = c.arch == Arch::kQwen3Moe || c.arch == Arch::kQwen2Moe || c.arch == Arch::kGlm4Moe ||
+                        c.arch == Arch::kGptOss ||
                         ((c.arch == Arch::kLlama || c.arch == Arch::kDeepseek2) && n_expert > 0);
   if (!moe_arch) {
     TRIAD_CHECK(n_expert == 0, "model metadata '", p, "expert_count' = ", n_expert, ": ", c.arch_name,
@@ -291,7 +308,8 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
     // llama.cpp's graphs: qwen3moe and Mixtral always renormalize the top-k weights (Mixtral's
     // softmax over the chosen logits is the same thing), qwen2moe never does; qwen2moe adds a
     // shared expert of expert_shared_feed_forward_length (default n_ff).
-    c.expert_weights_norm = c.arch == Arch::kQwen3Moe || c.arch == Arch::kLlama;
+    // (gpt-oss takes the softmax over the k chosen router logits: the same weights.)
+    c.expert_weights_norm = c.arch == Arch::kQwen3Moe || c.arch == Arch::kLlama || c.arch == Arch::kGptOss;
     if (c.arch == Arch::kQwen2Moe) {
       c.n_ff_shexp = f.has(p + "expert_shared_feed_forward_length")
                          ? positive_int(f, p + "expert_shared_feed_forward_length", kMaxDim)

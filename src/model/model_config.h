@@ -2,7 +2,7 @@
 // "hparams"). Run-time choices (threads, context size) live elsewhere.
 //
 // One decoder-only transformer family covers llama (and Mixtral: llama with experts), qwen2, qwen3,
-// gemma3, qwen3moe, qwen2moe, deepseek2 (multi-head latent attention) and glm4moe; the
+// gemma3, qwen3moe, qwen2moe, deepseek2 (multi-head latent attention), glm4moe and gpt-oss; the
 // differences between them are the feature fields below, set per architecture in
 // model_config.cpp.
 #pragma once
@@ -16,11 +16,12 @@
 namespace triad {
 namespace gguf { class GgufFile; }
 
-enum class Arch { kLlama, kQwen2, kQwen3, kGemma3, kQwen3Moe, kQwen2Moe, kDeepseek2, kGlm4Moe };
+enum class Arch { kLlama, kQwen2, kQwen3, kGemma3, kQwen3Moe, kQwen2Moe, kDeepseek2, kGlm4Moe, kGptOss };
 
 enum class FfnActivation {
   kSilu,      // SwiGLU: silu(gate) * up   (llama, qwen)
   kGeluTanh,  // GeGLU:  gelu_tanh(gate) * up  (gemma)
+  kSwigluOai, // gpt-oss: clamped, min(gate, 7) * sigmoid(1.702 gate) * (clamp(up, +-7) + 1)
 };
 
 struct ModelConfig {

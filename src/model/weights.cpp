@@ -21,14 +21,16 @@ std::string dims_str(const gguf::TensorInfo& t) {
 }  // namespace
 
 const float* ModelWeights::vector_f32(const gguf::GgufFile& f, const std::string& name, int64_t n,
-                                      bool required) {
+                                      bool required, int64_t rows) {
   const gguf::TensorInfo* t = f.find_tensor(name);
   if (!t) {
     TRIAD_CHECK(!required, "model is missing tensor '", name, "'");
     return nullptr;
   }
-  TRIAD_CHECK(t->n_elements == static_cast<uint64_t>(n) && t->ne[0] == n, "tensor '", name,
-              "' has shape ", dims_str(*t), ", expected [", n, "]");
+  const bool shape_ok = rows == 1 ? t->n_elements == static_cast<uint64_t>(n) && t->ne[0] == n
+                                  : t->n_dims == 2 && t->ne[1] == rows && t->ne[0] * rows == n;
+  TRIAD_CHECK(shape_ok, "tensor '", name, "' has shape ", dims_str(*t), ", expected [",
+              rows == 1 ? std::to_string(n) : std::to_string(n / rows) + ", " + std::to_string(rows), "]");
   TRIAD_CHECK(t->type == DType::kF32 || t->type == DType::kF16 || t->type == DType::kBF16,
               "tensor '", name, "' has type ", dtype_name(t->type), ", expected F32, F16 or BF16");
   owned_.emplace_back(static_cast<size_t>(n));
@@ -206,6 +208,8 @@ ModelWeights ModelWeights::bind(const gguf::GgufFile& f, ModelConfig& c) {
       L.wk = w.matrix(f, b + "attn_k.weight", KV, E);
       L.wv = w.matrix(f, b + "attn_v.weight", KV, E);
       L.wo = w.matrix(f, b + "attn_output.weight", E, Q);
+      L.bo = w.vector_f32(f, b + "attn_output.bias", E, c.arch == Arch::kGptOss);
+      if (c.arch == Arch::kGptOss) L.attn_sinks = w.vector_f32(f, b + "attn_sinks.weight", c.n_heads, true);
       // Biases are optional in every family (qwen2 has them); bind whatever is present.
       L.bq = w.vector_f32(f, b + "attn_q.bias", Q, c.arch == Arch::kQwen2);
       L.bk = w.vector_f32(f, b + "attn_k.bias", KV, c.arch == Arch::kQwen2);
@@ -229,6 +233,12 @@ ModelWeights ModelWeights::bind(const gguf::GgufFile& f, ModelConfig& c) {
       L.gate_exps = w.experts(f, b, "gate", X, FX, E);
       L.up_exps = w.experts(f, b, "up", X, FX, E);
       L.down_exps = w.experts(f, b, "down", X, E, FX);
+      if (c.arch == Arch::kGptOss) {
+        L.gate_inp_b = w.vector_f32(f, b + "ffn_gate_inp.bias", X, true);
+        L.gate_exps_b = w.vector_f32(f, b + "ffn_gate_exps.bias", X * FX, true, X);
+        L.up_exps_b = w.vector_f32(f, b + "ffn_up_exps.bias", X * FX, true, X);
+        L.down_exps_b = w.vector_f32(f, b + "ffn_down_exps.bias", X * E, true, X);
+      }
       if (c.n_ff_shexp > 0) {
         const int64_t FS = c.n_ff_shexp;
         if (c.shexp_gated) L.gate_inp_shexp = w.vector_f32(f, b + "ffn_gate_inp_shexp.weight", E, true);

@@ -42,6 +42,8 @@ struct LayerWeights {
   const float* q_norm = nullptr;      // [head_dim] (qk_norm only)
   const float* k_norm = nullptr;      // [head_dim]
   kernels::WeightMatrix wo;           // [n_embd x q_dim]   (MLA: [n_embd x n_heads*v_head_dim])
+  const float* bo = nullptr;          // [n_embd] attn_output.bias (gpt-oss)
+  const float* attn_sinks = nullptr;  // [n_heads] sink logits (gpt-oss)
   // Multi-head latent attention (deepseek2) instead of wq / wk / wv:
   kernels::WeightMatrix wq_a;         // [q_lora_rank x n_embd]  (q_lora_rank > 0; else wq is
   const float* q_a_norm = nullptr;    // [q_lora_rank]            [n_heads*(qk_nope+rope) x n_embd])
@@ -58,6 +60,11 @@ struct LayerWeights {
   ExpertMatrices gate_exps, up_exps;  // n_expert x [n_ff_exp x n_embd]
   ExpertMatrices down_exps;           // n_expert x [n_embd x n_ff_exp]
   const float* exp_probs_b = nullptr;           // [n_expert] selection bias (deepseek2, optional)
+  const float* gate_inp_b = nullptr;            // [n_expert] router bias (gpt-oss)
+  // Per-expert biases (gpt-oss): [n_expert x n_ff_exp] for gate and up, [n_expert x n_embd] down.
+  const float* gate_exps_b = nullptr;
+  const float* up_exps_b = nullptr;
+  const float* down_exps_b = nullptr;
   const float* gate_inp_shexp = nullptr;        // [n_embd] (shared expert's gate; qwen2moe)
   kernels::WeightMatrix gate_shexp, up_shexp;   // [n_ff_shexp x n_embd]
   kernels::WeightMatrix down_shexp;             // [n_embd x n_ff_shexp]
@@ -92,7 +99,9 @@ struct ModelWeights {
  private:
   std::vector<AlignedBuffer<float>> owned_;  // converted vectors
   std::vector<AlignedBuffer<uint8_t>> owned_bytes_;  // matrices made at load time
-  const float* vector_f32(const gguf::GgufFile& f, const std::string& name, int64_t n, bool required);
+  // n f32 values of a 1-D tensor, or with rows > 1 of a 2-D [n / rows, rows] one.
+  const float* vector_f32(const gguf::GgufFile& f, const std::string& name, int64_t n, bool required,
+                          int64_t rows = 1);
   kernels::WeightMatrix matrix(const gguf::GgufFile& f, const std::string& name, int64_t rows,
                                int64_t cols);
   // A 3-D tensor [cols, rows, n] as n matrices.

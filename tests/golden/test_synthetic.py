@@ -3,7 +3,8 @@
 Models come from tests/reference/make_synthetic.py (llama, llama with a sliding window, llama
 with partial rotary + linear rope scaling, llama with YaRN, qwen2, qwen3, gemma3, qwen3moe, qwen2moe,
 Mixtral in its stacked and per-expert tensor layouts, deepseek2 (latent attention) shaped like V3 and
-like V2-Lite, glm4moe, and the llama weights stored
+like V2-Lite, glm4moe, gpt-oss (sinks, alternating windows, clamped SwiGLU), and the llama weights
+stored
 as every weight type). Every test runs 80 tokens (longer than the 10-12 token sliding windows)
 at positions 0..79 through `triad eval-logits`, in one forward call, in calls of 7 tokens, and
 one token at a time (the decode path through the KV cache), and compares with the reference.
@@ -47,7 +48,8 @@ def sequence() -> list:
 
 
 F32_MODELS = ["llama", "llama_swa", "llama_rope", "qwen2", "qwen3", "gemma3", "llama_f16", "qwen3moe",
-              "qwen2moe", "mixtral", "mixtral_split", "deepseek2", "deepseek2_lite", "glm4moe", "llama_yarn"]
+              "qwen2moe", "mixtral", "mixtral_split", "deepseek2", "deepseek2_lite", "glm4moe", "gpt-oss",
+              "llama_yarn"]
 QUANT_MODELS = ["llama_q8_0", "llama_q4_0", "llama_q4_1", "llama_q5_0", "llama_q5_1",
                 "llama_q4_k", "llama_q5_k", "llama_q6_k", "gemma3_q4_k_m"]
 
@@ -73,7 +75,8 @@ def test_f32_logits(synthetic_dir, name, chunk):
         f"{name} chunk={chunk}: {gu.describe(m)} (tolerance {F32_TOL})"
 
 
-@pytest.mark.parametrize("name,chunk", [("gemma3", 5), ("llama", None), ("qwen3moe", 7), ("deepseek2", 7)])
+@pytest.mark.parametrize("name,chunk", [("gemma3", 5), ("llama", None), ("qwen3moe", 7), ("deepseek2", 7),
+                                        ("gpt-oss", 3)])
 def test_f32_two_threads(synthetic_dir, name, chunk):
     got, ref = _logits_pair(synthetic_dir, name, chunk, threads=2)
     m = gu.compare_logits(got, ref)
@@ -257,6 +260,33 @@ def test_glm4moe_needs_its_selection_bias(tmp_path):
     assert rc != 0 and "missing tensor 'blk.2.exp_probs_b.bias'" in err, err[-2000:]
 
 
+@pytest.mark.parametrize("tag,edit,message", [
+    ("no_sinks", lambda w: w.pop("blk.3.attn_sinks.weight"), "missing tensor 'blk.3.attn_sinks.weight'"),
+    ("no_expert_bias", lambda w: w.pop("blk.0.ffn_up_exps.bias"), "missing tensor 'blk.0.ffn_up_exps.bias'"),
+    ("expert_bias_shape", lambda w: w.update({"blk.1.ffn_down_exps.bias": w["blk.1.ffn_down_exps.bias"][:3]}),
+     "'blk.1.ffn_down_exps.bias' has shape [128, 3], expected [128, 4]"),
+    ("no_o_bias", lambda w: w.pop("blk.2.attn_output.bias"), "missing tensor 'blk.2.attn_output.bias'"),
+])
+def test_gpt_oss_bad_model_is_a_clear_load_error(tmp_path, tag, edit, message):
+    rc, err = _load_error(tmp_path, _deepseek_variant(tmp_path, tag, None, edit, name="gpt-oss"))
+    assert rc != 0 and message in err, err[-2000:]
+
+
+def test_gpt_oss_mxfp4_experts(synthetic_dir, tmp_path):
+    """gpt-oss ships its experts in MXFP4: `triad quantize ... MXFP4_MOE` writes them so (the rest
+    Q8_0), and the logits follow the reference on the same blocks with the engine's activation
+    rounding emulated (routing flips would otherwise dominate: without it rows move by ~0.35)."""
+    path = str(tmp_path / "gpt-oss-mxfp4.gguf")
+    subprocess.run([gu.triad_bin(), "quantize", os.path.join(synthetic_dir, "gpt-oss.gguf"), path, "MXFP4_MOE"],
+                   check=True, capture_output=True, timeout=120)
+    toks = sequence()
+    assert gu.reference_model(path).tensor_types["blk.0.ffn_up_exps.weight"] == "MXFP4"
+    ref = gu.ref_logits(path, toks, act_quant=True)
+    for chunk in (None, 1):
+        _check_loose(f"gpt-oss MXFP4_MOE chunk={chunk}",
+                     gu.compare_logits(gu.eval_logits(path, toks, ref.shape[1], chunk=chunk), ref), QUANT_TOL)
+
+
 def test_mixtral_layouts_compute_the_same(synthetic_dir):
     """mixtral.gguf and mixtral_split.gguf hold the same weights in the two tensor layouts: the
     logits must be bitwise equal (the layout changes only where each expert's bytes are)."""
@@ -310,7 +340,7 @@ def test_dense_arch_with_experts_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["llama", "llama_swa", "qwen2", "qwen3", "gemma3", "qwen3moe", "qwen2moe",
-                                  "mixtral_split", "deepseek2", "deepseek2_lite", "glm4moe"])
+                                  "mixtral_split", "deepseek2", "deepseek2_lite", "glm4moe", "gpt-oss"])
 def test_greedy_run(synthetic_dir, name):
     """`triad run --temp 0` follows the reference's greedy path (F32: only an exact tie within
     1e-4 of the row's scale may make them part)."""

@@ -9,6 +9,7 @@
 // out by hand, and argument checks are exercised.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -284,6 +285,30 @@ TEST(OpsArguments, BadShapesThrow) {
   EXPECT_THROW(rope(buf.data(), 1, 8, 0, rp), Error);
   EXPECT_THROW(rmsnorm(buf.data(), nullptr, 1e-5f, buf.data(), 0), Error);
   EXPECT_THROW(softmax(buf.data(), -1), Error);
+}
+
+}  // namespace
+}  // namespace triad::kernels
+
+namespace triad::kernels {
+namespace {
+
+// gpt-oss's clamped SwiGLU against its definition in double precision, across the clamps.
+TEST(SwigluOai, MatchesDefinition) {
+  std::vector<float> g, u;
+  for (float x = -12.f; x <= 12.f; x += 0.37f) {
+    g.push_back(x);
+    u.push_back(-x * 0.9f);
+  }
+  g.push_back(7.f);
+  u.push_back(7.f);
+  std::vector<float> out(g.size());
+  swiglu_oai(g.data(), u.data(), out.data(), static_cast<int64_t>(g.size()));
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double x = std::min<double>(g[i], 7.0), y = std::clamp<double>(u[i], -7.0, 7.0);
+    const double want = x / (1.0 + std::exp(-1.702 * x)) * (y + 1.0);
+    EXPECT_NEAR(out[i], want, 1e-5 * std::max(1.0, std::fabs(want))) << "gate " << g[i] << " up " << u[i];
+  }
 }
 
 }  // namespace

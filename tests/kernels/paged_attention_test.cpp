@@ -84,6 +84,7 @@ struct Case {
   std::vector<SeqSpec> seqs;
   double rtol = 1e-5, atol = 1e-6;
   bool v_is_k = false;  // latent attention: the V pool is the K pool (V = each key row)
+  bool sinks = false;   // per-head sink logits (gpt-oss), some far above and below the scores
 };
 
 // A paged pool for one layer with every sequence's K/V rows stored at shuffled block ids.
@@ -91,6 +92,7 @@ struct Fixture {
   AttentionParams p;
   PagedKvLayer kv;
   std::vector<uint8_t> kmem, vmem;
+  std::vector<float> sink_logits;
   int64_t kv_dim = 0;
   std::vector<SeqSpec> specs;
   std::vector<std::vector<int32_t>> tables;  // full tables (no kNoBlock)
@@ -108,6 +110,12 @@ struct Fixture {
     p.scale = 1.f / std::sqrt(static_cast<float>(c.head_dim));
     p.window = c.window;
     p.softcap = c.softcap;
+    if (c.sinks) {
+      sink_logits = random_vec(rng, static_cast<size_t>(c.n_heads), -3.f, 3.f);
+      sink_logits[0] = 40.f;   // dominates: the output shrinks toward 0
+      sink_logits[1] = -60.f;  // negligible
+      p.sinks = sink_logits.data();
+    }
     kv_dim = static_cast<int64_t>(c.n_kv_heads) * c.head_dim;
     specs = c.seqs;
     kv.k_type = c.kt;
@@ -338,6 +346,11 @@ std::vector<Case> make_cases() {
        .softcap = 50.f,
        .seqs = kMix});
   add({.name = "hd64_mqa_threads1", .n_heads = 4, .n_kv_heads = 1, .threads = 1, .seqs = kMix});
+  // Attention sinks (gpt-oss): with a window, and a long decode split into segments (the sink
+  // joins in the merge).
+  add({.name = "sinks_gqa_win", .n_heads = 8, .n_kv_heads = 2, .window = 37, .seqs = kMix, .sinks = true});
+  add({.name = "sinks_long_decode_split", .n_heads = 4, .n_kv_heads = 1, .kt = DType::kQ8_0,
+       .seqs = {{1500, 1}, {600, 3}}, .sinks = true});
   // Latent attention (DeepSeek MLA, absorbed): one KV head whose rows are both K and V.
   for (DType t : {DType::kF16, DType::kQ8_0, DType::kBF16, DType::kF8_E4M3}) {
     add({.name = std::string("latent_v_is_k_hd96_") + short_name(t), .n_heads = 8, .n_kv_heads = 1,

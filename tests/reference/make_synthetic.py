@@ -38,6 +38,10 @@ token types, bos 1, eos 2):
                     dims (neox), q/k/v biases and QK norm, the pre-FFN norm as post_attention_norm,
                     8 experts of FFN 32 (3 used) scored by sigmoid (no gating key: the default)
                     with a selection bias, renormalized, scaled by 2.5, one ungated shared expert
+  gpt-oss.gguf      gpt-oss: 128 wide, 4 layers alternating sliding-window (10, even layers) and
+                    full, 8/2 heads of 16, YaRN x8 over an original context of 32, q/k/v/o biases,
+                    attention sinks (one head's far above its scores), 4 experts of FFN 64 (2
+                    used) with router and expert biases, gate/up scaled so the SwiGLU clamps at 7
   llama_yarn.gguf   llama_rope.gguf's shape with YaRN x4 over an original context of 32 instead
                     of linear scaling
   llama_<type>.gguf llama.gguf with every 2-D weight stored as <type>: f16, bf16, q8_0, q4_0,
@@ -183,6 +187,8 @@ SPECS = [
     Spec("glm4moe", "glm4moe", 112, 128, 3, 4, 2, 48, 160, tied=False, rope_base=1e6, rope_dims=24,
          biases=True, eps=1e-5, n_expert=8, n_expert_used=3, n_ff_exp=32, n_ff_shexp=32, dense_lead=1,
          n_shared=1, w_norm=True, w_scale=2.5, nextn=1),
+    Spec("gpt-oss", "gpt-oss", 113, 128, 4, 8, 2, 16, 64, tied=False, rope_base=150000.0, biases=True,
+         window=10, n_expert=4, n_expert_used=2, n_ff_exp=64, yarn=(8.0, 32, 0.0)),
     Spec("llama_yarn", "llama", 103, 128, 2, 4, 4, 32, 256, tied=False, rope_base=50000.0,
          rope_dims=16, yarn=(4.0, 32, 0.0)),
     Spec("mixtral", "llama", 109, 128, 2, 8, 2, 16, 96, tied=False, rope_base=1e6, n_expert=4,
@@ -234,19 +240,27 @@ def make_weights(s: Spec) -> dict:
             w[p + "attn_q_norm.weight"] = norm(s.head_dim)
             w[p + "attn_k_norm.weight"] = norm(s.head_dim)
         w[p + "attn_output.weight"] = mat(s.n_embd, qd)
+        if s.arch == "gpt-oss":
+            w[p + "attn_output.bias"] = vec(s.n_embd, 0.2)
+            sinks = vec(s.n_head, 1.0)
+            sinks[0] = 6.0  # above most of its scores: a large share of the softmax
+            w[p + "attn_sinks.weight"] = sinks
         if s.arch == "gemma3":
             w[p + "post_attention_norm.weight"] = norm(s.n_embd)
-        w[p + ("post_attention_norm.weight" if s.arch == "glm4moe" else "ffn_norm.weight")] = norm(s.n_embd)
+        w[p + ("post_attention_norm.weight" if s.arch in ("glm4moe", "gpt-oss") else "ffn_norm.weight")] = norm(s.n_embd)
         if s.n_expert and il >= s.dense_lead:
             router = mat(s.n_expert, s.n_embd, 3.0)
             router[-1] = router[-2]  # exact ties between the last two experts
             w[p + "ffn_gate_inp.weight"] = router
+            if s.arch == "gpt-oss":
+                w[p + "ffn_gate_inp.bias"] = vec(s.n_expert, 0.5)
             if s.arch == "glm4moe":
                 bias = vec(s.n_expert, 0.05)
                 bias[-1] = bias[-2]
                 w[p + "exp_probs_b.bias"] = bias
-            gate = [mat(s.n_ff_exp, s.n_embd) for _ in range(s.n_expert)]
-            up = [mat(s.n_ff_exp, s.n_embd) for _ in range(s.n_expert)]
+            big = 8.0 if s.arch == "gpt-oss" else 1.0  # gate / up beyond the SwiGLU clamp at 7
+            gate = [mat(s.n_ff_exp, s.n_embd, big) for _ in range(s.n_expert)]
+            up = [mat(s.n_ff_exp, s.n_embd, big) for _ in range(s.n_expert)]
             down = [mat(s.n_embd, s.n_ff_exp) for _ in range(s.n_expert)]
             if s.split_experts:
                 for e in range(s.n_expert):
@@ -256,7 +270,11 @@ def make_weights(s: Spec) -> dict:
             else:
                 w[p + "ffn_gate_exps.weight"] = np.stack(gate)
                 w[p + "ffn_up_exps.weight"] = np.stack(up)
-                w[p + "ffn_down_exps.weight"] = np.stack(down)
+                w[p + "ffn_down_exps.weight"] = np.stack(down) / big
+            if s.arch == "gpt-oss":
+                w[p + "ffn_gate_exps.bias"] = np.stack([vec(s.n_ff_exp, 1.0) for _ in range(s.n_expert)])
+                w[p + "ffn_up_exps.bias"] = np.stack([vec(s.n_ff_exp, 1.0) for _ in range(s.n_expert)])
+                w[p + "ffn_down_exps.bias"] = np.stack([vec(s.n_embd, 0.2) for _ in range(s.n_expert)])
             if s.n_ff_shexp:
                 if s.arch == "qwen2moe":
                     w[p + "ffn_gate_inp_shexp.weight"] = vec(s.n_embd, 2.0 / np.sqrt(s.n_embd))

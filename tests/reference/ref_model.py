@@ -42,7 +42,7 @@ from gguf.quants import dequantize
 # Metadata and weights
 # ----------------------------------------------------------------------------------------------
 
-SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "gemma3", "qwen3moe", "qwen2moe", "deepseek2", "glm4moe")
+SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "gemma3", "qwen3moe", "qwen2moe", "deepseek2", "glm4moe", "gpt-oss")
 
 
 def read_metadata(reader: GGUFReader) -> dict:
@@ -118,6 +118,9 @@ class RefConfig:
     kv_lora_rank: int = 0
     qk_nope: int = 0
     yarn: tuple | None = None  # (factor, orig_ctx, cos/sin scale) for rope()
+    # gpt-oss (GptOssMLP / GptOssExperts): router with bias, top-k of the logits, softmax over
+    # those k; experts with biases and the clamped SwiGLU; attention sinks per head.
+    oai_moe: bool = False
     ffn_norm: str = "ffn_norm"  # the pre-FFN norm (Glm4MoeDecoderLayer's post_attention_layernorm
                                 # is stored as post_attention_norm)
 
@@ -188,9 +191,19 @@ def config_from_metadata(md: dict, tensors: dict) -> RefConfig:
         return _deepseek2_config(md, a, n_vocab=n_vocab, n_embd=n_embd, n_layer=n_layer, n_head=n_head,
                                  n_ff=n_ff, eps=eps, rope_base=rope_base, bos=bos, eos=eos)
     local = tuple(window > 0 for _ in range(n_layer))
+    rope_base_local = rope_base
+    if arch == "gpt-oss":
+        # layer_types: sliding_attention on even layers, full on odd ones.
+        local = tuple(window > 0 and il % 2 == 0 for il in range(n_layer))
+        rope_base_local = float(_get(md, f"{a}.rope.freq_base_swa", rope_base))
     moe = {}
     n_expert = int(_get(md, f"{a}.expert_count", 0))
-    if arch == "glm4moe":
+    if arch == "gpt-oss":
+        moe = dict(n_expert=int(_get(md, f"{a}.expert_count", required=True)),
+                   n_expert_used=int(_get(md, f"{a}.expert_used_count", required=True)),
+                   n_ff_exp=int(_get(md, f"{a}.expert_feed_forward_length", required=True)),
+                   oai_moe=True, ffn_norm="post_attention_norm")
+    elif arch == "glm4moe":
         # Glm4MoeMoE: sigmoid router with e_score_correction_bias (exp_probs_b), n_group groups,
         # top_k, norm_topk_prob, routed_scaling_factor, n_shared_experts ungated; the first
         # first_k_dense_replace layers dense. (No expert_gating_func key means sigmoid, as
@@ -222,7 +235,7 @@ def config_from_metadata(md: dict, tensors: dict) -> RefConfig:
         arch=arch, n_vocab=n_vocab, n_embd=n_embd, n_layer=n_layer, n_head=n_head,
         n_head_kv=n_head_kv, head_dim=head_dim, head_dim_v=head_dim_v, n_ff=n_ff, eps=eps,
         rope_dims=rope_dims, rope_layout="normal" if arch == "llama" else "neox",
-        rope_base=rope_base, rope_base_local=rope_base, rope_linear_factor=factor,
+        rope_base=rope_base, rope_base_local=rope_base_local, rope_linear_factor=factor,
         sliding_window=window, local_layers=local, attn_scale=1.0 / math.sqrt(head_dim),
         bos_id=bos, eos_id=eos, yarn=yarn, **moe)
 
@@ -361,7 +374,7 @@ def rope(x: np.ndarray, positions: np.ndarray, rot_dims: int, base: float, layou
 
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, q_pos: np.ndarray, k_pos: np.ndarray,
-              scale: float, window: int = 0) -> np.ndarray:
+              scale: float, window: int = 0, sinks: np.ndarray | None = None) -> np.ndarray:
     """Causal multi-head attention with grouped KV heads.
 
     q [T, Hq, D], k [S, Hkv, D], v [S, Hkv, Dv]; query head h uses kv head h // (Hq / Hkv).
@@ -383,9 +396,14 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, q_pos: np.ndarray, k_
         kh = h // group
         s = (q[:, h, :] @ k[:, kh, :].T) * scale             # [T, S]
         s = np.where(visible, s, -np.inf)
+        if sinks is not None:
+            # GptOssAttention: the head's sink logit is one more softmax column, then dropped.
+            s = np.concatenate([s, np.full((n_q, 1), float(sinks[h]))], axis=1)
         s = s - s.max(axis=1, keepdims=True)
         p = np.exp(s)
         p /= p.sum(axis=1, keepdims=True)
+        if sinks is not None:
+            p = p[:, :-1]
         out[:, h, :] = p @ v[:, kh, :]
     return out
 
@@ -627,6 +645,17 @@ class RefModel:
             y = y + b.astype(np.float64)
         return y
 
+    def _expert_mm(self, x: np.ndarray, name: str, e: int) -> np.ndarray:
+        """x [T, n_in] @ expert e's matrix of the stacked tensor `name`, with the activation
+        rounding the engine applies for the tensor's type when act_quant is set."""
+        if self.act_quant:
+            ttype = self.tensor_types[name]
+            if ttype == "BF16":
+                x = round_activations_bf16(x)
+            elif ttype not in ("F32", "F16", "F64"):
+                x = quantize_activations_q8(x)
+        return _matmul_t(x, self.w[name][e])
+
     def _moe(self, h: np.ndarray, p: str, il: int) -> np.ndarray:
         """The sparse MoE block (Qwen3Moe / Qwen2Moe / MixtralSparseMoeBlock): per token, p = softmax(router(h)); the n_expert_used experts with
         the largest p (equal p: the lower expert index first); weights p_e, divided by their sum
@@ -634,6 +663,8 @@ class RefModel:
         decision is appended to self.moe_trace as (layer, token row, probs, chosen ids)."""
         c = self.cfg
         logits = _matmul_t(h, self.w[p + "ffn_gate_inp.weight"])
+        if c.oai_moe:
+            return self._oai_moe(h, p, il, logits + self.w[p + "ffn_gate_inp.bias"].astype(np.float64))
         if c.gating_sigmoid:
             probs = 1.0 / (1.0 + np.exp(-logits))
         else:
@@ -641,8 +672,6 @@ class RefModel:
             probs = np.exp(z) / np.exp(z).sum(axis=-1, keepdims=True)
         bias = self._opt(p + "exp_probs_b.bias")
         choice = probs + (bias.astype(np.float64) if bias is not None else 0.0)
-        gate, up, down = (self.w[p + n] for n in ("ffn_gate_exps.weight", "ffn_up_exps.weight",
-                                                  "ffn_down_exps.weight"))
         out = np.zeros_like(h, dtype=np.float64)
         for t in range(h.shape[0]):
             sc = choice[t].copy()
@@ -665,15 +694,36 @@ class RefModel:
             w = w * c.w_scale
             self.moe_trace.append((il, t, probs[t].copy(), list(chosen)))
             for e, we in zip(chosen, w):
-                a = silu(_matmul_t(h[t:t + 1], gate[e])) * _matmul_t(h[t:t + 1], up[e])
-                out[t] += we * _matmul_t(a, down[e])[0]
+                a = silu(self._expert_mm(h[t:t + 1], p + "ffn_gate_exps.weight", e)) * \
+                    self._expert_mm(h[t:t + 1], p + "ffn_up_exps.weight", e)
+                out[t] += we * self._expert_mm(a, p + "ffn_down_exps.weight", e)[0]
         if c.n_ff_shexp:
-            a = silu(_matmul_t(h, self.w[p + "ffn_gate_shexp.weight"])) * _matmul_t(h, self.w[p + "ffn_up_shexp.weight"])
-            shared = _matmul_t(a, self.w[p + "ffn_down_shexp.weight"])
+            a = silu(self._linear(h, p + "ffn_gate_shexp.weight")) * self._linear(h, p + "ffn_up_shexp.weight")
+            shared = self._linear(a, p + "ffn_down_shexp.weight")
             if c.shexp_gated:
                 gate = 1.0 / (1.0 + np.exp(-(h @ self.w[p + "ffn_gate_inp_shexp.weight"].astype(np.float64))))
                 shared = gate[:, None] * shared
             out = out + shared
+        return out
+
+    def _oai_moe(self, h: np.ndarray, p: str, il: int, logits: np.ndarray) -> np.ndarray:
+        """GptOssMLP: the top-k router logits (equal ones: the lower index first), softmax over
+        those k; each expert gate = h W_g + b_g, up = h W_u + b_u, clamped SwiGLU
+        min(gate, 7) * sigmoid(1.702 min(gate, 7)) * (clamp(up, -7, 7) + 1), down with its bias."""
+        c = self.cfg
+        gb, ub, db = (self.w[p + n].astype(np.float64) for n in ("ffn_gate_exps.bias", "ffn_up_exps.bias",
+                                                                 "ffn_down_exps.bias"))
+        out = np.zeros_like(h, dtype=np.float64)
+        for t in range(h.shape[0]):
+            chosen = sorted(range(c.n_expert), key=lambda e: (-logits[t, e], e))[:c.n_expert_used]
+            z = logits[t, chosen] - logits[t, chosen].max()
+            w = np.exp(z) / np.exp(z).sum()
+            self.moe_trace.append((il, t, logits[t].copy(), list(chosen)))
+            for e, we in zip(chosen, w):
+                g = np.minimum(self._expert_mm(h[t:t + 1], p + "ffn_gate_exps.weight", e)[0] + gb[e], 7.0)
+                u = np.clip(self._expert_mm(h[t:t + 1], p + "ffn_up_exps.weight", e)[0] + ub[e], -7.0, 7.0)
+                a = g / (1.0 + np.exp(-1.702 * g)) * (u + 1.0)
+                out[t] += we * (self._expert_mm(a[None, :], p + "ffn_down_exps.weight", e)[0] + db[e])
         return out
 
     def output_matrix_name(self) -> str:
@@ -727,7 +777,7 @@ class RefModel:
                 cache.v[il] = np.concatenate([cache.v[il], v], axis=0)
             kpos = np.arange(cache.k[il].shape[0])
             att = attention(q, cache.k[il], cache.v[il], pos, kpos, c.attn_scale,
-                            c.sliding_window if local else 0)
+                            c.sliding_window if local else 0, self._opt(p + "attn_sinks.weight"))
             o = self._linear(att.reshape(n, c.n_head * c.head_dim_v), p + "attn_output.weight")
             if c.post_norms:
                 o = rms_norm(o, self.w[p + "post_attention_norm.weight"], c.eps)

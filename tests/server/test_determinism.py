@@ -25,15 +25,17 @@ from test_openai_sdk import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
 TYPES = ["F16", "Q8_0", "Q6_K", "Q5_K_M", "Q5_1", "Q5_0", "Q4_K_M", "Q4_1", "Q4_0", "IQ4_NL", "IQ4_XS",
-         "Q3_K_M", "Q2_K", "MXFP4_MOE", "BF16", "FP8", "INT8", "QWEN3MOE", "QWEN2MOE", "DEEPSEEK2"]
+         "Q3_K_M", "Q2_K", "MXFP4_MOE", "BF16", "FP8", "INT8", "QWEN3MOE", "QWEN2MOE", "DEEPSEEK2",
+         "GPT-OSS"]
 # QWEN3MOE: the mixture-of-experts synthetic model of the golden tests (tests/reference/
 # make_synthetic.py: 8 experts, 2 per token, F32), whose tokens are grouped by expert in every step.
 # DEEPSEEK2: the latent-attention model (grouped sigmoid routing, one latent KV row per token).
-VOCAB = {"QWEN3MOE": 512, "QWEN2MOE": 512, "DEEPSEEK2": 512}
+# GPT-OSS: attention sinks, sliding-window layers (whose blocks are freed) between full ones.
+VOCAB = {"QWEN3MOE": 512, "QWEN2MOE": 512, "DEEPSEEK2": 512, "GPT-OSS": 512}
 # KV pools of about 256 tokens (qwen2moe's 2 layers of 2 x 16-wide KV heads take a third of the
 # others' bytes per token), so 16 requests of ~55 tokens must preempt.
 # deepseek2's 3 layers of one 64-value latent row take half of the tiny model's bytes per token.
-KV_MEMORY = {"QWEN2MOE": "64KiB", "DEEPSEEK2": "96KiB"}
+KV_MEMORY = {"QWEN2MOE": "64KiB", "DEEPSEEK2": "96KiB", "GPT-OSS": "96KiB"}
 ONLINE = {"FP8": "fp8_e4m3", "INT8": "int8"}  # converted from F16 at load (--weight-type)
 
 
@@ -48,7 +50,7 @@ def models(tmp_path_factory):
     out = {}
     sys.path.insert(0, str(ROOT / "tests" / "reference"))
     import make_synthetic
-    for name in ("qwen3moe", "qwen2moe", "deepseek2"):
+    for name in ("qwen3moe", "qwen2moe", "deepseek2", "gpt-oss"):
         spec = next(sp for sp in make_synthetic.SPECS if sp.name == name)
         out[name.upper()] = d / f"{name}.gguf"
         make_synthetic.write_model(str(out[name.upper()]), spec, make_synthetic.make_weights(spec), lambda n: "f32")

@@ -1,6 +1,7 @@
 // Scalar reference attention (see ops_ref.h): for each query row and head, a first pass over
 // all kv slots collects the scores of the visible ones (causal: kv_pos <= q_pos; window w > 0:
-// q_pos - kv_pos < w), a second forms exp(s - max) / sum and the weighted sum of V. Double
+// q_pos - kv_pos < w), a second forms exp(s - max) / sum and the weighted sum of V; a head's
+// sink logit, when given, adds exp(sink - max) to the sum only. Double
 // precision throughout; O(n_kv) scratch per query vector, no tiling, no threads.
 // Thread-safety: pure function.
 #include <cmath>
@@ -45,6 +46,16 @@ void attention(const AttentionParams& p, const float* q, int64_t n_q, int64_t q_
         sum += w;
         const float* vv = v + j * kv_stride + static_cast<int64_t>(g) * hd;
         for (int d = 0; d < hd; ++d) o[d] += w * vv[d];
+      }
+      if (p.sinks != nullptr && any) {  // the sink's weight joins the sum (with its own max)
+        const double sink = p.sinks[h];
+        if (sink > mx) {
+          const double r = std::exp(mx - sink);
+          for (int d = 0; d < hd; ++d) o[d] *= r;
+          sum = sum * r + 1.0;
+        } else {
+          sum += std::exp(sink - mx);
+        }
       }
       for (int d = 0; d < hd; ++d) ov[d] = any ? static_cast<float>(o[d] / sum) : 0.f;
     }
