@@ -15,8 +15,15 @@ With --shape qwen3moe-30b the model is a qwen3moe shaped like Qwen3-30B-A3B (hid
 heads of 128, 128 experts of FFN 768, 8 used per token, q/k norms, untied output), with 4 layers
 unless --layers says otherwise (48 in the real model): the MoE benchmark.
 
+With --shape deepseek2-lite the model is a deepseek2 shaped like DeepSeek-V2-Lite (hidden 2048,
+16 heads with multi-head latent attention: kv rank 512 + 64 rotary dims, q/k head 128 + 64,
+v head 128, no q LoRA, split attn_k_b / attn_v_b; the first layer dense with FFN 10944, then 64
+experts of FFN 1408 with 6 used by softmax, not renormalized, and 2 shared experts; YaRN x40
+over 4096 with yarn_log_multiplier 0.0707; vocab 102400), 4 layers unless --layers says
+otherwise (27 in the real model).
+
 usage: make_bench_model.py OUT.gguf --type f16|q8_0 [--layers N]
-                           [--shape qwen0.5b|qwen1.5b|tiny|qwen3moe-30b]
+                           [--shape qwen0.5b|qwen1.5b|tiny|qwen3moe-30b|deepseek2-lite]
 """
 import argparse
 import sys
@@ -32,8 +39,11 @@ except ImportError:
 SHAPES = {"qwen0.5b": (896, 24, 14, 2, 4864, 151936), "qwen1.5b": (1536, 28, 12, 2, 8960, 151936),
           # every row a multiple of 256, so each weight type applies without fallbacks (tests)
           "tiny": (256, 2, 4, 2, 512, 1024),
-          "qwen3moe-30b": (2048, 4, 32, 4, 6144, 151936)}
-MOE = {"qwen3moe-30b": dict(head_dim=128, n_expert=128, n_used=8, ffn_exp=768)}
+          "qwen3moe-30b": (2048, 4, 32, 4, 6144, 151936),
+          "deepseek2-lite": (2048, 4, 16, 1, 10944, 102400)}  # one latent KV head (MLA)
+MOE = {"qwen3moe-30b": dict(head_dim=128, n_expert=128, n_used=8, ffn_exp=768),
+       "deepseek2-lite": dict(head_dim=192, n_expert=64, n_used=6, ffn_exp=1408, shared=2, dense_lead=1,
+                              kv_rank=512, rope=64, v_head=128)}
 HIDDEN, LAYERS, HEADS, KV_HEADS, FFN, VOCAB = SHAPES["qwen0.5b"]
 
 
@@ -45,6 +55,31 @@ def vocab(n):
     toks += [f"<unused{i}>" for i in range(n - len(toks))]
     types += [5] * (n - len(types))
     return toks, [0.0] * len(toks), types
+
+
+def deepseek_layer(b, il, moe, mat, vec, w, rng):
+    """One deepseek2 layer: latent attention, then the dense FFN or routed + shared experts."""
+    R, D, V, H = moe["kv_rank"], moe["rope"], moe["v_head"], HEADS
+    mat(b + "attn_q.weight", H * moe["head_dim"], HIDDEN)
+    mat(b + "attn_kv_a_mqa.weight", R + D, HIDDEN)
+    vec(b + "attn_kv_a_norm.weight", R)
+    mat(b + "attn_k_b.weight", R, moe["head_dim"] - D, H)
+    mat(b + "attn_v_b.weight", V, R, H)
+    mat(b + "attn_output.weight", HIDDEN, H * V)
+    vec(b + "ffn_norm.weight", HIDDEN)
+    if il < moe["dense_lead"]:
+        mat(b + "ffn_gate.weight", FFN, HIDDEN)
+        mat(b + "ffn_up.weight", FFN, HIDDEN)
+        mat(b + "ffn_down.weight", HIDDEN, FFN)
+        return
+    w.add_tensor(b + "ffn_gate_inp.weight", rng.standard_normal((moe["n_expert"], HIDDEN), dtype=np.float32) * 0.02)
+    mat(b + "ffn_gate_exps.weight", moe["ffn_exp"], HIDDEN, moe["n_expert"])
+    mat(b + "ffn_up_exps.weight", moe["ffn_exp"], HIDDEN, moe["n_expert"])
+    mat(b + "ffn_down_exps.weight", HIDDEN, moe["ffn_exp"], moe["n_expert"])
+    fs = moe["ffn_exp"] * moe["shared"]
+    mat(b + "ffn_gate_shexp.weight", fs, HIDDEN)
+    mat(b + "ffn_up_shexp.weight", fs, HIDDEN)
+    mat(b + "ffn_down_shexp.weight", HIDDEN, fs)
 
 
 def main():
@@ -60,7 +95,8 @@ def main():
         a.layers = LAYERS
     rng = np.random.default_rng(0)
     moe = MOE.get(a.shape)
-    w = gguf.GGUFWriter(a.out, "qwen3moe" if moe else "qwen2")
+    ds = a.shape == "deepseek2-lite"
+    w = gguf.GGUFWriter(a.out, "deepseek2" if ds else "qwen3moe" if moe else "qwen2")
     w.add_name(f"{a.shape}-shaped-random-{a.type}")
     w.add_context_length(32768)
     w.add_embedding_length(HIDDEN)
@@ -70,7 +106,27 @@ def main():
     w.add_head_count_kv(KV_HEADS)
     w.add_rope_freq_base(1000000.0)
     w.add_layer_norm_rms_eps(1e-6)
-    if moe:
+    if ds:
+        R, D = moe["kv_rank"], moe["rope"]
+        w.add_q_lora_rank(0)  # llama.cpp reads the key unless the model has 26/27 layers
+        w.add_kv_lora_rank(R)
+        w.add_key_length(R + D)
+        w.add_value_length(R)
+        w.add_key_length_mla(moe["head_dim"])
+        w.add_value_length_mla(moe["v_head"])
+        w.add_rope_dimension_count(D)
+        w.add_leading_dense_block_count(moe["dense_lead"])
+        w.add_expert_shared_count(moe["shared"])
+        w.add_expert_weights_scale(1.0)
+        w.add_expert_gating_func(gguf.ExpertGatingFuncType.SOFTMAX)
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(40.0)
+        w.add_rope_scaling_orig_ctx_len(4096)
+        w.add_rope_scaling_yarn_log_mul(0.0707)
+        w.add_expert_count(moe["n_expert"])
+        w.add_expert_used_count(moe["n_used"])
+        w.add_expert_feed_forward_length(moe["ffn_exp"])
+    elif moe:
         w.add_key_length(moe["head_dim"])
         w.add_value_length(moe["head_dim"])
         w.add_expert_count(moe["n_expert"])
@@ -107,6 +163,10 @@ def main():
     for il in range(a.layers):
         b = f"blk.{il}."
         vec(b + "attn_norm.weight", HIDDEN)
+        if ds:
+            deepseek_layer(b, il, moe, mat, vec, w, rng)
+            print(f"\rmake_bench_model: layer {il + 1}/{a.layers}", end="", file=sys.stderr, flush=True)
+            continue
         mat(b + "attn_q.weight", q_dim, HIDDEN)
         mat(b + "attn_k.weight", kv_dim, HIDDEN)
         mat(b + "attn_v.weight", kv_dim, HIDDEN)

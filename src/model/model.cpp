@@ -24,6 +24,26 @@ inline void mm(const ForwardScratch& s, const kernels::WeightMatrix& w, const fl
   kernels::matmul(w, x, n, x_stride, y, y_stride, pool);
 }
 
+// The per-head products of latent attention: y_h = W_h x_h for every matrix of `w` (head h's
+// input at x + h * x_head, its output at y + h * y_head, tokens x_stride / y_stride apart). A
+// decode's head product is small (DeepSeek's absorb is 512 x 128), so for a few tokens the heads
+// are spread over the threads, each product whole on one thread: one dispatch instead of one
+// per head. (Each product's arithmetic is the same either way: rows are computed alike whatever
+// the row or token split.) With an observer, or many tokens, one matmul per head.
+void mm_heads(const ForwardScratch& s, const ExpertMatrices& w, const float* x, int64_t x_head, int64_t x_stride,
+              int64_t n, float* y, int64_t y_head, int64_t y_stride, ThreadPool& pool) {
+  const int32_t H = w.n();
+  if (s.observer != nullptr || n > 8 || pool.size() == 1) {
+    for (int32_t h = 0; h < H; ++h) mm(s, w.at(h), x + h * x_head, n, x_stride, y + h * y_head, y_stride, pool);
+    return;
+  }
+  pool.run([&](int tid, int nth) {
+    thread_local ThreadPool solo(1);
+    for (int32_t h = tid; h < H; h += nth)
+      kernels::matmul(w.at(h), x + h * x_head, n, x_stride, y + h * y_head, y_stride, solo);
+  });
+}
+
 // gate = act(gate) * up over n elements, split across threads.
 void glu(FfnActivation act, float* gate, const float* up, int64_t n, ThreadPool& pool) {
   pool.parallel_for(n / 256 + 1, [&](int64_t b, int64_t e) {
@@ -255,8 +275,7 @@ void Model::mla_attention_block(int32_t il, const ForwardBatch& b, KvStorage& kv
     }
   });
   // Absorb: head h's no-rope query part through attn_k_b[h] into latent space.
-  for (int64_t h = 0; h < H; ++h)
-    mm(s, L.wk_b.at(static_cast<int32_t>(h)), s.q_raw.data() + h * QH, n, H * QH, s.q.data() + h * KD, Q, pool);
+  mm_heads(s, L.wk_b, s.q_raw.data(), QH, H * QH, n, s.q.data(), KD, Q, pool);
   // Store the latent rows; V is the first R values of each (the pool's V aliases its K).
   const int32_t g = kv.group_of_layer(il);
   const int32_t* blk = s.slot_block.data() + static_cast<size_t>(g) * n;
@@ -272,8 +291,7 @@ void Model::mla_attention_block(int32_t il, const ForwardBatch& b, KvStorage& kv
   // values, and needs no V pool at all.
   kernels::paged_attention(attention_params(il), s.q.data(), Q, pos, kv.layer(il), seqs, s.attn.data(), Q, pool);
   // Expand: head h's latent output through attn_v_b[h] into its V values.
-  for (int64_t h = 0; h < H; ++h)
-    mm(s, L.wv_b.at(static_cast<int32_t>(h)), s.attn.data() + h * KD, n, Q, s.mla_v.data() + h * V, H * V, pool);
+  mm_heads(s, L.wv_b, s.attn.data(), KD, Q, n, s.mla_v.data(), V, H * V, pool);
   output_residual(il, n, s.mla_v.data(), H * V, s, pool);
 }
 

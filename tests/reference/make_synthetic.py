@@ -177,7 +177,7 @@ SPECS = [
          n_expert=8, n_expert_used=2, n_ff_exp=64),
     Spec("qwen2moe", "qwen2moe", 108, 128, 2, 8, 2, 16, 160, tied=False, rope_base=1e6, biases=True,
          eps=1e-6, n_expert=6, n_expert_used=4, n_ff_exp=48, n_ff_shexp=96),
-    Spec("deepseek2", "deepseek2", 110, 128, 3, 4, 4, 40, 160, tied=False, rope_dims=16,
+    Spec("deepseek2", "deepseek2", 110, 128, 3, 4, 1, 40, 160, tied=False, rope_dims=16,
          eps=1e-6, n_expert=8, n_expert_used=3, n_ff_exp=32, yarn=(4.0, 4096, 0.0707), q_lora=48,
          kv_lora=48, v_head=20, dense_lead=1, n_shared=1, sigmoid=True, groups=(4, 2), w_norm=True,
          w_scale=2.5),
