@@ -259,4 +259,60 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, int64_t x_s
   matmul_isa(best_isa(), w, x, n_tokens, x_stride, y, y_stride, pool);
 }
 
+void matmul_experts_isa(IsaLevel level, const ExpertProducts& e, const float* x, int64_t x_stride, float* y,
+                        int64_t y_stride, float* gather, ThreadPool& pool) {
+  TRIAD_CHECK(e.n >= 0 && e.begin != nullptr && e.begin[0] == 0, "matmul_experts: bad expert table");
+  TRIAD_CHECK(!dtype_has_row_scale(e.shape.type), "matmul_experts: row-scaled weights are not supported");
+  TRIAD_CHECK(matmul_isa_supported(level), "matmul_experts: this CPU does not support ", isa_name(level));
+  const int64_t cols = e.shape.cols, total = e.begin[e.n];
+  int64_t most = 0;
+  for (int32_t k = 0; k < e.n; ++k) {
+    const int64_t cnt = e.begin[k + 1] - e.begin[k];
+    TRIAD_CHECK(cnt >= 0, "matmul_experts: expert ", k, " has a negative row count");
+    most = std::max(most, cnt);
+    if (cnt == 0) continue;
+    // Every product is checked here, before any runs on a worker (which must not throw).
+    WeightMatrix w = e.shape;
+    w.data = e.data[k];
+    check_matmul_args(w, x, cnt, e.src ? cols : x_stride, y, y_stride);
+  }
+  if (total == 0) return;
+  const float* in = x;
+  int64_t in_stride = x_stride;
+  if (e.src != nullptr) {
+    TRIAD_CHECK(gather != nullptr && x_stride >= cols, "matmul_experts: gathering needs a buffer");
+    pool.parallel_for(total, [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r)
+        std::memcpy(gather + r * cols, x + static_cast<int64_t>(e.src[r]) * x_stride,
+                    static_cast<size_t>(cols) * sizeof(float));
+    });
+    in = gather;
+    in_stride = cols;
+  }
+  auto product = [&](int32_t k, ThreadPool& p) {
+    const int64_t r0 = e.begin[k], cnt = e.begin[k + 1] - r0;
+    if (cnt == 0) return;
+    WeightMatrix w = e.shape;
+    w.data = e.data[k];
+    matmul_isa(level, w, in + r0 * in_stride, cnt, in_stride, y + r0 * y_stride, y_stride, p);
+  };
+  constexpr int64_t kSpreadRows = 8;  // decode-sized groups: a whole product per thread
+  if (pool.size() > 1 && most <= kSpreadRows) {
+    std::atomic<int32_t> next{0};
+    pool.run([&](int, int) {
+      thread_local ThreadPool solo(1);
+      for (int32_t k = next.fetch_add(1, std::memory_order_relaxed); k < e.n;
+           k = next.fetch_add(1, std::memory_order_relaxed))
+        product(k, solo);
+    });
+    return;
+  }
+  for (int32_t k = 0; k < e.n; ++k) product(k, pool);
+}
+
+void matmul_experts(const ExpertProducts& e, const float* x, int64_t x_stride, float* y, int64_t y_stride,
+                    float* gather, ThreadPool& pool) {
+  matmul_experts_isa(best_isa(), e, x, x_stride, y, y_stride, gather, pool);
+}
+
 }  // namespace triad::kernels

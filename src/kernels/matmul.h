@@ -26,6 +26,26 @@ struct WeightMatrix {
 void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, int64_t x_stride, float* y,
             int64_t y_stride, ThreadPool& pool);
 
+// The experts of a mixture-of-experts layer applied to their routed rows: n matrices of one
+// type and shape (`shape`'s type / rows / cols; row_scale types are not supported), expert e's
+// bytes at data[e], and the routed rows grouped by expert: rows [begin[e], begin[e + 1]) go to
+// expert e (begin has n + 1 ascending entries from 0). Routed row r reads input row src[r] of x
+// (src null: row r itself) and writes output row r of y. An expert with no rows costs nothing.
+struct ExpertProducts {
+  WeightMatrix shape;                   // type, rows, cols (shape.data unused)
+  const void* const* data = nullptr;    // per expert
+  int32_t n = 0;                        // experts
+  const int32_t* begin = nullptr;       // n + 1 offsets
+  const int32_t* src = nullptr;         // per routed row: its input row (or null)
+};
+// Y[r] = W_e X[src(r)] for every routed row r of every expert e: with src, the rows are first
+// gathered into `gather` (begin[n] x cols floats, used only then). When no expert has more than
+// a few rows (decode), the experts are spread over the threads, each product whole on one
+// thread (one dispatch for all); otherwise each expert's product runs on every thread in turn.
+// A row's result is the same as matmul() of its expert alone over the same rows.
+void matmul_experts(const ExpertProducts& e, const float* x, int64_t x_stride, float* y, int64_t y_stride,
+                    float* gather, ThreadPool& pool);
+
 // Batch invariance: whether a token's output row is bitwise the same whatever else shares the
 // call (the number of tokens, the thread count). The scalar and AVX2 kernels always are. The
 // AVX-512 kernels of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL and MXFP4 are not:

@@ -99,6 +99,10 @@ bool matmul_isa_supported(IsaLevel level);
 void matmul_isa(IsaLevel level, const WeightMatrix& w, const float* x, int64_t n_tokens,
                 int64_t x_stride, float* y, int64_t y_stride, ThreadPool& pool);
 
+// matmul_experts() on a chosen ISA level.
+void matmul_experts_isa(IsaLevel level, const ExpertProducts& e, const float* x, int64_t x_stride, float* y,
+                        int64_t y_stride, float* gather, ThreadPool& pool);
+
 // Throws triad::Error unless the arguments describe a valid product: a weight type
 // (dtype_supported_for_matmul) with row scales exactly when it needs them, rows/cols/n_tokens >= 0, cols a multiple of the block size,
 // x_stride >= cols, y_stride >= rows, non-null pointers where there is data, and sizes whose

@@ -110,11 +110,12 @@ void ForwardScratch::reserve(const ModelConfig& c, int64_t n) {
   if (c.is_moe()) {
     const size_t K = static_cast<size_t>(c.n_expert_used), FX = static_cast<size_t>(c.n_ff_exp);
     router.resize(N * c.n_expert);
-    moe_x.resize(N * c.n_embd);  // an expert sees each token at most once
-    const size_t FM = std::max(FX, static_cast<size_t>(c.n_ff_shexp));  // routed or shared
-    moe_gate.resize(N * FM);
-    moe_up.resize(N * FM);
-    moe_out.resize(N * c.n_embd);
+    // Every routed (token, expert) row at once, or the shared expert's n rows.
+    const size_t E = static_cast<size_t>(c.n_embd), FS = static_cast<size_t>(c.n_ff_shexp);
+    moe_x.resize(N * K * E);
+    moe_gate.resize(N * std::max(K * FX, FS));
+    moe_up.resize(N * std::max(K * FX, FS));
+    moe_out.resize(N * K * E);
     sel_expert.resize(N * K);
     sel_weight.resize(N * K);
     routed_token.resize(N * K);
@@ -371,26 +372,53 @@ void Model::moe_ffn(int32_t il, int64_t n, ForwardScratch& s, ThreadPool& pool) 
       s.routed_token[fill[x]] = static_cast<int32_t>(t);
       s.routed_weight[fill[x]++] = s.sel_weight[t * K + j];
     }
-  std::fill(s.proj.data(), s.proj.data() + n * E, 0.f);
-  // Each expert with tokens: gather its rows, SwiGLU, scatter-add with the routing weights.
-  // Experts run in id order, so a token's sum has the same order whatever else is batched.
-  for (int32_t x = 0; x < X; ++x) {
-    const int32_t r0 = s.expert_begin[x], cnt = s.expert_begin[x + 1] - r0;
-    if (cnt == 0) continue;  // an expert nobody chose costs nothing
-    for (int32_t i = 0; i < cnt; ++i)
-      std::memcpy(s.moe_x.data() + i * E, s.xn.data() + s.routed_token[r0 + i] * E,
-                  static_cast<size_t>(E) * sizeof(float));
-    FfnBias bias;
-    if (L.gate_exps_b != nullptr)
-      bias = FfnBias{L.gate_exps_b + x * FX, L.up_exps_b + x * FX, L.down_exps_b + x * E};
-    gated_ffn(s, c.ffn_act, L.gate_exps.at(x), L.up_exps.at(x), L.down_exps.at(x), s.moe_x.data(), cnt, E,
-              FX, s.moe_gate.data(), s.moe_up.data(), s.moe_out.data(), pool, bias);
-    for (int32_t i = 0; i < cnt; ++i) {
-      float* dst = s.proj.data() + s.routed_token[r0 + i] * E;
-      const float* src = s.moe_out.data() + i * E;
-      const float wgt = s.routed_weight[r0 + i];
-      for (int64_t d = 0; d < E; ++d) dst[d] += wgt * src[d];
+  // Every routed row at once: gathered inputs, then one grouped product per matrix (each active
+  // expert's rows on its weights; experts without rows cost nothing), the activation, the
+  // expert biases (gpt-oss), and the scatter-add with the routing weights in expert order, so a
+  // token's sum has the same order whatever else is batched.
+  const int64_t total = n * K;
+  pool.parallel_for(total, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r)
+      std::memcpy(s.moe_x.data() + r * E, s.xn.data() + s.routed_token[r] * E, static_cast<size_t>(E) * sizeof(float));
+  });
+  auto products = [&](const ExpertMatrices& m) {
+    kernels::ExpertProducts e;
+    e.shape = m.first;
+    e.data = m.data.data();
+    e.n = m.n();
+    e.begin = s.expert_begin.data();
+    return e;
+  };
+  auto observe = [&](const ExpertMatrices& m, const float* in, int64_t width) {
+    if (s.observer == nullptr) return;
+    for (int32_t x = 0; x < X; ++x) {
+      const int32_t r0 = s.expert_begin[x], cnt = s.expert_begin[x + 1] - r0;
+      if (cnt > 0) s.observer->observe(m.at(x), in + r0 * width, cnt, width);
     }
+  };
+  auto add_expert_bias = [&](float* y, const float* b, int64_t width) {
+    if (b == nullptr) return;
+    for (int32_t x = 0; x < X; ++x) {
+      const int32_t r0 = s.expert_begin[x], cnt = s.expert_begin[x + 1] - r0;
+      add_rows(y + r0 * width, b + x * width, cnt, width, pool);
+    }
+  };
+  observe(L.gate_exps, s.moe_x.data(), E);
+  observe(L.up_exps, s.moe_x.data(), E);
+  kernels::matmul_experts(products(L.gate_exps), s.moe_x.data(), E, s.moe_gate.data(), FX, nullptr, pool);
+  kernels::matmul_experts(products(L.up_exps), s.moe_x.data(), E, s.moe_up.data(), FX, nullptr, pool);
+  add_expert_bias(s.moe_gate.data(), L.gate_exps_b, FX);
+  add_expert_bias(s.moe_up.data(), L.up_exps_b, FX);
+  glu(c.ffn_act, s.moe_gate.data(), s.moe_up.data(), total * FX, pool);
+  observe(L.down_exps, s.moe_gate.data(), FX);
+  kernels::matmul_experts(products(L.down_exps), s.moe_gate.data(), FX, s.moe_out.data(), E, nullptr, pool);
+  add_expert_bias(s.moe_out.data(), L.down_exps_b, E);
+  std::fill(s.proj.data(), s.proj.data() + n * E, 0.f);
+  for (int64_t r = 0; r < total; ++r) {
+    float* dst = s.proj.data() + s.routed_token[r] * E;
+    const float* src = s.moe_out.data() + r * E;
+    const float wgt = s.routed_weight[r];
+    for (int64_t d = 0; d < E; ++d) dst[d] += wgt * src[d];
   }
   // The shared expert(s): every token; qwen2moe's scaled by sigmoid(gate_inp_shexp . x).
   if (c.n_ff_shexp > 0) {
