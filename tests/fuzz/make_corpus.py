@@ -69,8 +69,16 @@ def fill_all_types(w):
     w.add_tensor("i32.1d", np.array([1, -2, 3], dtype=np.int32))
 
 
-def fill_tiny_llama(w):
+def add_letter_vocab(w):
+    """The tiny models' vocabulary: <unk> <s> </s> and the letters a..m, SPM-style."""
     tokens = ["<unk>", "<s>", "</s>"] + [chr(ord("a") + k) for k in range(13)]
+    w.add_string("tokenizer.ggml.model", "llama")
+    w.add_array("tokenizer.ggml.tokens", tokens)
+    w.add_array("tokenizer.ggml.scores", [float(-k) for k in range(len(tokens))])
+    w.add_array("tokenizer.ggml.token_type", [2, 3, 3] + [1] * 13)
+
+
+def fill_tiny_llama(w):
     w.add_uint32("llama.context_length", 64)
     w.add_uint32("llama.embedding_length", 8)
     w.add_uint32("llama.block_count", 1)
@@ -78,10 +86,7 @@ def fill_tiny_llama(w):
     w.add_uint32("llama.attention.head_count", 2)
     w.add_uint32("llama.attention.head_count_kv", 1)
     w.add_float32("llama.attention.layer_norm_rms_epsilon", 1e-5)
-    w.add_string("tokenizer.ggml.model", "llama")
-    w.add_array("tokenizer.ggml.tokens", tokens)
-    w.add_array("tokenizer.ggml.scores", [float(-k) for k in range(len(tokens))])
-    w.add_array("tokenizer.ggml.token_type", [2, 3, 3] + [1] * 13)
+    add_letter_vocab(w)
     rng = np.random.default_rng(7)
     f = lambda *shape: (rng.standard_normal(shape) * 0.1).astype(np.float32)
     w.add_tensor("token_embd.weight", f(16, 8))
@@ -99,7 +104,6 @@ def fill_tiny_llama(w):
 
 def fill_tiny_qwen3moe(w):
     """A mixture-of-experts layer: 4 experts of FFN 8, 2 used, stacked in 3-D tensors."""
-    tokens = ["<unk>", "<s>", "</s>"] + [chr(ord("a") + k) for k in range(13)]
     a = "qwen3moe."
     w.add_uint32(a + "context_length", 64)
     w.add_uint32(a + "embedding_length", 8)
@@ -113,10 +117,7 @@ def fill_tiny_qwen3moe(w):
     w.add_uint32(a + "expert_count", 4)
     w.add_uint32(a + "expert_used_count", 2)
     w.add_uint32(a + "expert_feed_forward_length", 8)
-    w.add_string("tokenizer.ggml.model", "llama")
-    w.add_array("tokenizer.ggml.tokens", tokens)
-    w.add_array("tokenizer.ggml.scores", [float(-k) for k in range(len(tokens))])
-    w.add_array("tokenizer.ggml.token_type", [2, 3, 3] + [1] * 13)
+    add_letter_vocab(w)
     rng = np.random.default_rng(11)
     f = lambda *shape: (rng.standard_normal(shape) * 0.1).astype(np.float32)
     w.add_tensor("token_embd.weight", f(16, 8))
@@ -164,7 +165,6 @@ def raw_str(s):
 def fill_tiny_deepseek2(w):
     """Latent attention (kv rank 4 + 4 rotary dims, split attn_k_b / attn_v_b) and a routed layer
     with sigmoid scores, a selection bias, 2 groups of 2 experts and a shared expert."""
-    tokens = ["<unk>", "<s>", "</s>"] + [chr(ord("a") + k) for k in range(13)]
     a = "deepseek2."
     for key, v in [("context_length", 64), ("embedding_length", 8), ("block_count", 1),
                    ("feed_forward_length", 16), ("attention.head_count", 2), ("attention.head_count_kv", 2),
@@ -177,10 +177,7 @@ def fill_tiny_deepseek2(w):
     w.add_float32(a + "attention.layer_norm_rms_epsilon", 1e-6)
     w.add_bool(a + "expert_weights_norm", True)
     w.add_float32(a + "expert_weights_scale", 2.5)
-    w.add_string("tokenizer.ggml.model", "llama")
-    w.add_array("tokenizer.ggml.tokens", tokens)
-    w.add_array("tokenizer.ggml.scores", [float(-k) for k in range(len(tokens))])
-    w.add_array("tokenizer.ggml.token_type", [2, 3, 3] + [1] * 13)
+    add_letter_vocab(w)
     rng = np.random.default_rng(12)
     f = lambda *shape: (rng.standard_normal(shape) * 0.1).astype(np.float32)
     w.add_tensor("token_embd.weight", f(16, 8))

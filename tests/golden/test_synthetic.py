@@ -140,16 +140,21 @@ def test_qwen3moe_routing_cases_are_covered(synthetic_dir):
     assert alone > 0 and skipped > 0, (alone, skipped)
 
 
-def _moe_variant(tmp_path, tag, spec_edit=None, weights_edit=None):
+def _variant(tmp_path, tag, spec_edit=None, weights_edit=None, name="qwen3moe", base_edit=None):
+    """A synthetic model written to tmp_path: the weights of SPECS[name] (with base_edit), then
+    weights_edit on them, written under the spec with spec_edit (metadata only)."""
     from dataclasses import replace
-    spec = next(s for s in make_synthetic.SPECS if s.name == "qwen3moe")
-    spec = replace(spec, n_layer=2, **(spec_edit or {}))
-    w = make_synthetic.make_weights(replace(spec, n_expert=spec.n_expert or 8))
+    spec = replace(next(s for s in make_synthetic.SPECS if s.name == name), **(base_edit or {}))
+    w = make_synthetic.make_weights(spec)
     if weights_edit:
         weights_edit(w)
-    path = str(tmp_path / f"moe_{tag}.gguf")
-    make_synthetic.write_model(path, spec, w, lambda n: "f32")
+    path = str(tmp_path / f"{name}_{tag}.gguf")
+    make_synthetic.write_model(path, replace(spec, **(spec_edit or {})), w, lambda n: "f32")
     return path
+
+
+def _moe_variant(tmp_path, tag, spec_edit=None, weights_edit=None):
+    return _variant(tmp_path, tag, spec_edit, weights_edit, "qwen3moe", {"n_layer": 2})
 
 
 @pytest.mark.parametrize("tag,spec_edit,weights_edit,message", [
@@ -185,15 +190,7 @@ def test_deepseek2_routing_cases_are_covered(synthetic_dir):
 
 
 def _deepseek_variant(tmp_path, tag, spec_edit=None, weights_edit=None, name="deepseek2"):
-    from dataclasses import replace
-    spec = next(s for s in make_synthetic.SPECS if s.name == name)
-    w = make_synthetic.make_weights(spec)
-    spec = replace(spec, **(spec_edit or {}))
-    if weights_edit:
-        weights_edit(w)
-    path = str(tmp_path / f"ds_{tag}.gguf")
-    make_synthetic.write_model(path, spec, w, lambda n: "f32")
-    return path
+    return _variant(tmp_path, tag, spec_edit, weights_edit, name)
 
 
 @pytest.mark.parametrize("tag,spec_edit,weights_edit,name,message", [

@@ -367,6 +367,16 @@ def encode(arr: np.ndarray, tname: str):
     return quantize(arr, QTYPES[tname]), QTYPES[tname]
 
 
+def _routing_metadata(wr, s: Spec) -> None:
+    """deepseek2 / glm4moe: leading dense layers, shared experts, weight scale and norm."""
+    wr.add_leading_dense_block_count(s.dense_lead)
+    wr.add_expert_shared_count(s.n_shared)
+    if s.w_scale:
+        wr.add_expert_weights_scale(s.w_scale)
+    if s.w_norm:
+        wr.add_expert_weights_norm(True)
+
+
 def _deepseek2_metadata(wr, s: Spec) -> None:
     R, D = s.kv_lora, s.rope_dims
     if s.q_lora:
@@ -380,12 +390,7 @@ def _deepseek2_metadata(wr, s: Spec) -> None:
         wr.add_value_length(R)
         wr.add_key_length_mla(s.head_dim)
         wr.add_value_length_mla(s.v_head)
-    wr.add_leading_dense_block_count(s.dense_lead)
-    wr.add_expert_shared_count(s.n_shared)
-    if s.w_scale:
-        wr.add_expert_weights_scale(s.w_scale)
-    if s.w_norm:
-        wr.add_expert_weights_norm(True)
+    _routing_metadata(wr, s)
     if s.sigmoid:
         wr.add_expert_gating_func(ExpertGatingFuncType.SIGMOID)
     if s.groups:
@@ -412,10 +417,7 @@ def write_model(path: str, s: Spec, weights: dict, type_of) -> None:
     wr.add_rope_freq_base(s.rope_base)
     wr.add_rope_dimension_count(s.rope_dims or s.head_dim)
     if a == "glm4moe":  # routing keys as deepseek2's, minus gating (sigmoid by default)
-        wr.add_leading_dense_block_count(s.dense_lead)
-        wr.add_expert_shared_count(s.n_shared)
-        wr.add_expert_weights_scale(s.w_scale)
-        wr.add_expert_weights_norm(s.w_norm)
+        _routing_metadata(wr, s)
     if s.n_expert:
         wr.add_expert_count(s.n_expert)
         wr.add_expert_used_count(s.n_expert_used)

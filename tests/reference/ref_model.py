@@ -634,11 +634,7 @@ class RefModel:
                 else np.minimum(self.tie_margin, m)
             x = quantize_activations_q8(x, block=x.shape[-1])
         elif self.act_quant:
-            ttype = self.tensor_types[name]
-            if ttype == "BF16":
-                x = round_activations_bf16(x)
-            elif ttype not in ("F32", "F16", "F64"):
-                x = quantize_activations_q8(x)
+            x = self._engine_rounding(x, name)
         y = _matmul_t(x, w)
         b = self._opt(name.replace(".weight", ".bias"))
         if b is not None:
@@ -649,12 +645,18 @@ class RefModel:
         """x [T, n_in] @ expert e's matrix of the stacked tensor `name`, with the activation
         rounding the engine applies for the tensor's type when act_quant is set."""
         if self.act_quant:
-            ttype = self.tensor_types[name]
-            if ttype == "BF16":
-                x = round_activations_bf16(x)
-            elif ttype not in ("F32", "F16", "F64"):
-                x = quantize_activations_q8(x)
+            x = self._engine_rounding(x, name)
         return _matmul_t(x, self.w[name][e])
+
+    def _engine_rounding(self, x: np.ndarray, name: str) -> np.ndarray:
+        """The activations as the engine rounds them for weights of name's type: bf16 for BF16,
+        8-bit blocks of 32 for the quantized types, unchanged for F32 / F16."""
+        ttype = self.tensor_types[name]
+        if ttype == "BF16":
+            return round_activations_bf16(x)
+        if ttype not in ("F32", "F16", "F64"):
+            return quantize_activations_q8(x)
+        return x
 
     def _moe(self, h: np.ndarray, p: str, il: int) -> np.ndarray:
         """The sparse MoE block (Qwen3Moe / Qwen2Moe / MixtralSparseMoeBlock): per token, p = softmax(router(h)); the n_expert_used experts with
