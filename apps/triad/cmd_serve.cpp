@@ -102,6 +102,7 @@ struct ServeOptions {
   std::string chat_template_file;
   int io_threads = 1;
   int max_queue = 256;
+  std::string reasoning_format = "auto";
   int max_n = 16;
   std::string default_model;
   std::vector<std::string> cors_origins;
@@ -269,6 +270,7 @@ int run(const ServeOptions& o) {
   server::ServiceOptions so;
   so.api_key = api_key;
   so.max_queue = o.max_queue;
+  so.reasoning = o.reasoning_format == "auto";
   so.max_n = o.max_n;
   so.default_model = o.default_model;
   so.cors_origins = o.cors_origins;
@@ -342,6 +344,10 @@ Command add_serve(CLI::App& app) {
   cmd->add_option("--default-model", o->default_model,
                   "serve requests that name no model with this one (by its served name); without it they are a 400, and unknown names stay a 404");
   cmd->add_option("--max-queue", o->max_queue, "waiting requests per model before answering 503")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--reasoning-format", o->reasoning_format,
+                  "auto: a thinking model's <think> part is returned as message.reasoning_content (chat); "
+                  "none: the output as generated")
+      ->check(CLI::IsMember({"auto", "none"}));
   cmd->add_option("--max-n", o->max_n, "largest n (choices per request)")->check(CLI::Range(1, 128));
   cmd->add_option("--max-body", o->max_body, "largest request body (413 beyond)");
   cmd->add_option("--shutdown-timeout", o->shutdown_timeout, "seconds in-flight requests get to finish on SIGTERM")

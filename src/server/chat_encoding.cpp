@@ -21,7 +21,7 @@ json usage_json(const UsageOut& u) {
               {"completion_tokens", u.completion_tokens},
               {"total_tokens", u.prompt_tokens + u.completion_tokens},
               {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}},
-              {"completion_tokens_details", {{"reasoning_tokens", 0}}}};
+              {"completion_tokens_details", {{"reasoning_tokens", u.reasoning_tokens}}}};
 }
 
 // {token: logprob} of an entry's alternatives (the completions format).
@@ -104,16 +104,16 @@ class ChatEncoder : public OpenAiEncoder {
       : OpenAiEncoder(std::move(w), model, opt, true), legacy_(legacy) {}
 
   void text(size_t i, const std::string& piece, const json* lp, bool first) override {
-    if (first) {
-      // As OpenAI: the first chunk of each choice carries the role and empty content.
-      send_chunk({{"index", i}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr},
-                  {"finish_reason", nullptr}});
-    }
+    if (first) role(i);
     if (piece.empty() && !lp) return;  // nothing to say (e.g. a token inside a tool call)
     send_chunk({{"index", i},
                 {"delta", {{"content", piece}}},
                 {"logprobs", lp ? json{{"content", json::array({*lp})}, {"refusal", nullptr}} : json(nullptr)},
                 {"finish_reason", nullptr}});
+  }
+  void reasoning(size_t i, const std::string& piece, bool first) override {
+    if (first) role(i);
+    if (!piece.empty()) send_delta(i, {{"reasoning_content", piece}});
   }
   void call_begin(size_t i, size_t k, const CallOut& call) override {
     if (legacy_) {
@@ -141,6 +141,7 @@ class ChatEncoder : public OpenAiEncoder {
       json msg = {{"role", "assistant"},
                   {"content", c.calls.empty() || !c.content.empty() ? json(c.content) : json(nullptr)},
                   {"refusal", nullptr}};
+      if (!c.reasoning.empty()) msg["reasoning_content"] = c.reasoning;
       if (!c.calls.empty()) {
         if (legacy_) {
           msg["function_call"] = {{"name", c.calls[0].name}, {"arguments", c.calls[0].arguments}};
@@ -166,10 +167,20 @@ class ChatEncoder : public OpenAiEncoder {
   std::string finish(const ChoiceOut& c) const {
     return legacy_ && c.finish == "tool_calls" ? "function_call" : c.finish;
   }
+  // As OpenAI: the first chunk of each choice carries the role and empty content (once, whether
+  // the choice starts with reasoning or content).
+  void role(size_t i) {
+    if (role_sent_.size() <= i) role_sent_.resize(i + 1, false);
+    if (role_sent_[i]) return;
+    role_sent_[i] = true;
+    send_chunk({{"index", i}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr},
+                {"finish_reason", nullptr}});
+  }
   void send_delta(size_t i, json delta) {
     send_chunk({{"index", i}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", nullptr}});
   }
   bool legacy_;
+  std::vector<bool> role_sent_;
 };
 
 class CompletionEncoder : public OpenAiEncoder {

@@ -36,6 +36,8 @@ struct ChoiceOut {
   json logprobs = json::array();   // one entry per generated token, when requested
   std::string finish;              // "stop", "length" or "tool_calls"
   int32_t completion_tokens = 0;
+  std::string reasoning;           // thinking models: the <think> part, apart from content
+  int32_t reasoning_tokens = 0;    // the tokens that produced it (and its tags)
   // When prompt logprobs were asked for: one entry per prompt token, {"id", "token", "logprob",
   // "rank", "top": [{"id", "token", "logprob"}...], "offset" (in the decoded prompt)}, the first
   // with null logprob and top.
@@ -46,6 +48,7 @@ struct UsageOut {
   int32_t prompt_tokens = 0;
   int32_t cached_tokens = 0;
   int32_t completion_tokens = 0;
+  int32_t reasoning_tokens = 0;
 };
 
 class Encoder {
@@ -55,6 +58,8 @@ class Encoder {
   // A piece of content text (possibly empty) after one token; `logprob` is that token's entry
   // when logprobs were requested; `first_token` marks the choice's first token.
   virtual void text(size_t /*choice*/, const std::string& /*piece*/, const json* /*logprob*/, bool /*first_token*/) {}
+  // A piece of reasoning text (thinking models, chat only).
+  virtual void reasoning(size_t /*choice*/, const std::string& /*piece*/, bool /*first_token*/) {}
   virtual void call_begin(size_t /*choice*/, size_t /*k*/, const CallOut& /*call*/) {}
   virtual void call_args(size_t /*choice*/, size_t /*k*/, const std::string& /*fragment*/) {}
   virtual void call_end(size_t /*choice*/, size_t /*k*/, const CallOut& /*call*/) {}

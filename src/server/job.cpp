@@ -12,6 +12,7 @@
 #include "engine/engine_api.h"
 #include "grammar/grammar.h"
 #include "server/constraint_cache.h"
+#include "server/reasoning.h"
 #include "server/stop_matcher.h"
 #include "tokenizer/tokenizer.h"
 
@@ -25,6 +26,7 @@ struct ChoiceState {
   std::unique_ptr<IncrementalDecoder> decoder;
   std::unique_ptr<StopMatcher> stop;
   std::unique_ptr<ToolStreamSplitter> tools;  // streaming with tools: text vs calls
+  std::unique_ptr<ReasoningSplitter> reasoning;  // thinking models: <think> part vs the rest
   ChoiceOut out;
   bool discard = false;             // max_tokens 0 with echo: the one generated token is dropped
   bool done = false;
@@ -73,6 +75,12 @@ struct Service::Job : std::enable_shared_from_this<Service::Job> {
     ChoiceState& c = choices[i];
     c.out.content += text;
     if (opt.stream) enc->text(i, text, lp, first);
+  }
+
+  // Reasoning text of choice i (possibly empty).
+  void think(size_t i, const std::string& text, bool first) {
+    choices[i].out.reasoning += text;
+    if (opt.stream) enc->reasoning(i, text, first);
   }
 
   // Streaming with tools: what the splitter reports about calls, passed to the encoder.
@@ -152,6 +160,12 @@ struct Service::Job : std::enable_shared_from_this<Service::Job> {
     ++c.out.completion_tokens;
     std::string out = c.stop->feed(c.decoder->push(t.id));
     c.out.text += out;
+    if (c.reasoning) {
+      ReasoningSplitter::Out r = c.reasoning->feed(out);
+      if (r.thinking) ++c.out.reasoning_tokens;
+      think(i, r.reasoning, first);
+      out = std::move(r.content);
+    }
     if (c.tools) out = c.tools->feed(out);
     json lp;
     if (opt.logprobs >= 0) {
@@ -198,6 +212,13 @@ struct Service::Job : std::enable_shared_from_this<Service::Job> {
         }
       }
       c.out.text += rest;
+      if (ok && c.reasoning) {  // the held-back end of the reasoning, or of the content
+        const bool first = c.out.completion_tokens == 0;
+        ReasoningSplitter::Out r = c.reasoning->feed(rest);
+        ReasoningSplitter::Out tail = c.reasoning->flush();
+        think(i, r.reasoning + tail.reasoning, first);
+        rest = r.content + tail.content;
+      }
       if (ok) {
         const bool first = c.out.completion_tokens == 0;
         if (c.tools) {
@@ -213,8 +234,9 @@ struct Service::Job : std::enable_shared_from_this<Service::Job> {
       }
     }
     if (tools.active() && !c.tools) {  // not streamed: the calls are read from the whole text
-      const ParsedOutput po = parse_tool_output(c.out.text);
-      c.out.content = po.calls.empty() ? c.out.text : po.content;
+      const std::string answer = c.reasoning ? c.out.content : c.out.text;  // without the reasoning
+      const ParsedOutput po = parse_tool_output(answer);
+      c.out.content = po.calls.empty() ? answer : po.content;
       for (const ToolCall& tc : po.calls) c.out.calls.push_back({random_id("call_"), tc.name, tc.arguments, true});
     }
     if (c.tools) {  // streamed: calls cut off stay visible as they were sent, finish says why
@@ -253,6 +275,7 @@ struct Service::Job : std::enable_shared_from_this<Service::Job> {
         choices[i].out.prompt_logprobs = choices[i - i % static_cast<size_t>(opt.n)].out.prompt_logprobs;
     for (ChoiceState& c : choices) {
       u.completion_tokens += c.out.completion_tokens;
+      u.reasoning_tokens += c.out.reasoning_tokens;
       outs.push_back(std::move(c.out));
     }
     enc->done(outs, u);
@@ -308,6 +331,7 @@ bool submit_all(const std::shared_ptr<Service::Job>& job, std::string& error) {
     job->choices[i].decoder = std::make_unique<IncrementalDecoder>(*m.tokenizer);
     job->choices[i].stop = std::make_unique<StopMatcher>(o.stop);
     if (job->tools.active() && o.stream) job->choices[i].tools = std::make_unique<ToolStreamSplitter>();
+    if (o.reasoning) job->choices[i].reasoning = std::make_unique<ReasoningSplitter>(o.reasoning_starts_inside);
     job->choices[i].discard = o.max_tokens && *o.max_tokens == 0;
   }
   // Prompt logprobs: vLLM's prompt_logprobs, or echo with logprobs (how lm-evaluation-harness

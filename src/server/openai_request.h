@@ -73,6 +73,10 @@ struct GenOptions {
   std::string constraint_kind;
   std::string constraint_text;
   std::string constraint_param;
+  // Chat with a thinking model (server/reasoning.h): the output's <think> part is returned as
+  // reasoning_content; reasoning_starts_inside when the rendered prompt already opened it.
+  bool reasoning = false;
+  bool reasoning_starts_inside = false;
 };
 
 // The generation options of a request for a model with `n_vocab` tokens.

@@ -1,6 +1,7 @@
 // The OpenAI-compatible service (see service.h): routing, authentication, the endpoints' request
 // checks and prompt rendering; a generation request is then handed to job.h.
 #include "server/service.h"
+#include "server/reasoning.h"
 
 #include <algorithm>
 #include <sstream>
@@ -366,6 +367,12 @@ void Service::chat_completions(const HttpRequest& req, std::shared_ptr<ResponseW
   std::vector<std::string> dropped;
   constrain_for_tools(opt, tools, &dropped);
   std::vector<int32_t> prompt = chat_prompt(m, *msgs, tools, field(body, "chat_template_kwargs"));
+  if (options_.reasoning && m.chat_template && ReasoningSplitter::template_thinks(m.chat_template_source)) {
+    opt.reasoning = true;
+    const size_t tail = std::min<size_t>(prompt.size(), 8);
+    opt.reasoning_starts_inside = ReasoningSplitter::prompt_opens_thinking(
+        m.tokenizer->decode(std::vector<int32_t>(prompt.end() - static_cast<std::ptrdiff_t>(tail), prompt.end())));
+  }
   check_capacity(m, options_.max_queue);
   JobSpec spec;
   spec.model = &m;

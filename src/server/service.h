@@ -63,6 +63,9 @@ struct ServiceOptions {
   double health_stall_s = 30;             // /health fails when an engine made no progress for this long
   size_t responses_max = 1024;            // stored Responses API responses (oldest dropped first) ...
   size_t responses_max_bytes = 64u << 20; // ... and their approximate JSON size
+  // Split <think> reasoning from content for models whose template teaches it (--reasoning-format
+  // auto, the default); false: return the output as it is (--reasoning-format none).
+  bool reasoning = true;
 };
 
 class Service {
