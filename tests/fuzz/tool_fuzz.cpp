@@ -4,13 +4,15 @@
 // same calls (a mismatch aborts: a finding), every call's arguments must be a JSON object, the
 // streamed events must be well nested (begin, fragments, then end or abandon) with each ended
 // call's fragments adding up to its arguments, and nothing may crash, throw, hang or allocate
-// without bound.
+// without bound. The same text also goes through the <think> reasoning splitter, whole and in
+// chunks (they must agree).
 // Also linked into tool_fuzz_replay (replay_main.cpp), which runs the corpus in ctest.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 
+#include "server/reasoning.h"
 #include "server/tool_calls.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -66,6 +68,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (streamed[i].name != whole.calls[i].name || streamed[i].arguments != whole.calls[i].arguments) std::abort();
     const json a = json::parse(streamed[i].arguments, nullptr, false);
     if (!a.is_object()) std::abort();
+  }
+  // The reasoning splitter (server/reasoning.h) on the same text, starting outside and inside
+  // the reasoning: chunk by chunk it must split exactly as the whole text does, and lose or add
+  // no byte beyond the tags and the whitespace after "</think>".
+  for (bool inside : {false, true}) {
+    ReasoningSplitter w(inside), c(inside);
+    ReasoningSplitter::Out a = w.feed(text), af = w.flush();
+    std::string reasoning, content;
+    for (size_t i = 0; i < text.size(); i += step) {
+      ReasoningSplitter::Out o = c.feed(text.substr(i, step));
+      reasoning += o.reasoning;
+      content += o.content;
+    }
+    ReasoningSplitter::Out cf = c.flush();
+    if (a.reasoning + af.reasoning != reasoning + cf.reasoning || a.content + af.content != content + cf.content)
+      std::abort();
+    if (reasoning.size() + cf.reasoning.size() + content.size() + cf.content.size() > text.size()) std::abort();
   }
   return 0;
 }
