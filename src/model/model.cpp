@@ -58,15 +58,6 @@ void glu(FfnActivation act, float* gate, const float* up, int64_t n, ThreadPool&
   });
 }
 
-// A gated FFN over n rows of x (stride E): out = down(act(gate x) * up x), with gate / up
-// results [n x F] in gbuf / ubuf. The dense FFN, every routed expert and the shared expert.
-// Optional biases of the three FFN products (gpt-oss's experts): [F], [F], [E].
-struct FfnBias {
-  const float* gate = nullptr;
-  const float* up = nullptr;
-  const float* down = nullptr;
-};
-
 // y[t] += b for n rows of `width` (stride width); nothing when b is null.
 void add_rows(float* y, const float* b, int64_t n, int64_t width, ThreadPool& pool) {
   if (b == nullptr) return;
@@ -75,17 +66,16 @@ void add_rows(float* y, const float* b, int64_t n, int64_t width, ThreadPool& po
   });
 }
 
+// A gated FFN over n rows of x (stride E): out = down(act(gate x) * up x), with gate / up
+// results [n x F] in gbuf / ubuf. The dense FFN and the shared expert (routed experts run as
+// grouped products in moe_ffn).
 void gated_ffn(const ForwardScratch& s, FfnActivation act, const kernels::WeightMatrix& gate,
                const kernels::WeightMatrix& up, const kernels::WeightMatrix& down, const float* x,
-               int64_t n, int64_t E, int64_t F, float* gbuf, float* ubuf, float* out, ThreadPool& pool,
-               const FfnBias& bias = {}) {
+               int64_t n, int64_t E, int64_t F, float* gbuf, float* ubuf, float* out, ThreadPool& pool) {
   mm(s, gate, x, n, E, gbuf, F, pool);
   mm(s, up, x, n, E, ubuf, F, pool);
-  add_rows(gbuf, bias.gate, n, F, pool);
-  add_rows(ubuf, bias.up, n, F, pool);
   glu(act, gbuf, ubuf, n * F, pool);
   mm(s, down, gbuf, n, F, out, E, pool);
-  add_rows(out, bias.down, n, E, pool);
 }
 
 }  // namespace
