@@ -231,7 +231,9 @@ int run(const ServeOptions& o) {
       s.sm.chat_template = std::make_shared<const tmpl::Template>(source);
       s.sm.chat_template_source = source;
       s.sm.template_knows_tools = source.find("tools") != std::string::npos;
-      log_info(s.sm.name, ": chat template ", tmpl_override.empty() ? "from the GGUF file" : "from " + o.chat_template_file);
+      s.sm.tool_format = server::detect_tool_format(source);
+      log_info(s.sm.name, ": chat template ", tmpl_override.empty() ? "from the GGUF file" : "from " + o.chat_template_file,
+               "; tool calls in the ", server::tool_format_name(s.sm.tool_format), " format");
     } else {
       const ChatFormat f = detect_chat_format(tok, "", s.lm.model->config().arch_name);
       s.sm.builtin_chat_format = static_cast<int>(f);

@@ -37,7 +37,7 @@ std::vector<int32_t> chat_prompt(const ServedModel& m, const json& msgs, const T
 // Sets the call grammar when the tools may be called (not under tool_choice "none", where the
 // answer is text whatever it says). Throws ApiError when the request also asks for a response
 // format or grammar, or a parameter schema does not compile.
-void constrain_for_tools(GenOptions& opt, const ToolRequest& tools, std::vector<std::string>* dropped);
+void constrain_for_tools(GenOptions& opt, const ToolRequest& tools, ToolFormat format, std::vector<std::string>* dropped);
 
 // Compiles the request's constraint, if it asks for one (a 400 naming its field when it does
 // not compile). Schema keywords that non-strict schemas had to drop (with `dropped`, those of

@@ -13,6 +13,7 @@
 #include "grammar/grammar.h"
 #include "server/constraint_cache.h"
 #include "server/reasoning.h"
+#include "server/tool_formats.h"
 #include "server/stop_matcher.h"
 #include "tokenizer/tokenizer.h"
 
@@ -26,7 +27,8 @@ struct ChoiceState {
   std::unique_ptr<IncrementalDecoder> decoder;
   std::unique_ptr<StopMatcher> stop;
   std::unique_ptr<ToolStreamSplitter> tools;  // streaming with tools: text vs calls
-  std::unique_ptr<ReasoningSplitter> reasoning;  // thinking models: <think> part vs the rest
+  std::unique_ptr<ChannelSplitter> reasoning;  // thinking models: <think> (or harmony analysis) vs the rest
+  std::unique_ptr<CallNormalizer> calls;      // with tools: the model family's calls in the canonical form
   ChoiceOut out;
   bool discard = false;             // max_tokens 0 with echo: the one generated token is dropped
   bool done = false;
@@ -161,11 +163,12 @@ struct Service::Job : std::enable_shared_from_this<Service::Job> {
     std::string out = c.stop->feed(c.decoder->push(t.id));
     c.out.text += out;
     if (c.reasoning) {
-      ReasoningSplitter::Out r = c.reasoning->feed(out);
+      ChannelSplitter::Out r = c.reasoning->feed(out);
       if (r.thinking) ++c.out.reasoning_tokens;
       think(i, r.reasoning, first);
       out = std::move(r.content);
     }
+    if (c.calls) out = c.calls->feed(out);
     if (c.tools) out = c.tools->feed(out);
     json lp;
     if (opt.logprobs >= 0) {
@@ -214,10 +217,14 @@ struct Service::Job : std::enable_shared_from_this<Service::Job> {
       c.out.text += rest;
       if (ok && c.reasoning) {  // the held-back end of the reasoning, or of the content
         const bool first = c.out.completion_tokens == 0;
-        ReasoningSplitter::Out r = c.reasoning->feed(rest);
-        ReasoningSplitter::Out tail = c.reasoning->flush();
+        ChannelSplitter::Out r = c.reasoning->feed(rest);
+        ChannelSplitter::Out tail = c.reasoning->flush();
         think(i, r.reasoning + tail.reasoning, first);
         rest = r.content + tail.content;
+      }
+      if (ok && c.calls) {
+        rest = c.calls->feed(rest);
+        rest += c.calls->flush();
       }
       if (ok) {
         const bool first = c.out.completion_tokens == 0;
@@ -234,8 +241,10 @@ struct Service::Job : std::enable_shared_from_this<Service::Job> {
       }
     }
     if (tools.active() && !c.tools) {  // not streamed: the calls are read from the whole text
-      const std::string answer = c.reasoning ? c.out.content : c.out.text;  // without the reasoning
-      const ParsedOutput po = parse_tool_output(answer);
+      // Without the reasoning, and with the calls in the canonical form.
+      const std::string answer = c.reasoning || c.calls ? c.out.content : c.out.text;
+      const ParsedOutput po = parse_tool_output(answer, /*bare=*/model->tool_format == ToolFormat::kHermes,
+                                                /*drop_unfinished=*/model->tool_format != ToolFormat::kHermes);
       c.out.content = po.calls.empty() ? answer : po.content;
       for (const ToolCall& tc : po.calls) c.out.calls.push_back({random_id("call_"), tc.name, tc.arguments, true});
     }
@@ -330,8 +339,14 @@ bool submit_all(const std::shared_ptr<Service::Job>& job, std::string& error) {
   for (size_t i = 0; i < job->choices.size(); ++i) {
     job->choices[i].decoder = std::make_unique<IncrementalDecoder>(*m.tokenizer);
     job->choices[i].stop = std::make_unique<StopMatcher>(o.stop);
-    if (job->tools.active() && o.stream) job->choices[i].tools = std::make_unique<ToolStreamSplitter>();
-    if (o.reasoning) job->choices[i].reasoning = std::make_unique<ReasoningSplitter>(o.reasoning_starts_inside);
+    if (job->tools.active() && o.stream)
+      job->choices[i].tools = std::make_unique<ToolStreamSplitter>(/*bare_calls=*/m.tool_format == ToolFormat::kHermes);
+    if (job->tools.active()) job->choices[i].calls = std::make_unique<CallNormalizer>(m.tool_format, &job->tools);
+    if (o.reasoning_harmony) {
+      job->choices[i].reasoning = std::make_unique<HarmonySplitter>();
+    } else if (o.reasoning) {
+      job->choices[i].reasoning = std::make_unique<ReasoningSplitter>(o.reasoning_starts_inside);
+    }
     job->choices[i].discard = o.max_tokens && *o.max_tokens == 0;
   }
   // Prompt logprobs: vLLM's prompt_logprobs, or echo with logprobs (how lm-evaluation-harness

@@ -77,6 +77,9 @@ struct GenOptions {
   // reasoning_content; reasoning_starts_inside when the rendered prompt already opened it.
   bool reasoning = false;
   bool reasoning_starts_inside = false;
+  // gpt-oss: the output is harmony messages (reasoning.h: HarmonySplitter), split into the
+  // analysis (reasoning), the answer and tool calls.
+  bool reasoning_harmony = false;
 };
 
 // The generation options of a request for a model with `n_vocab` tokens.

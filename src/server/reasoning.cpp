@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "server/tool_formats.h"
+
 namespace triad::server {
 namespace {
 
@@ -84,6 +86,153 @@ void ReasoningSplitter::run(Out& out, bool final) {
     out.content += held_;
     held_.clear();
     return;
+  }
+}
+
+}  // namespace triad::server
+
+// ---- harmony ----------------------------------------------------------------------------------
+
+namespace triad::server {
+namespace {
+
+constexpr std::string_view kMessage = "<|message|>";
+constexpr std::string_view kEnds[] = {"<|end|>", "<|call|>", "<|return|>", "<|start|>"};
+constexpr size_t kMaxHeader = 512;
+
+// The word after `key` in a header (up to whitespace or the next "<|").
+std::string_view header_field(std::string_view h, std::string_view key) {
+  const size_t at = h.find(key);
+  if (at == std::string_view::npos) return {};
+  std::string_view v = h.substr(at + key.size());
+  const size_t stop = std::min(v.find_first_of(" \t\n"), v.find("<|"));
+  return v.substr(0, stop);
+}
+
+}  // namespace
+
+bool HarmonySplitter::template_is_harmony(std::string_view src) {
+  return src.find("<|channel|>") != std::string_view::npos && src.find("<|message|>") != std::string_view::npos;
+}
+
+ChannelSplitter::Out HarmonySplitter::feed(std::string_view piece) {
+  Out out;
+  if (state_ == State::kBody && kind_ == Kind::kReasoning) out.thinking = true;
+  held_.append(piece);
+  run(out, false);
+  return out;
+}
+
+ChannelSplitter::Out HarmonySplitter::flush() {
+  Out out;
+  run(out, true);
+  return out;
+}
+
+void HarmonySplitter::begin(Out& out, std::string_view header) {
+  const std::string_view to = header_field(header, "to=");
+  const std::string_view channel = header_field(header, "<|channel|>");
+  kind_ = Kind::kContent;
+  if (to.substr(0, 10) == "functions." && to.size() > 10) {
+    kind_ = Kind::kCall;
+    closer_ = JsonCloser();
+    opened_ = closed_ = false;
+    out.content += "<tool_call>\n{\"name\": " + nlohmann::json(std::string(to.substr(10))).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+                   ", \"arguments\": ";
+  } else if (channel == "analysis") {
+    kind_ = Kind::kReasoning;
+    out.thinking = true;
+  }
+}
+
+void HarmonySplitter::body(Out& out, std::string_view text) {
+  if (kind_ == Kind::kReasoning) {
+    out.reasoning += text;
+    if (!text.empty()) out.thinking = true;
+    return;
+  }
+  if (kind_ == Kind::kContent) {
+    out.content += text;
+    return;
+  }
+  // A call's arguments: its JSON value, streamed until it closes (what follows is dropped).
+  size_t k = 0;
+  if (closed_) return;
+  if (!opened_) {
+    while (k < text.size() && is_ws(text[k])) ++k;
+    if (k == text.size()) return;
+    opened_ = true;
+  }
+  const size_t start = k;
+  while (k < text.size() && !closed_) closed_ = closer_.closes(text[k++]);
+  out.content.append(text.substr(start, k - start));
+}
+
+void HarmonySplitter::end(Out& out) {
+  if (kind_ == Kind::kCall && closed_) out.content += "}\n</tool_call>";
+  kind_ = Kind::kContent;
+}
+
+void HarmonySplitter::run(Out& out, bool final) {
+  for (;;) {
+    if (state_ == State::kPlain) {
+      out.content += held_;
+      held_.clear();
+      return;
+    }
+    if (state_ == State::kHeader) {
+      // A header is looked for within the first kMaxHeader bytes, and the decision waits until a
+      // marker starting there would be whole: so any split of the text decides alike.
+      const size_t ws = std::find_if(held_.begin(), held_.end(), [](char c) { return !is_ws(c); }) - held_.begin();
+      const std::string_view rest = std::string_view(held_).substr(ws);
+      if (first_) {
+        // Output that does not open like a harmony header is plain content.
+        auto compatible = [&](std::string_view p) {
+          const size_t n = std::min(rest.size(), p.size());
+          return rest.substr(0, n) == p.substr(0, n);
+        };
+        if (!(compatible("<|") || compatible("to=") || compatible("assistant"))) {
+          state_ = State::kPlain;
+          continue;
+        }
+      }
+      const size_t at = held_.find(kMessage);
+      if (at != std::string::npos && at <= kMaxHeader) {
+        begin(out, std::string_view(held_).substr(0, at));
+        held_.erase(0, at + kMessage.size());
+        first_ = false;
+        state_ = State::kBody;
+        continue;
+      }
+      if (held_.size() > kMaxHeader + kMessage.size() || (first_ && final && !rest.empty())) {
+        state_ = State::kPlain;  // not a header after all
+        continue;
+      }
+      if (final) held_.clear();  // a header with no message says nothing
+      return;
+    }
+    // kBody: up to the earliest message end.
+    size_t at = std::string::npos, len = 0;
+    for (std::string_view e : kEnds) {
+      const size_t p = held_.find(e);
+      if (p < at) {
+        at = p;
+        len = e == "<|start|>" ? 0 : e.size();  // <|start|> belongs to the next header
+      }
+    }
+    if (at == std::string::npos) {
+      size_t keep = 0;
+      if (!final)
+        for (std::string_view e : kEnds) keep = std::max(keep, partial_tag(held_, e));
+      body(out, std::string_view(held_).substr(0, held_.size() - keep));
+      held_.erase(0, held_.size() - keep);
+      if (final) end(out);
+      return;
+    }
+    body(out, std::string_view(held_).substr(0, at));
+    held_.erase(0, at + len);
+    end(out);
+    state_ = State::kHeader;
   }
 }
 

@@ -12,6 +12,15 @@
 //   - a piece that ends with a possible start of a tag is held back until the next piece says.
 //   - an output that ends inside the reasoning (cut by max_tokens) keeps it all as reasoning.
 // Feeding the text in any split gives the same reasoning and content as feeding it whole.
+//
+// gpt-oss writes its answer in harmony channels instead (HarmonySplitter): messages of the form
+//   [<|start|>assistant][ to=RECIPIENT]<|channel|>CHANNEL[ json|<|constrain|>json]<|message|>BODY<|end|>
+// (a message ends at <|end|>, <|call|>, <|return|> or the next <|start|>). The analysis channel is
+// reasoning; final (and commentary without a recipient, a preamble) is content; a message to
+// functions.NAME is a tool call, written into the content in the canonical tool-call form
+// (tool_formats.h) with its body as the arguments, streamed as it arrives, and closed only when
+// the body is a whole JSON value. Output that does not open with a harmony header is content.
+//
 // Model output is untrusted: any bytes are accepted; nothing throws.
 // Thread-safety: one splitter per choice, used by one thread at a time.
 #pragma once
@@ -19,20 +28,30 @@
 #include <string>
 #include <string_view>
 
+#include "server/tool_calls.h"
+
 namespace triad::server {
 
-class ReasoningSplitter {
+// What the reasoning splitters share: text in, reasoning and content out.
+class ChannelSplitter {
  public:
-  explicit ReasoningSplitter(bool starts_inside);
-
+  virtual ~ChannelSplitter() = default;
   struct Out {
     std::string reasoning;
     std::string content;
     bool thinking = false;  // this piece was (partly) reasoning or a reasoning tag
   };
-  Out feed(std::string_view piece);
+  virtual Out feed(std::string_view piece) = 0;
   // End of output: what is still held back.
-  Out flush();
+  virtual Out flush() = 0;
+};
+
+class ReasoningSplitter : public ChannelSplitter {
+ public:
+  explicit ReasoningSplitter(bool starts_inside);
+
+  Out feed(std::string_view piece) override;
+  Out flush() override;
 
   // Whether the model's chat template teaches <think> (reasoning is split for its outputs).
   static bool template_thinks(std::string_view template_source);
@@ -45,6 +64,28 @@ class ReasoningSplitter {
   State state_;
   std::string held_;
   bool strip_ws_ = false;  // kAfter: drop whitespace until the first other byte
+};
+
+class HarmonySplitter : public ChannelSplitter {
+ public:
+  Out feed(std::string_view piece) override;
+  Out flush() override;
+  // Whether a chat template writes harmony messages (gpt-oss).
+  static bool template_is_harmony(std::string_view template_source);
+
+ private:
+  enum class State { kHeader, kBody, kPlain };
+  enum class Kind { kReasoning, kContent, kCall };
+  void run(Out& out, bool final);
+  void begin(Out& out, std::string_view header);
+  void body(Out& out, std::string_view text);
+  void end(Out& out);
+  State state_ = State::kHeader;
+  Kind kind_ = Kind::kContent;
+  bool first_ = true;  // before the first message's header has been read
+  std::string held_;
+  JsonCloser closer_;  // kCall: where the body's JSON closes
+  bool opened_ = false, closed_ = false;
 };
 
 }  // namespace triad::server

@@ -328,8 +328,26 @@ class ResponsesEncoder : public Encoder {
     event("response.in_progress", {{"response", snap}});
   }
 
+  // Reasoning (thinking models): a reasoning item before the answer, its text streamed as
+  // response.reasoning_text.delta events.
+  void reasoning(size_t choice, const std::string& piece, bool) override {
+    if (choice != 0 || piece.empty()) return;
+    if (rs_ < 0) {
+      rs_ = static_cast<int64_t>(items_.size());
+      json item = {{"type", "reasoning"}, {"id", random_id("rs_")}, {"summary", json::array()},
+                   {"content", json::array({{{"type", "reasoning_text"}, {"text", ""}}})}, {"status", "in_progress"}};
+      items_.push_back(item);
+      event("response.output_item.added", {{"output_index", rs_}, {"item", item}});
+    }
+    json& part = items_[static_cast<size_t>(rs_)]["content"][0];
+    part["text"] = part["text"].get<std::string>() + piece;
+    event("response.reasoning_text.delta", {{"item_id", items_[static_cast<size_t>(rs_)]["id"]}, {"output_index", rs_},
+                                            {"content_index", 0}, {"delta", piece}});
+  }
+
   void text(size_t choice, const std::string& piece, const json*, bool) override {
     if (choice != 0 || piece.empty()) return;
+    close_reasoning();
     if (msg_ < 0) open_message();
     json& part = items_[static_cast<size_t>(msg_)]["content"][0];
     part["text"] = part["text"].get<std::string>() + piece;
@@ -339,6 +357,7 @@ class ResponsesEncoder : public Encoder {
 
   void call_begin(size_t choice, size_t k, const CallOut& call) override {
     if (choice != 0) return;
+    close_reasoning();
     close_message("completed");
     json item = {{"type", "function_call"}, {"id", random_id("fc_")}, {"call_id", call.id}, {"name", call.name},
                  {"arguments", ""}, {"status", "in_progress"}};
@@ -367,7 +386,9 @@ class ResponsesEncoder : public Encoder {
   void choice_end(size_t choice, const ChoiceOut& c) override {
     if (choice != 0) return;
     const bool cut = c.finish == "length";
-    if (items_.empty()) open_message();  // an empty answer is still a message
+    close_reasoning();
+    const bool answered = std::any_of(items_.begin(), items_.end(), [](const json& it) { return it["type"] != "reasoning"; });
+    if (!answered) open_message();  // an empty answer is still a message
     close_message(cut ? "incomplete" : "completed");
   }
 
@@ -376,6 +397,9 @@ class ResponsesEncoder : public Encoder {
     const bool cut = c.finish == "length";
     if (!stream_) {  // build the output items from the finished choice
       const bool any_call = std::any_of(c.calls.begin(), c.calls.end(), [](const CallOut& x) { return x.complete; });
+      if (!c.reasoning.empty())
+        items_.push_back({{"type", "reasoning"}, {"id", random_id("rs_")}, {"summary", json::array()},
+                          {"content", json::array({{{"type", "reasoning_text"}, {"text", c.reasoning}}})}, {"status", "completed"}});
       if (!c.content.empty() || !any_call) items_.push_back(message_item(c.content, cut ? "incomplete" : "completed"));
       for (const CallOut& call : c.calls)
         items_.push_back({{"type", "function_call"}, {"id", random_id("fc_")}, {"call_id", call.id}, {"name", call.name},
@@ -384,7 +408,7 @@ class ResponsesEncoder : public Encoder {
     const json usage = {{"input_tokens", u.prompt_tokens},
                         {"input_tokens_details", {{"cached_tokens", u.cached_tokens}}},
                         {"output_tokens", u.completion_tokens},
-                        {"output_tokens_details", {{"reasoning_tokens", 0}}},
+                        {"output_tokens_details", {{"reasoning_tokens", u.reasoning_tokens}}},
                         {"total_tokens", u.prompt_tokens + u.completion_tokens}};
     json details = cut ? json{{"reason", "max_output_tokens"}} : json(nullptr);
     json final = response(cut ? "incomplete" : "completed", items_, usage, details);
@@ -443,6 +467,15 @@ class ResponsesEncoder : public Encoder {
     event("response.content_part.added", {{"item_id", items_.back()["id"]}, {"output_index", msg_}, {"content_index", 0},
                                           {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", json::array()}, {"logprobs", json::array()}}}});
   }
+  void close_reasoning() {
+    if (rs_ < 0) return;
+    json& item = items_[static_cast<size_t>(rs_)];
+    event("response.reasoning_text.done", {{"item_id", item["id"]}, {"output_index", rs_}, {"content_index", 0},
+                                           {"text", item["content"][0]["text"]}});
+    item["status"] = "completed";
+    event("response.output_item.done", {{"output_index", rs_}, {"item", item}});
+    rs_ = -1;
+  }
   void close_message(const char* status) {
     if (msg_ < 0) return;
     json& item = items_[static_cast<size_t>(msg_)];
@@ -469,6 +502,7 @@ class ResponsesEncoder : public Encoder {
   int64_t created_;
   json items_ = json::array();
   int64_t msg_ = -1;                 // the open message item's output index
+  int64_t rs_ = -1;                  // the open reasoning item's output index
   std::unordered_map<size_t, size_t> call_item_;  // call k -> output index
   int64_t seq_ = 0;
 };

@@ -281,6 +281,11 @@ std::vector<int32_t> chat_prompt(const ServedModel& m, const json& msgs_in, cons
       }
       out["tool_calls"] = calls;
     }
+    // An earlier answer's reasoning, as the client got it (reasoning_content): gpt-oss's template
+    // renders it from `thinking` (Qwen3's reads reasoning_content itself).
+    if (role == "assistant" && m.tool_format == ToolFormat::kHarmony && msg.contains("reasoning_content") &&
+        msg["reasoning_content"].is_string() && !msg.contains("thinking"))
+      out["thinking"] = msg["reasoning_content"];
     if (role == "tool" || role == "function") flat = "<tool_response>\n" + flat + "\n</tool_response>";
     messages.push_back(out);
     simple.push_back(ChatMessage{role == "tool" || role == "function" ? "user" : role, flat});
@@ -290,7 +295,7 @@ std::vector<int32_t> chat_prompt(const ServedModel& m, const json& msgs_in, cons
   // template does not render tools learn them (and the call format) from a system message.
   const bool show_tools = !tools.tools.empty();
   if (show_tools && (!m.chat_template || !m.template_knows_tools)) {
-    const std::string ins = tool_instructions(tools);
+    const std::string ins = tool_instructions(tools, m.chat_template ? m.tool_format : ToolFormat::kHermes);
     if (!messages.empty() && messages[0]["role"] == "system") {
       messages[0]["content"] = messages[0]["content"].get<std::string>() + "\n\n" + ins;
       simple[0].content += "\n\n" + ins;
@@ -320,14 +325,28 @@ std::vector<int32_t> chat_prompt(const ServedModel& m, const json& msgs_in, cons
   return encode_prompt(m, text, /*parse_special=*/true);
 }
 
-void constrain_for_tools(GenOptions& opt, const ToolRequest& tools, std::vector<std::string>* dropped) {
+// Thinking models (server/reasoning.h): how their reasoning is split from the answer, unless
+// --reasoning-format none.
+void Service::set_reasoning(GenOptions& opt, const ServedModel& m, const std::vector<int32_t>& prompt) const {
+  if (!options_.reasoning || !m.chat_template) return;
+  if (m.tool_format == ToolFormat::kHarmony) {
+    opt.reasoning = opt.reasoning_harmony = true;
+  } else if (ReasoningSplitter::template_thinks(m.chat_template_source)) {
+    opt.reasoning = true;
+    const size_t tail = std::min<size_t>(prompt.size(), 8);
+    opt.reasoning_starts_inside = ReasoningSplitter::prompt_opens_thinking(
+        m.tokenizer->decode(std::vector<int32_t>(prompt.end() - static_cast<std::ptrdiff_t>(tail), prompt.end())));
+  }
+}
+
+void constrain_for_tools(GenOptions& opt, const ToolRequest& tools, ToolFormat format, std::vector<std::string>* dropped) {
   const char* param = tools.legacy ? "functions" : "tools";
   if (tools.active()) {
     if (!opt.constraint_kind.empty()) bad(param, std::string("use either ") + param + " or a response_format / grammar, not both");
     opt.constraint_kind = "grammar";
     opt.constraint_param = param;
     try {
-      opt.constraint_text = tool_grammar(tools, dropped);
+      opt.constraint_text = tool_grammar(tools, format, dropped);
     } catch (const grammar::GrammarError& e) {
       bad(param, e.what(), "invalid_json_schema");
     }
@@ -365,14 +384,9 @@ void Service::chat_completions(const HttpRequest& req, std::shared_ptr<ResponseW
   GenOptions opt = parse_gen_options(body, m.model->config().n_vocab, options_.max_n, /*chat=*/true);
   ToolRequest tools = parse_tools(body);
   std::vector<std::string> dropped;
-  constrain_for_tools(opt, tools, &dropped);
+  constrain_for_tools(opt, tools, m.tool_format, &dropped);
   std::vector<int32_t> prompt = chat_prompt(m, *msgs, tools, field(body, "chat_template_kwargs"));
-  if (options_.reasoning && m.chat_template && ReasoningSplitter::template_thinks(m.chat_template_source)) {
-    opt.reasoning = true;
-    const size_t tail = std::min<size_t>(prompt.size(), 8);
-    opt.reasoning_starts_inside = ReasoningSplitter::prompt_opens_thinking(
-        m.tokenizer->decode(std::vector<int32_t>(prompt.end() - static_cast<std::ptrdiff_t>(tail), prompt.end())));
-  }
+  set_reasoning(opt, m, prompt);
   check_capacity(m, options_.max_queue);
   JobSpec spec;
   spec.model = &m;
@@ -453,9 +467,10 @@ void Service::responses(const HttpRequest& req, std::shared_ptr<ResponseWriter> 
   GenOptions opt = parse_gen_options(rr.chat_body, m.model->config().n_vocab, 1, /*chat=*/true);
   ToolRequest tools = parse_tools(rr.chat_body);
   std::vector<std::string> dropped;
-  constrain_for_tools(opt, tools, &dropped);
+  constrain_for_tools(opt, tools, m.tool_format, &dropped);
   if (opt.constraint_param == "response_format") opt.constraint_param = "text.format";
   std::vector<int32_t> prompt = chat_prompt(m, rr.messages, tools, field(body, "chat_template_kwargs"), "input");
+  set_reasoning(opt, m, prompt);
   check_capacity(m, options_.max_queue);
   JobSpec spec;
   spec.model = &m;
@@ -602,12 +617,16 @@ void Service::tokenize(const HttpRequest& req, std::shared_ptr<ResponseWriter> w
   ServedModel& m = tokenizer_model(named_model(body));
   const bool add_special = opt_bool(body, "add_special_tokens").value_or(true);
   std::vector<int32_t> ids;
-  if (const json* p = field(body, "prompt")) {
+  if (const json* msgs = field(body, "messages")) {
+    // vLLM's chat form: the messages (and tools) rendered by the model's chat template, as a chat
+    // request would send them to the model.
+    ids = chat_prompt(m, *msgs, parse_tools(body), field(body, "chat_template_kwargs"));
+  } else if (const json* p = field(body, "prompt")) {
     if (!p->is_string()) bad("prompt", "'prompt' must be a string");
     // Special tokens written in the text are read as themselves, as vLLM's /tokenize does.
     ids = m.tokenizer->encode(p->get<std::string>(), add_special, /*parse_special=*/true);
   } else {
-    bad("prompt", "'prompt' is required", "missing_required_parameter");
+    bad("prompt", "'prompt' or 'messages' is required", "missing_required_parameter");
   }
   send_json(*w, json{{"count", ids.size()}, {"max_model_len", m.engine->max_model_len()}, {"tokens", ids}});
 }

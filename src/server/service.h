@@ -11,6 +11,8 @@
 // Thread-safety: handle() runs on I/O threads; sinks run on the engines' threads.
 #pragma once
 
+#include "server/tool_formats.h"
+
 #include <atomic>
 #include <memory>
 #include <string>
@@ -43,6 +45,7 @@ struct ServedModel {
   std::string chat_template_source;       // its Jinja text (GET /tokenizer_info)
   int builtin_chat_format = 0;            // triad::ChatFormat when chat_template is null
   bool template_knows_tools = false;      // the template renders `tools` itself
+  ToolFormat tool_format = ToolFormat::kHermes;  // the call syntax its template teaches
   std::string bos_text, eos_text;         // for templates
   int64_t created = 0;                    // unix seconds (load time)
   // system_fingerprint: changes with the build, the model's weights and the kernel settings
@@ -84,6 +87,7 @@ class Service {
   void chat_completions(const HttpRequest& req, std::shared_ptr<ResponseWriter> w);
   void completions(const HttpRequest& req, std::shared_ptr<ResponseWriter> w);
   void responses(const HttpRequest& req, std::shared_ptr<ResponseWriter> w);
+  void set_reasoning(GenOptions& opt, const ServedModel& m, const std::vector<int32_t>& prompt) const;
   void stored_response(const HttpRequest& req, const std::string& rest, std::shared_ptr<ResponseWriter> w);
   void list_models(std::shared_ptr<ResponseWriter> w) const;
   void get_model(const std::string& id, std::shared_ptr<ResponseWriter> w) const;

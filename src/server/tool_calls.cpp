@@ -3,7 +3,6 @@
 
 #include <set>
 
-#include "grammar/json_schema.h"
 
 namespace triad::server {
 namespace {
@@ -18,22 +17,6 @@ bool valid_name(const std::string& n) {
     if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-'))
       return false;
   return true;
-}
-
-// A GBNF literal for raw text.
-std::string lit(std::string_view s) {
-  std::string o = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      o += '\\';
-      o += static_cast<char>(c);
-    } else if (c == '\n') {
-      o += "\\n";
-    } else {
-      o += static_cast<char>(c);
-    }
-  }
-  return o + "\"";
 }
 
 std::string trim(std::string_view s) {
@@ -180,23 +163,12 @@ bool CallScanner::step() {
     case kArgs: {
       const size_t start = pos_;
       while (pos_ < buf_.size()) {
-        const char c = buf_[pos_++];
-        if (in_str_) {
-          if (esc_) esc_ = false;
-          else if (c == '\\') esc_ = true;
-          else if (c == '"') in_str_ = false;
-        } else if (c == '"') {
-          in_str_ = true;
-        } else if (c == '{' || c == '[') {
-          ++depth_;
-        } else if (c == '}' || c == ']') {
-          if (--depth_ == 0) {
-            args_.append(buf_, start, pos_ - start);
-            stage_ = kDone;
-            buf_.clear();
-            pos_ = 0;
-            return false;
-          }
+        if (closer_.closes(buf_[pos_++])) {
+          args_.append(buf_, start, pos_ - start);
+          stage_ = kDone;
+          buf_.clear();
+          pos_ = 0;
+          return false;
         }
       }
       args_.append(buf_, start, pos_ - start);
@@ -310,75 +282,10 @@ ToolRequest parse_tools(const json& body) {
   return t;
 }
 
-namespace {
-
-// tc-free0: text that never contains "<tool_call>" (tc-freeJ: J bytes of the tag just seen).
-std::string free_text_rules() {
-  std::string g = "tc-free0 ::= [^<] tc-free0 | \"<\" tc-free1 | \"\"\n";
-  for (size_t j = 1; j < kOpen.size(); ++j) {
-    const char c = kOpen[j];
-    std::string rule = "tc-free" + std::to_string(j) + " ::= ";
-    if (j + 1 < kOpen.size()) rule += lit(std::string(1, c)) + " tc-free" + std::to_string(j + 1) + " | ";
-    rule += "\"<\" tc-free1 | [^<" + std::string(1, c) + "] tc-free0 | \"\"\n";
-    g += rule;
-  }
-  return g;
-}
-
-}  // namespace
-
-std::string tool_grammar(const ToolRequest& t, std::vector<std::string>* dropped) {
-  std::string g;
-  std::string alts;
-  for (size_t i = 0; i < t.tools.size(); ++i) {
-    const ToolSpec& s = t.tools[i];
-    if (t.choice == "named" && s.name != t.named) continue;
-    grammar::SchemaOptions o;
-    o.strict = s.strict;
-    o.dropped = dropped;
-    o.root_name = "tc" + std::to_string(i) + "-args";
-    o.prefix = "tc" + std::to_string(i) + "-";
-    o.with_common = false;
-    g += grammar::json_schema_to_gbnf(s.parameters, o);
-    const std::string fn = "tc" + std::to_string(i) + "-fn";
-    g += fn + " ::= " + lit(json(s.name).dump() + ", \"arguments\": ") + " " + o.root_name + "\n";
-    alts += (alts.empty() ? "" : " | ") + fn;
-  }
-  g += "tc-call ::= " + lit(std::string(kOpen) + "\n{\"name\": ") + " ( " + alts + " ) " + lit("}\n" + std::string(kClose)) + "\n";
-  const bool many = t.parallel && t.choice != "named";
-  g += std::string("tc-calls ::= tc-call") + (many ? " ( \"\\n\" tc-call )*" : "") + "\n";
-  if (t.choice == "auto") {
-    // Free text that never contains "<tool_call>" (a matcher of the tag's prefixes), then calls;
-    // or one bare call object, the way many models answer (an answer that opens with "{" is
-    // one: free text starts with anything else).
-    g += "root ::= tc-start tc-calls? | tc-bare\n";
-    g += "tc-bare ::= " + lit("{\"name\": ") + " ( " + alts + " ) \"}\"\n";
-    g += "tc-start ::= [^<{] tc-free0 | \"<\" tc-free1 | \"\"\n";
-    g += free_text_rules();
-  } else {
-    g += "root ::= tc-calls\n";
-  }
-  g += grammar::json_schema_common_gbnf();
-  return g;
-}
-
-std::string tool_instructions(const ToolRequest& t) {
-  std::string s = "You can call these functions:\n<tools>\n";
-  for (const ToolSpec& f : t.tools) {
-    json d = {{"type", "function"}, {"function", {{"name", f.name}, {"description", f.description}, {"parameters", f.parameters}}}};
-    s += d.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
-  }
-  s += "</tools>\nTo call a function, write one block per call, each a JSON object with the function's name and "
-       "arguments:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <arguments-object>}\n</tool_call>";
-  if (t.choice == "required") s += "\nYou must call at least one function.";
-  if (t.choice == "named") s += "\nCall the function " + t.named + ".";
-  return s;
-}
-
-ParsedOutput parse_tool_output(std::string_view text) {
+ParsedOutput parse_tool_output(std::string_view text, bool bare, bool drop_unfinished) {
   ParsedOutput out;
   const std::string whole = trim(text);
-  if (!whole.empty() && whole[0] == '{') {  // a bare call object
+  if (bare && !whole.empty() && whole[0] == '{') {  // a bare call object
     ToolCall call;
     if (parse_call(whole, call)) {
       out.calls.push_back(std::move(call));
@@ -399,7 +306,7 @@ ParsedOutput parse_tool_output(std::string_view text) {
     if (close == std::string_view::npos || !parse_call(text.substr(body, close - body), call)) {
       // Not a call: keep it as text and look for a later one.
       const size_t end = close == std::string_view::npos ? text.size() : close + kClose.size();
-      content += text.substr(pos, end - pos);
+      content += text.substr(pos, (close == std::string_view::npos && drop_unfinished ? open : end) - pos);
       pos = end;
       if (close == std::string_view::npos) break;
       continue;
@@ -419,7 +326,7 @@ std::string ToolStreamSplitter::feed(std::string_view piece) {
     pre_ += piece;
     const size_t first = pre_.find_first_not_of(" \n\t\r");
     if (first == std::string::npos) return {};
-    if (pre_[first] == '{') {
+    if (bare_calls_ && pre_[first] == '{') {
       mode_ = Mode::kBare;
       bare_ = std::move(pre_);
       pre_.clear();

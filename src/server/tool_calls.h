@@ -1,19 +1,16 @@
 // Tool calling for /v1/chat/completions: the request's `tools`, `tool_choice` and
-// `parallel_tool_calls`; the grammar that makes a model's calls well-formed; and the parser that
-// turns its output back into OpenAI `tool_calls`.
+// `parallel_tool_calls`, and the parser that turns a model's output back into OpenAI `tool_calls`
+// (the grammar that makes calls well-formed, and the other families' syntaxes, are in
+// tool_formats.h).
 //
-// The call format is the one Qwen 2.5/3 and Hermes-style templates teach their models, and the
-// one the system instructions we add for other models describe:
+// The parser reads the canonical call form, the one Qwen 2.5/3 and Hermes-style templates teach
+// their models and the one the other families' calls are rewritten into (CallNormalizer):
 //   <tool_call>
 //   {"name": "NAME", "arguments": {...}}
 //   </tool_call>
-// Under tool_choice `auto`, free text may come first (text that never contains "<tool_call>"),
-// and once the model opens a call the grammar holds it to a declared tool name and that tool's
-// parameter schema (json_schema.h). Many models (Llama 3, small Qwen coders) answer with a bare
-// {"name": ..., "arguments": ...} object instead: under `auto` an answer that opens with "{" is
-// held to that form, and the parser reads it as one call; `required` and a named tool force calls from the first
-// token; `parallel_tool_calls: false` allows one call. After the calls only end-of-generation is
-// allowed.
+// Many models (Llama 3, small Qwen coders) answer with a bare {"name": ..., "arguments": ...}
+// object instead: with `bare` calls on (the canonical format), an answer that opens with "{" is
+// read as one call.
 //
 // Model output is untrusted: the parser accepts any bytes and never throws; what does not parse
 // as a call stays text.
@@ -48,14 +45,29 @@ struct ToolRequest {
 // (one call at most, answered as message.function_call); throws ApiError (400) on bad ones.
 ToolRequest parse_tools(const json& body);
 
-// GBNF for the request's calls (requires active()); parameter schemas are compiled under their
-// `strict` flag, and `dropped` (when given) receives the keywords non-strict ones had to drop.
-// Throws grammar::GrammarError on a schema it cannot compile.
-std::string tool_grammar(const ToolRequest& t, std::vector<std::string>* dropped = nullptr);
+// Where a JSON value written piece by piece closes: fed one byte at a time, it says when a byte
+// closes the outermost bracket (brackets inside strings, and escaped quotes, do not count).
+class JsonCloser {
+ public:
+  bool closes(char c) {
+    if (in_str_) {
+      if (esc_) esc_ = false;
+      else if (c == '\\') esc_ = true;
+      else if (c == '"') in_str_ = false;
+    } else if (c == '"') {
+      in_str_ = true;
+    } else if (c == '{' || c == '[') {
+      ++depth_;
+    } else if (c == '}' || c == ']') {
+      return --depth_ == 0;
+    }
+    return false;
+  }
 
-// Instructions describing the tools and the call format, for models whose chat template does
-// not render tools itself.
-std::string tool_instructions(const ToolRequest& t);
+ private:
+  int depth_ = 0;
+  bool in_str_ = false, esc_ = false;
+};
 
 struct ToolCall {
   std::string name;
@@ -89,8 +101,7 @@ class CallScanner {
   Stage stage_ = kOpenBrace;
   std::string name_, args_;
   size_t args_taken_ = 0;
-  int depth_ = 0;
-  bool in_str_ = false, esc_ = false;
+  JsonCloser closer_;
 };
 
 struct ParsedOutput {
@@ -98,8 +109,11 @@ struct ParsedOutput {
   std::vector<ToolCall> calls;  // complete, well-formed calls in order
 };
 
-// Splits a finished completion into text and calls.
-ParsedOutput parse_tool_output(std::string_view text);
+// Splits a finished completion into text and calls. bare: an answer that is one
+// {"name": ..., "arguments": ...} object is a call (the canonical format's models do that).
+// drop_unfinished: an open tag never closed (a call cut off at the end) is not text either (for
+// calls rewritten from a family's syntax, whose canonical text the model never wrote).
+ParsedOutput parse_tool_output(std::string_view text, bool bare = true, bool drop_unfinished = false);
 
 // What a streamed call does, in order per call: kBegin (its name is known), kArgs (fragments of
 // the arguments' text, which add up to the finished call's `arguments`), then kEnd (the call is
@@ -117,6 +131,7 @@ struct CallEvent {
 // content (it was shown as a call).
 class ToolStreamSplitter {
  public:
+  explicit ToolStreamSplitter(bool bare_calls = true) : bare_calls_(bare_calls) {}
   std::string feed(std::string_view piece);
   std::vector<ToolCall> take_calls();
   std::vector<CallEvent> take_events();
@@ -132,6 +147,7 @@ class ToolStreamSplitter {
   void scan(std::string_view piece);      // feeds the current call's scanner, queueing events
   void complete(const ToolCall& call);    // the current call ended well-formed
   bool abandon();                         // it did not: true when it had begun streaming
+  bool bare_calls_;       // an answer opening with "{" may be a bare call object
   Mode mode_ = Mode::kUndecided;
   std::string pre_;      // leading whitespace while undecided
   std::string bare_;     // a possible bare call object (the answer opened with "{")

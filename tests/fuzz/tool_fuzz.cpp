@@ -5,7 +5,10 @@
 // streamed events must be well nested (begin, fragments, then end or abandon) with each ended
 // call's fragments adding up to its arguments, and nothing may crash, throw, hang or allocate
 // without bound. The same text also goes through the <think> reasoning splitter, whole and in
-// chunks (they must agree).
+// chunks (they must agree), and through each model family's call syntax (tool_formats.h): the
+// CallNormalizer must rewrite it alike whole and in chunks, the rewritten text must read as the
+// same calls whole (parse_tool_output) and streamed (ToolStreamSplitter), and the harmony splitter
+// must split it alike whole and in chunks.
 // Also linked into tool_fuzz_replay (replay_main.cpp), which runs the corpus in ctest.
 #include <cstddef>
 #include <cstdint>
@@ -14,6 +17,7 @@
 
 #include "server/reasoning.h"
 #include "server/tool_calls.h"
+#include "server/tool_formats.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace triad::server;
@@ -72,19 +76,52 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The reasoning splitter (server/reasoning.h) on the same text, starting outside and inside
   // the reasoning: chunk by chunk it must split exactly as the whole text does, and lose or add
   // no byte beyond the tags and the whitespace after "</think>".
-  for (bool inside : {false, true}) {
-    ReasoningSplitter w(inside), c(inside);
-    ReasoningSplitter::Out a = w.feed(text), af = w.flush();
+  auto same_split = [&](ChannelSplitter& w, ChannelSplitter& c, bool bounded) {
+    ChannelSplitter::Out a = w.feed(text), af = w.flush();
     std::string reasoning, content;
     for (size_t i = 0; i < text.size(); i += step) {
-      ReasoningSplitter::Out o = c.feed(text.substr(i, step));
+      ChannelSplitter::Out o = c.feed(text.substr(i, step));
       reasoning += o.reasoning;
       content += o.content;
     }
-    ReasoningSplitter::Out cf = c.flush();
+    ChannelSplitter::Out cf = c.flush();
     if (a.reasoning + af.reasoning != reasoning + cf.reasoning || a.content + af.content != content + cf.content)
       std::abort();
-    if (reasoning.size() + cf.reasoning.size() + content.size() + cf.content.size() > text.size()) std::abort();
+    if (bounded && reasoning.size() + cf.reasoning.size() + content.size() + cf.content.size() > text.size()) std::abort();
+  };
+  for (bool inside : {false, true}) {
+    ReasoningSplitter w(inside), c(inside);
+    same_split(w, c, /*bounded=*/true);
+  }
+  // The families' syntaxes.
+  for (ToolFormat f : {ToolFormat::kDeepSeekV31, ToolFormat::kDeepSeekR1, ToolFormat::kKimiK2, ToolFormat::kGlm45,
+                       ToolFormat::kQwen3Coder}) {
+    const std::string norm = normalize_calls(f, text, nullptr);
+    CallNormalizer n(f, nullptr);
+    ToolStreamSplitter sp(/*bare_calls=*/false);
+    std::string chunked;
+    std::vector<ToolCall> calls;
+    for (size_t i = 0; i < text.size(); i += step) {
+      const std::string piece = n.feed(text.substr(i, step));
+      chunked += piece;
+      (void)sp.feed(piece);
+    }
+    const std::string tail = n.flush();
+    chunked += tail;
+    (void)sp.feed(tail);
+    (void)sp.flush();
+    if (chunked != norm) std::abort();
+    const ParsedOutput p = parse_tool_output(norm, false, true);
+    std::vector<ToolCall> sc = sp.take_calls();
+    if (sc.size() != p.calls.size()) std::abort();
+    for (size_t i = 0; i < sc.size(); ++i) {
+      if (sc[i].name != p.calls[i].name || sc[i].arguments != p.calls[i].arguments) std::abort();
+      if (!json::parse(sc[i].arguments, nullptr, false).is_object()) std::abort();
+    }
+  }
+  {
+    HarmonySplitter w, c;  // its calls' canonical text is longer than the model's: not bounded
+    same_split(w, c, /*bounded=*/false);
   }
   return 0;
 }

@@ -67,3 +67,32 @@ def test_a_template_that_does_not_open_thinking_leaves_text_as_content(servers):
     assert r.choices[0].message.content and not r.choices[0].message.content.lstrip().startswith("<think>")
     assert getattr(r.choices[0].message, "reasoning_content", None) is None
     assert r.usage.completion_tokens_details.reasoning_tokens == 0
+
+
+def test_responses_api_returns_a_reasoning_item(servers):
+    """/v1/responses: the reasoning is an output item of type "reasoning" before the message (its
+    text as reasoning_text content), streamed as response.reasoning_text.delta events, and
+    usage.output_tokens_details.reasoning_tokens counts it."""
+    c = client(servers["opens"])
+    whole = c.chat.completions.create(**ASK).choices[0].message.reasoning_content
+    kw = dict(model="m", input="Once upon a time", max_output_tokens=24, temperature=0)
+    r = c.responses.create(**kw)
+    assert [o.type for o in r.output] == ["reasoning", "message"]
+    assert r.output[0].content[0].type == "reasoning_text" and r.output[0].content[0].text == whole
+    assert r.output[0].summary == []
+    assert r.output_text == ""
+    assert r.usage.output_tokens_details.reasoning_tokens == 24
+    events = list(c.responses.create(stream=True, **kw))
+    types = [e.type for e in events]
+    assert types[0] == "response.created"
+    assert "".join(e.delta for e in events if e.type == "response.reasoning_text.delta") == whole
+    done = [e for e in events if e.type == "response.reasoning_text.done"]
+    assert len(done) == 1 and done[0].text == whole and done[0].output_index == 0
+    final = events[-1].response
+    assert [o.type for o in final.output] == ["reasoning", "message"]
+    assert final.output[0].content[0].text == whole
+    assert events[-1].type == "response.incomplete"  # cut by max_output_tokens inside the reasoning
+    # Without a thinking template there is no reasoning item.
+    plain = client(servers["mentions"]).responses.create(**kw)
+    assert [o.type for o in plain.output] == ["message"]
+    assert plain.usage.output_tokens_details.reasoning_tokens == 0
