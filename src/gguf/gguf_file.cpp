@@ -438,6 +438,11 @@ std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
   const int err = errno;
   ::close(fd);  // the mapping keeps the file referenced
   if (p == MAP_FAILED) fail("GGUF: cannot map ", q(path), ": ", std::strerror(err));
+  // Pages this mapping faults in come as 2 MiB folios where the file system allows (ext4, xfs):
+  // decode streams every weight once per token, and with 4 KiB pages the TLB misses (dearer
+  // still under a hypervisor's nested paging) cost a third of MoE decode speed (BENCHMARKS.md).
+  // Only a hint: pages already cached keep their size; failure changes nothing.
+  (void)::madvise(p, static_cast<size_t>(size), MADV_HUGEPAGE);
   std::unique_ptr<GgufFile> f(new GgufFile());
   f->base_ = static_cast<const uint8_t*>(p);
   f->size_ = size;
