@@ -232,6 +232,11 @@ int run(const ServeOptions& o) {
       s.sm.chat_template_source = source;
       s.sm.template_knows_tools = source.find("tools") != std::string::npos;
       s.sm.tool_format = server::detect_tool_format(source);
+      for (std::string_view marker : server::tool_format_markers(s.sm.tool_format)) {
+        const std::optional<int32_t> id = s.lm.tokenizer->find_token(marker);
+        if (id && s.lm.tokenizer->token_attr(*id) == TokenAttr::kControl && !s.lm.tokenizer->is_end_of_generation(*id))
+          s.sm.rendered_tokens.push_back(*id);
+      }
       log_info(s.sm.name, ": chat template ", tmpl_override.empty() ? "from the GGUF file" : "from " + o.chat_template_file,
                "; tool calls in the ", server::tool_format_name(s.sm.tool_format), " format");
     } else {
@@ -249,7 +254,7 @@ int run(const ServeOptions& o) {
       // Constrained decoding: the vocabulary's byte trie, and the JSON-mode grammar's masks near
       // its start computed now rather than on the engine thread by the first JSON request.
       const auto t0 = std::chrono::steady_clock::now();
-      s.sm.constraints = std::make_shared<server::ConstraintCache>(grammar::Vocab::from_tokenizer(tok));
+      s.sm.constraints = std::make_shared<server::ConstraintCache>(grammar::Vocab::from_tokenizer(tok, s.sm.rendered_tokens));
       grammar::warm_up(s.sm.constraints->get("json_object", ""), 4, 64, 1);
       log_info(s.sm.name, ": structured output ready (vocabulary trie and JSON mode) in ",
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), " s");

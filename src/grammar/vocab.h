@@ -24,8 +24,9 @@ class Vocab {
   // unknown and unused tokens) or an empty piece are never allowed under a grammar; eog_ids are
   // allowed when the grammar is complete.
   Vocab(std::vector<std::string> pieces, const std::vector<char>& generable, std::vector<int32_t> eog_ids);
-  // From a model's tokenizer: pieces as the incremental decoder emits them.
-  static std::shared_ptr<const Vocab> from_tokenizer(const Tokenizer& tok);
+  // From a model's tokenizer: pieces as the incremental decoder emits them (also_render: control
+  // tokens it renders, which are then generable too).
+  static std::shared_ptr<const Vocab> from_tokenizer(const Tokenizer& tok, const std::vector<int32_t>& also_render = {});
 
   int32_t n_vocab() const { return static_cast<int32_t>(pieces_.size()); }
   const std::string& piece(int32_t id) const { return pieces_[static_cast<size_t>(id)]; }

@@ -243,8 +243,8 @@ struct Service::Job : std::enable_shared_from_this<Service::Job> {
     if (tools.active() && !c.tools) {  // not streamed: the calls are read from the whole text
       // Without the reasoning, and with the calls in the canonical form.
       const std::string answer = c.reasoning || c.calls ? c.out.content : c.out.text;
-      const ParsedOutput po = parse_tool_output(answer, /*bare=*/model->tool_format == ToolFormat::kHermes,
-                                                /*drop_unfinished=*/model->tool_format != ToolFormat::kHermes);
+      const bool hermes = model->tool_format == ToolFormat::kHermes;
+      const ParsedOutput po = parse_tool_output(answer, /*bare=*/hermes, /*sealed=*/!hermes);
       c.out.content = po.calls.empty() ? answer : po.content;
       for (const ToolCall& tc : po.calls) c.out.calls.push_back({random_id("call_"), tc.name, tc.arguments, true});
     }
@@ -337,13 +337,14 @@ bool submit_all(const std::shared_ptr<Service::Job>& job, std::string& error) {
   job->remaining = static_cast<int>(job->choices.size());
   for (const auto& p : job->prompts) job->prompt_tokens += static_cast<int32_t>(p.size());
   for (size_t i = 0; i < job->choices.size(); ++i) {
-    job->choices[i].decoder = std::make_unique<IncrementalDecoder>(*m.tokenizer);
+    job->choices[i].decoder = std::make_unique<IncrementalDecoder>(*m.tokenizer, false, m.rendered_tokens);
     job->choices[i].stop = std::make_unique<StopMatcher>(o.stop);
+    const bool hermes = m.tool_format == ToolFormat::kHermes;
     if (job->tools.active() && o.stream)
-      job->choices[i].tools = std::make_unique<ToolStreamSplitter>(/*bare_calls=*/m.tool_format == ToolFormat::kHermes);
+      job->choices[i].tools = std::make_unique<ToolStreamSplitter>(/*bare_calls=*/hermes, /*sealed=*/!hermes);
     if (job->tools.active()) job->choices[i].calls = std::make_unique<CallNormalizer>(m.tool_format, &job->tools);
     if (o.reasoning_harmony) {
-      job->choices[i].reasoning = std::make_unique<HarmonySplitter>();
+      job->choices[i].reasoning = std::make_unique<HarmonySplitter>(/*split_reasoning=*/o.reasoning);
     } else if (o.reasoning) {
       job->choices[i].reasoning = std::make_unique<ReasoningSplitter>(o.reasoning_starts_inside);
     }

@@ -137,9 +137,10 @@ void HarmonySplitter::begin(Out& out, std::string_view header) {
     kind_ = Kind::kCall;
     closer_ = JsonCloser();
     opened_ = closed_ = false;
-    out.content += "<tool_call>\n{\"name\": " + nlohmann::json(std::string(to.substr(10))).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+    out.content += std::string(call_open_tag(true)) + "\n{\"name\": " +
+                   nlohmann::json(std::string(to.substr(10))).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
                    ", \"arguments\": ";
-  } else if (channel == "analysis") {
+  } else if (channel == "analysis" && split_reasoning_) {
     kind_ = Kind::kReasoning;
     out.thinking = true;
   }
@@ -152,7 +153,7 @@ void HarmonySplitter::body(Out& out, std::string_view text) {
     return;
   }
   if (kind_ == Kind::kContent) {
-    out.content += text;
+    append_unsealed(out.content, text);
     return;
   }
   // A call's arguments: its JSON value, streamed until it closes (what follows is dropped).
@@ -165,18 +166,18 @@ void HarmonySplitter::body(Out& out, std::string_view text) {
   }
   const size_t start = k;
   while (k < text.size() && !closed_) closed_ = closer_.closes(text[k++]);
-  out.content.append(text.substr(start, k - start));
+  append_unsealed(out.content, text.substr(start, k - start));
 }
 
 void HarmonySplitter::end(Out& out) {
-  if (kind_ == Kind::kCall && closed_) out.content += "}\n</tool_call>";
+  if (kind_ == Kind::kCall && closed_) out.content += "}\n" + std::string(call_close_tag(true));
   kind_ = Kind::kContent;
 }
 
 void HarmonySplitter::run(Out& out, bool final) {
   for (;;) {
     if (state_ == State::kPlain) {
-      out.content += held_;
+      append_unsealed(out.content, held_);
       held_.clear();
       return;
     }
@@ -204,7 +205,9 @@ void HarmonySplitter::run(Out& out, bool final) {
         state_ = State::kBody;
         continue;
       }
-      if (held_.size() > kMaxHeader + kMessage.size() || (first_ && final && !rest.empty())) {
+      // At the end, what follows no header is the answer's text (unless it is a header's start).
+      if (held_.size() > kMaxHeader + kMessage.size() ||
+          (final && !rest.empty() && (first_ || held_.find("<|") == std::string::npos))) {
         state_ = State::kPlain;  // not a header after all
         continue;
       }

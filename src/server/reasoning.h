@@ -17,8 +17,8 @@
 //   [<|start|>assistant][ to=RECIPIENT]<|channel|>CHANNEL[ json|<|constrain|>json]<|message|>BODY<|end|>
 // (a message ends at <|end|>, <|call|>, <|return|> or the next <|start|>). The analysis channel is
 // reasoning; final (and commentary without a recipient, a preamble) is content; a message to
-// functions.NAME is a tool call, written into the content in the canonical tool-call form
-// (tool_formats.h) with its body as the arguments, streamed as it arrives, and closed only when
+// functions.NAME is a tool call, written into the content as a sealed canonical call
+// (tool_calls.h) with its body as the arguments, streamed as it arrives, and closed only when
 // the body is a whole JSON value. Output that does not open with a harmony header is content.
 //
 // Model output is untrusted: any bytes are accepted; nothing throws.
@@ -68,6 +68,9 @@ class ReasoningSplitter : public ChannelSplitter {
 
 class HarmonySplitter : public ChannelSplitter {
  public:
+  // split_reasoning false (--reasoning-format none): the analysis is content too (calls are still
+  // read: harmony is how the model writes them).
+  explicit HarmonySplitter(bool split_reasoning = true) : split_reasoning_(split_reasoning) {}
   Out feed(std::string_view piece) override;
   Out flush() override;
   // Whether a chat template writes harmony messages (gpt-oss).
@@ -80,6 +83,7 @@ class HarmonySplitter : public ChannelSplitter {
   void begin(Out& out, std::string_view header);
   void body(Out& out, std::string_view text);
   void end(Out& out);
+  bool split_reasoning_;
   State state_ = State::kHeader;
   Kind kind_ = Kind::kContent;
   bool first_ = true;  // before the first message's header has been read

@@ -328,10 +328,13 @@ std::vector<int32_t> chat_prompt(const ServedModel& m, const json& msgs_in, cons
 // Thinking models (server/reasoning.h): how their reasoning is split from the answer, unless
 // --reasoning-format none.
 void Service::set_reasoning(GenOptions& opt, const ServedModel& m, const std::vector<int32_t>& prompt) const {
-  if (!options_.reasoning || !m.chat_template) return;
+  if (!m.chat_template) return;
   if (m.tool_format == ToolFormat::kHarmony) {
-    opt.reasoning = opt.reasoning_harmony = true;
-  } else if (ReasoningSplitter::template_thinks(m.chat_template_source)) {
+    // Harmony is how gpt-oss writes its answer and its calls: always read; `none` only keeps
+    // the analysis in the content.
+    opt.reasoning_harmony = true;
+    opt.reasoning = options_.reasoning;
+  } else if (options_.reasoning && ReasoningSplitter::template_thinks(m.chat_template_source)) {
     opt.reasoning = true;
     const size_t tail = std::min<size_t>(prompt.size(), 8);
     opt.reasoning_starts_inside = ReasoningSplitter::prompt_opens_thinking(

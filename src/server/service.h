@@ -46,6 +46,9 @@ struct ServedModel {
   int builtin_chat_format = 0;            // triad::ChatFormat when chat_template is null
   bool template_knows_tools = false;      // the template renders `tools` itself
   ToolFormat tool_format = ToolFormat::kHermes;  // the call syntax its template teaches
+  // Control tokens the output renders (and grammars allow): its format's markers
+  // (tool_format_markers) where the vocabulary holds them as control tokens.
+  std::vector<int32_t> rendered_tokens;
   std::string bos_text, eos_text;         // for templates
   int64_t created = 0;                    // unix seconds (load time)
   // system_fingerprint: changes with the build, the model's weights and the kernel settings

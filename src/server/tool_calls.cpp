@@ -9,6 +9,8 @@ namespace {
 
 constexpr std::string_view kOpen = "<tool_call>";
 constexpr std::string_view kClose = "</tool_call>";
+constexpr std::string_view kSealedOpen = "\x1E<tool_call>";
+constexpr std::string_view kSealedClose = "</tool_call>\x1E";
 constexpr int kMaxCallDepth = 64;
 
 bool valid_name(const std::string& n) {
@@ -76,6 +78,18 @@ bool parse_call(std::string_view body, ToolCall& out) {
 }
 
 }  // namespace
+
+std::string_view call_open_tag(bool sealed) { return sealed ? kSealedOpen : kOpen; }
+std::string_view call_close_tag(bool sealed) { return sealed ? kSealedClose : kClose; }
+
+void append_unsealed(std::string& out, std::string_view text) {
+  for (size_t at = text.find(kSeal); at != std::string_view::npos; at = text.find(kSeal)) {
+    out.append(text.substr(0, at));
+    out += "\xEF\xBF\xBD";
+    text.remove_prefix(at + 1);
+  }
+  out.append(text);
+}
 
 void CallScanner::feed(std::string_view piece) {
   if (stage_ == kDone || stage_ == kFailed) return;
@@ -282,7 +296,8 @@ ToolRequest parse_tools(const json& body) {
   return t;
 }
 
-ParsedOutput parse_tool_output(std::string_view text, bool bare, bool drop_unfinished) {
+ParsedOutput parse_tool_output(std::string_view text, bool bare, bool sealed) {
+  const std::string_view open_tag = call_open_tag(sealed), close_tag = call_close_tag(sealed);
   ParsedOutput out;
   const std::string whole = trim(text);
   if (bare && !whole.empty() && whole[0] == '{') {  // a bare call object
@@ -295,25 +310,25 @@ ParsedOutput parse_tool_output(std::string_view text, bool bare, bool drop_unfin
   std::string content;
   size_t pos = 0;
   while (pos <= text.size()) {
-    const size_t open = text.find(kOpen, pos);
+    const size_t open = text.find(open_tag, pos);
     if (open == std::string_view::npos) {
       content += text.substr(pos);
       break;
     }
-    const size_t body = open + kOpen.size();
-    const size_t close = text.find(kClose, body);
+    const size_t body = open + open_tag.size();
+    const size_t close = text.find(close_tag, body);
     ToolCall call;
     if (close == std::string_view::npos || !parse_call(text.substr(body, close - body), call)) {
       // Not a call: keep it as text and look for a later one.
-      const size_t end = close == std::string_view::npos ? text.size() : close + kClose.size();
-      content += text.substr(pos, (close == std::string_view::npos && drop_unfinished ? open : end) - pos);
+      const size_t end = close == std::string_view::npos ? text.size() : close + close_tag.size();
+      content += text.substr(pos, (sealed ? open : end) - pos);  // a sealed non-call is not text
       pos = end;
       if (close == std::string_view::npos) break;
       continue;
     }
     content += text.substr(pos, open - pos);
     out.calls.push_back(std::move(call));
-    pos = close + kClose.size();
+    pos = close + close_tag.size();
   }
   out.content = trim(content);
   return out;
@@ -412,32 +427,32 @@ std::string ToolStreamSplitter::feed_raw(std::string_view piece) {
       const size_t old = call_.size();
       call_ += buf;
       buf.clear();
-      const size_t close = call_.find(kClose);
+      const size_t close = call_.find(close_);
       scan(std::string_view(call_).substr(old, close == std::string::npos ? std::string::npos : close > old ? close - old : 0));
       if (close == std::string::npos) break;
       ToolCall c;
       if (parse_call(std::string_view(call_).substr(0, close), c)) {
         complete(c);
-      } else if (!abandon()) {
-        emit += std::string(kOpen) + call_.substr(0, close + kClose.size());  // not a call: text
+      } else if (!abandon() && !sealed_) {
+        emit += std::string(open_) + call_.substr(0, close + close_.size());  // not a call: text
       }
-      buf = call_.substr(close + kClose.size());
+      buf = call_.substr(close + close_.size());
       call_.clear();
       in_call_ = false;
       continue;
     }
-    const size_t open = buf.find(kOpen);
+    const size_t open = buf.find(open_);
     if (open != std::string::npos) {
       emit += buf.substr(0, open);
-      buf = buf.substr(open + kOpen.size());
+      buf = buf.substr(open + open_.size());
       in_call_ = true;
       saw_call_ = true;
       continue;
     }
     // Hold back the longest suffix that could start the open tag.
     size_t keep = 0;
-    for (size_t k = std::min(buf.size(), kOpen.size() - 1); k > 0; --k)
-      if (buf.compare(buf.size() - k, k, kOpen.substr(0, k)) == 0) {
+    for (size_t k = std::min(buf.size(), open_.size() - 1); k > 0; --k)
+      if (buf.compare(buf.size() - k, k, open_.substr(0, k)) == 0) {
         keep = k;
         break;
       }
@@ -480,7 +495,8 @@ std::string ToolStreamSplitter::flush() {
   if (ws_.find_first_not_of(" \n\t\r") != std::string::npos) out = ws_ + out;
   ws_.clear();
   if (in_call_) {
-    if (!abandon()) out += std::string(kOpen) + call_;  // an unfinished call is text, unless it streamed as a call
+    // An unfinished call is text, unless it streamed as a call or was sealed.
+    if (!abandon() && !sealed_) out += std::string(open_) + call_;
     call_.clear();
     in_call_ = false;
   }

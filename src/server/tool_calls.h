@@ -12,6 +12,13 @@
 // object instead: with `bare` calls on (the canonical format), an answer that opens with "{" is
 // read as one call.
 //
+// Sealed calls: the rewriters (CallNormalizer, HarmonySplitter) write the calls they read in the
+// canonical form between sealed tags, the canonical tags with the ASCII record separator outside
+// them, and replace that byte in the model's own text (with U+FFFD), so that text a model of
+// another family writes in the canonical form is never taken for a call. Reading sealed output,
+// a sealed call that does not parse, or never closes, is neither a call nor text (the model
+// never wrote that text).
+//
 // Model output is untrusted: the parser accepts any bytes and never throws; what does not parse
 // as a call stays text.
 // Thread-safety: free functions are stateless; a ToolStreamSplitter belongs to one stream.
@@ -69,6 +76,12 @@ class JsonCloser {
   bool in_str_ = false, esc_ = false;
 };
 
+inline constexpr char kSeal = '\x1E';
+std::string_view call_open_tag(bool sealed);   // "<tool_call>", sealed "\x1E<tool_call>"
+std::string_view call_close_tag(bool sealed);  // "</tool_call>", sealed "</tool_call>\x1E"
+// Appends model text with the seal byte replaced by U+FFFD.
+void append_unsealed(std::string& out, std::string_view text);
+
 struct ToolCall {
   std::string name;
   // JSON text: the model's own text of the arguments object when the call has the canonical
@@ -111,9 +124,8 @@ struct ParsedOutput {
 
 // Splits a finished completion into text and calls. bare: an answer that is one
 // {"name": ..., "arguments": ...} object is a call (the canonical format's models do that).
-// drop_unfinished: an open tag never closed (a call cut off at the end) is not text either (for
-// calls rewritten from a family's syntax, whose canonical text the model never wrote).
-ParsedOutput parse_tool_output(std::string_view text, bool bare = true, bool drop_unfinished = false);
+// sealed: the text is a rewriter's output (calls between sealed tags).
+ParsedOutput parse_tool_output(std::string_view text, bool bare = true, bool sealed = false);
 
 // What a streamed call does, in order per call: kBegin (its name is known), kArgs (fragments of
 // the arguments' text, which add up to the finished call's `arguments`), then kEnd (the call is
@@ -131,7 +143,8 @@ struct CallEvent {
 // content (it was shown as a call).
 class ToolStreamSplitter {
  public:
-  explicit ToolStreamSplitter(bool bare_calls = true) : bare_calls_(bare_calls) {}
+  explicit ToolStreamSplitter(bool bare_calls = true, bool sealed = false)
+      : bare_calls_(bare_calls), sealed_(sealed), open_(call_open_tag(sealed)), close_(call_close_tag(sealed)) {}
   std::string feed(std::string_view piece);
   std::vector<ToolCall> take_calls();
   std::vector<CallEvent> take_events();
@@ -148,6 +161,8 @@ class ToolStreamSplitter {
   void complete(const ToolCall& call);    // the current call ended well-formed
   bool abandon();                         // it did not: true when it had begun streaming
   bool bare_calls_;       // an answer opening with "{" may be a bare call object
+  bool sealed_;           // reads a rewriter's output: calls between sealed tags
+  std::string_view open_, close_;
   Mode mode_ = Mode::kUndecided;
   std::string pre_;      // leading whitespace while undecided
   std::string bare_;     // a possible bare call object (the answer opened with "{")

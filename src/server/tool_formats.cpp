@@ -228,9 +228,27 @@ std::string_view tool_trigger(ToolFormat f) {
   }
 }
 
-std::string canonical_call(std::string_view name, std::string_view arguments) {
-  return std::string(kCallOpen) + "\n{\"name\": " + json(std::string(name)).dump() + ", \"arguments\": " +
-         std::string(arguments) + "}\n" + std::string(kCallClose);
+std::vector<std::string_view> tool_format_markers(ToolFormat f) {
+  std::vector<std::string_view> out = {"<think>", "</think>"};
+  switch (f) {
+    case ToolFormat::kDeepSeekV31:
+    case ToolFormat::kDeepSeekR1: out.insert(out.end(), {kDsSectionOpen, kDsSectionClose, kDsOpen, kDsClose, kDsSep}); break;
+    case ToolFormat::kKimiK2: out.insert(out.end(), {kKimiSectionOpen, kKimiSectionClose, kKimiOpen, kKimiClose, kKimiArgs}); break;
+    case ToolFormat::kGlm45:
+      out.insert(out.end(), {kCallOpen, kCallClose, "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"});
+      break;
+    case ToolFormat::kHermes:
+    case ToolFormat::kQwen3Coder: out.insert(out.end(), {kCallOpen, kCallClose}); break;
+    case ToolFormat::kHarmony:
+      out.insert(out.end(), {"<|channel|>", "<|message|>", "<|start|>", "<|end|>", "<|constrain|>"});
+      break;
+  }
+  return out;
+}
+
+std::string canonical_call(std::string_view name, std::string_view arguments, bool sealed) {
+  return std::string(call_open_tag(sealed)) + "\n{\"name\": " + json(std::string(name)).dump() + ", \"arguments\": " +
+         std::string(arguments) + "}\n" + std::string(call_close_tag(sealed));
 }
 
 CallNormalizer::CallNormalizer(ToolFormat f, const ToolRequest* tools) : f_(f), tools_(tools) {}
@@ -267,17 +285,27 @@ void CallNormalizer::run(std::string& out, bool final) {
         }
         if (at == std::string::npos) {
           const size_t keep = final ? 0 : partial_marker(buf_, {m.section_open, m.section_close, m.open});
-          out.append(buf_, 0, buf_.size() - keep);
+          append_unsealed(out, std::string_view(buf_).substr(0, buf_.size() - keep));
           buf_.erase(0, buf_.size() - keep);
           return;
         }
-        out.append(buf_, 0, at);
+        append_unsealed(out, std::string_view(buf_).substr(0, at));
         buf_.erase(0, at + which.size());
-        if (which == m.open) {
+        // A section wraps the calls of the formats that have one: their markers mean something
+        // only in order (the grammar allows a call only inside a section); elsewhere they are text.
+        if (which == m.section_open && !in_section_) {
+          in_section_ = true;
+        } else if (which == m.section_close && in_section_) {
+          in_section_ = false;
+        } else if (which == m.open && (m.section_open.empty() || in_section_)) {
           raw_.assign(which);
+          xml_pos_ = which.size();
+          in_value_ = false;
           state_ = m.xml ? State::kXmlBody : State::kHeader;
+        } else {
+          out += which;
         }
-        continue;  // a section marker is dropped
+        continue;
       }
       case State::kHeader: {
         raw_ += buf_;
@@ -291,7 +319,7 @@ void CallNormalizer::run(std::string& out, bool final) {
         if (ab != std::string::npos && (cl == std::string::npos || ab < cl)) {
           const std::string name = header_name(f_, std::string_view(raw_).substr(body, ab - body));
           if (!name.empty()) {
-            out += std::string(kCallOpen) + "\n{\"name\": " + json(name).dump() + ", \"arguments\": ";
+            out += std::string(call_open_tag(true)) + "\n{\"name\": " + json(name).dump() + ", \"arguments\": ";
             buf_ = raw_.substr(ab + m.args_begin.size());
             raw_.clear();
             closer_ = JsonCloser();
@@ -325,7 +353,7 @@ void CallNormalizer::run(std::string& out, bool final) {
             return;
           }
           if (buf_[k] != '{') {  // not a call after all: end it malformed, so the parser drops it
-            out += "\n" + std::string(kCallClose);
+            out += "\n" + std::string(call_close_tag(true));
             buf_.erase(0, k);
             state_ = State::kTrailer;
             continue;
@@ -335,10 +363,10 @@ void CallNormalizer::run(std::string& out, bool final) {
         const size_t start = k;
         bool closed = false;
         while (k < buf_.size() && !closed) closed = closer_.closes(buf_[k++]);
-        out.append(buf_, start, k - start);
+        append_unsealed(out, std::string_view(buf_).substr(start, k - start));
         buf_.erase(0, k);
         if (!closed) return;  // flush: the call stays unfinished
-        out += "}\n" + std::string(kCallClose);
+        out += "}\n" + std::string(call_close_tag(true));
         raw_.clear();
         state_ = State::kTrailer;
         continue;
@@ -364,7 +392,35 @@ void CallNormalizer::run(std::string& out, bool final) {
       case State::kXmlBody: {
         raw_ += buf_;
         buf_.clear();
-        size_t cl = raw_.find(m.close, m.open.size());
+        // The call ends at the first close marker outside a value (a string value may hold one:
+        // code that writes a tool call). Scanning resumes where it stopped.
+        const std::string_view val_open = f_ == ToolFormat::kGlm45 ? "<arg_value>" : "<parameter=";
+        const std::string_view val_close = f_ == ToolFormat::kGlm45 ? "</arg_value>" : "</parameter>";
+        size_t cl = std::string::npos;
+        for (;;) {
+          if (in_value_) {
+            const size_t vc = raw_.find(val_close, xml_pos_);
+            if (vc == std::string::npos) {
+              xml_pos_ = std::max(xml_pos_, raw_.size() - std::min(raw_.size(), val_close.size() - 1));
+              break;
+            }
+            xml_pos_ = vc + val_close.size();
+            in_value_ = false;
+            continue;
+          }
+          const size_t vo = raw_.find(val_open, xml_pos_), c = raw_.find(m.close, xml_pos_);
+          if (c != std::string::npos && (vo == std::string::npos || c < vo)) {
+            cl = c;
+            break;
+          }
+          if (vo != std::string::npos) {
+            xml_pos_ = vo + val_open.size();
+            in_value_ = true;
+            continue;
+          }
+          xml_pos_ = std::max(xml_pos_, raw_.size() - std::min(raw_.size(), std::max(val_open.size(), m.close.size()) - 1));
+          break;
+        }
         if (cl > kMaxXmlCall) cl = std::string::npos;
         if (cl == std::string::npos) {
           const bool too_long = raw_.size() > kMaxXmlCall + m.close.size();
@@ -380,9 +436,9 @@ void CallNormalizer::run(std::string& out, bool final) {
         std::string name;
         json args;
         if (parse_xml_call(f_, std::string_view(raw_).substr(m.open.size(), cl - m.open.size()), tools_, name, args)) {
-          out += canonical_call(name, args.dump(-1, ' ', false, json::error_handler_t::replace));
+          out += canonical_call(name, args.dump(-1, ' ', false, json::error_handler_t::replace), /*sealed=*/true);
         } else {
-          out.append(raw_, 0, cl + m.close.size());
+          append_unsealed(out, std::string_view(raw_).substr(0, cl + m.close.size()));
         }
         buf_ = raw_.substr(cl + m.close.size());
         raw_.clear();
@@ -477,7 +533,7 @@ std::string xml_params_rules(ToolFormat f, const ToolSpec& s, const std::string&
         for (const char* kw : {"enum", "const"}) {
           if (!ps.contains(kw)) continue;
           for (const json& e : ps[kw].is_array() ? ps[kw] : json::array({ps[kw]}))
-            alts += (alts.empty() ? "" : " | ") + lit(e.get<std::string>());
+            if (e.is_string()) alts += (alts.empty() ? "" : " | ") + lit(e.get<std::string>());
         }
         const bool bounded = ps.contains("maxLength") && ps["maxLength"].is_number_unsigned() &&
                              ps["maxLength"].get<uint64_t>() <= 4096;

@@ -39,11 +39,16 @@ enum class ToolFormat { kHermes, kDeepSeekV31, kDeepSeekR1, kKimiK2, kGlm45, kQw
 ToolFormat detect_tool_format(std::string_view template_source);
 const char* tool_format_name(ToolFormat f);
 
+// The marker texts of format f's calls (and "<think>" / "</think>"): a model's vocabulary may
+// hold them as control tokens (llama.cpp's converter makes <｜...｜> and <|...|> tokens control),
+// which the output must then render and grammars allow (ServedModel::rendered_tokens).
+std::vector<std::string_view> tool_format_markers(ToolFormat f);
+
 // The text whose appearance opens the calls (free text under tool_choice "auto" never contains it).
 std::string_view tool_trigger(ToolFormat f);
 
-// One call in the canonical form (its arguments given as JSON text).
-std::string canonical_call(std::string_view name, std::string_view arguments);
+// One call in the canonical form (its arguments given as JSON text), sealed or not (tool_calls.h).
+std::string canonical_call(std::string_view name, std::string_view arguments, bool sealed);
 
 // GBNF for the request's calls in format f (requires t.active()). Parameter schemas are compiled
 // under their `strict` flag, and `dropped` (when given) receives the keywords non-strict ones had
@@ -57,8 +62,9 @@ std::string tool_grammar(const ToolRequest& t, ToolFormat f, std::vector<std::st
 // does not render the tools itself.
 std::string tool_instructions(const ToolRequest& t, ToolFormat f);
 
-// Streaming rewrite of a format's calls into the canonical form; text outside calls passes
-// through (the markers that wrap a run of calls are dropped). Calls whose arguments are JSON in
+// Streaming rewrite of a format's calls into the canonical form, sealed (tool_calls.h: read the
+// output with sealed = true); text outside calls passes through, unsealed (the markers that wrap
+// a run of calls are dropped; a call marker outside them is text). Calls whose arguments are JSON in
 // the model's syntax stream their arguments as they arrive; XML-style calls (kGlm45,
 // kQwen3Coder) are rewritten when they close, their values typed by the tool's parameter schema
 // (a property declared "string" stays text; otherwise a value that parses as JSON is JSON).
@@ -82,6 +88,9 @@ class CallNormalizer {
   State state_ = State::kText;
   std::string buf_;
   std::string raw_;  // kHeader / kXmlBody: the call's raw text from its open marker
+  size_t xml_pos_ = 0;      // kXmlBody: where scanning raw_ resumes
+  bool in_value_ = false;   // kXmlBody: scanning is inside a value
+  bool in_section_ = false; // between a section's open and close markers
   JsonCloser closer_;      // kArgs: where the arguments' JSON closes
   bool args_open_ = false;
 };

@@ -2,6 +2,8 @@
 // Properties: holds back at most one incomplete trailing character (< 4 bytes); a sequence that
 // can no longer complete is replaced by one U+FFFD per maximal ill-formed subpart.
 // Thread-safety: one decoder per stream; the Tokenizer it reads is immutable.
+#include <algorithm>
+
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
 
@@ -32,11 +34,13 @@ std::string drain(std::string& pending, bool final) {
 
 }  // namespace
 
-IncrementalDecoder::IncrementalDecoder(const Tokenizer& tok, bool render_special)
-    : tok_(tok), render_special_(render_special) {}
+IncrementalDecoder::IncrementalDecoder(const Tokenizer& tok, bool render_special, std::vector<int32_t> also_render)
+    : tok_(tok), render_special_(render_special), also_render_(std::move(also_render)) {
+  std::sort(also_render_.begin(), also_render_.end());
+}
 
 std::string IncrementalDecoder::push(int32_t id) {
-  pending_ += tok_.token_piece(id, render_special_);
+  pending_ += tok_.token_piece(id, render_special_ || std::binary_search(also_render_.begin(), also_render_.end(), id));
   return drain(pending_, false);
 }
 

@@ -92,13 +92,16 @@ class Tokenizer {
 // (as llama.cpp streams them). flush() returns what is left (an incomplete tail as U+FFFD).
 class IncrementalDecoder {
  public:
-  explicit IncrementalDecoder(const Tokenizer& tok, bool render_special = false);
+  // also_render: control tokens rendered as their text even without render_special (the tool-call
+  // markers a model's output format needs to be seen).
+  explicit IncrementalDecoder(const Tokenizer& tok, bool render_special = false, std::vector<int32_t> also_render = {});
   std::string push(int32_t id);
   std::string flush();
 
  private:
   const Tokenizer& tok_;
   bool render_special_;
+  std::vector<int32_t> also_render_;  // sorted
   std::string pending_;  // bytes not yet returned (at most one incomplete character)
 };
 

@@ -98,7 +98,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                        ToolFormat::kQwen3Coder}) {
     const std::string norm = normalize_calls(f, text, nullptr);
     CallNormalizer n(f, nullptr);
-    ToolStreamSplitter sp(/*bare_calls=*/false);
+    ToolStreamSplitter sp(/*bare_calls=*/false, /*sealed=*/true);
     std::string chunked;
     std::vector<ToolCall> calls;
     for (size_t i = 0; i < text.size(); i += step) {
@@ -111,7 +111,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)sp.feed(tail);
     (void)sp.flush();
     if (chunked != norm) std::abort();
-    const ParsedOutput p = parse_tool_output(norm, false, true);
+    const ParsedOutput p = parse_tool_output(norm, false, /*sealed=*/true);
     std::vector<ToolCall> sc = sp.take_calls();
     if (sc.size() != p.calls.size()) std::abort();
     for (size_t i = 0; i < sc.size(); ++i) {

@@ -143,3 +143,27 @@ def test_harmony_analysis_is_reasoning(family):
                                               max_tokens=120)
         c = r.choices[0].message.content or ""
         assert "<|channel|>" not in c and "<|message|>" not in c
+
+
+def test_harmony_calls_are_read_with_reasoning_format_none():
+    """--reasoning-format none keeps gpt-oss's analysis in the content, but its calls are still
+    calls: harmony is how the model writes them."""
+    need(STORIES)
+    template = TESTDATA / "templates" / FAMILIES["harmony"][0]
+    need(template)
+    s = Server(["-m", str(STORIES), "--alias", "m", "--chat-template-file", str(template), "--reasoning-format", "none"])
+    try:
+        made = 0
+        for seed in range(4):
+            r = client(s).chat.completions.create(model="m", messages=MSGS, tools=TOOLS, tool_choice="required",
+                                                  parallel_tool_calls=False, temperature=1.0, seed=seed, max_tokens=200)
+            ch = r.choices[0]
+            if ch.finish_reason == "length":
+                continue
+            assert ch.finish_reason == "tool_calls", ch
+            check_calls(ch.message.tool_calls)
+            assert "<|" not in (ch.message.content or "")
+            made += 1
+        assert made > 0
+    finally:
+        assert s.stop() == 0, "".join(s.log[-20:])

@@ -4,4 +4,4 @@ triad_gtest(tokenizer_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/tokenizer_test.cpp
           ${CMAKE_CURRENT_LIST_DIR}/tokenizer_unit_test.cpp
           ${CMAKE_CURRENT_LIST_DIR}/tokenizer_model_test.cpp
-  DEPS triad_tokenizer triad_gguf Threads::Threads)
+  DEPS triad_tokenizer triad_grammar triad_gguf Threads::Threads)

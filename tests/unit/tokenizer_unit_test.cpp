@@ -13,6 +13,7 @@
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
 #include "tokenizer/pretokenizer.h"
+#include "grammar/vocab.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
 
@@ -138,6 +139,21 @@ TEST_F(SpmFixture, PiecesAndDecode) {
   EXPECT_THROW(tok->token_piece(-1), triad::Error);
   EXPECT_THROW(tok->decode({tok->n_vocab()}), triad::Error);
   EXPECT_THROW(tok->token_text(tok->n_vocab()), triad::Error);
+}
+
+TEST_F(SpmFixture, ControlTokensRenderedOnRequest) {
+  // A tool-call marker held as a control token (as llama.cpp's converter makes DeepSeek's
+  // <｜tool▁calls▁begin｜>): rendered, and generable under a grammar, only where asked for.
+  auto tok = make_tokenizer(v.fill(true));
+  triad::IncrementalDecoder plain(*tok), shown(*tok, false, {sot});
+  EXPECT_EQ(plain.push(sot), "");
+  EXPECT_EQ(shown.push(sot), "<start_of_turn>");
+  EXPECT_EQ(shown.push(eot), "");  // only the named ones
+  const auto off = triad::grammar::Vocab::from_tokenizer(*tok);
+  const auto on = triad::grammar::Vocab::from_tokenizer(*tok, {sot});
+  EXPECT_EQ(off->piece(sot), "");
+  EXPECT_EQ(on->piece(sot), "<start_of_turn>");
+  EXPECT_EQ(on->piece(eot), "");
 }
 
 TEST_F(SpmFixture, SpecialIdsAttributesAndEndOfGeneration) {

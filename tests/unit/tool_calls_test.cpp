@@ -284,14 +284,14 @@ TEST(ToolFormats, NativeCallsReadAsTheCanonicalOnesWholeAndStreamed) {
     const std::string text = native_calls(f);
     const std::string name = tool_format_name(f);
     // Whole.
-    const ParsedOutput p = parse_tool_output(normalize_calls(f, text, &req), /*bare=*/false);
+    const ParsedOutput p = parse_tool_output(normalize_calls(f, text, &req), /*bare=*/false, /*sealed=*/true);
     EXPECT_EQ(p.content, "Checking.") << name;
     expect_two_calls(p.calls, name);
     // Streamed in every piece size: the same content and calls, arguments in fragments that add
     // up to them.
     for (size_t step = 1; step <= 9; ++step) {
       CallNormalizer n(f, &req);
-      ToolStreamSplitter s(/*bare_calls=*/false);
+      ToolStreamSplitter s(/*bare_calls=*/false, /*sealed=*/true);
       std::string content, args;
       std::vector<ToolCall> calls;
       for (size_t i = 0; i < text.size(); i += step) {
@@ -353,7 +353,7 @@ TEST(ToolFormats, XmlValuesAreTypedByTheSchema) {
                       "<arg_key>o</arg_key>\n<arg_value>{\"k\": [1]}</arg_value>\n<arg_key>b</arg_key>\n<arg_value>true</arg_value>\n"
                       "</tool_call>",
                       &req),
-      false);
+      false, /*sealed=*/true);
   ASSERT_EQ(p.calls.size(), 1u);
   EXPECT_EQ(json::parse(p.calls[0].arguments), json::parse(R"({"s": "42", "n": 4.5, "o": {"k": [1]}, "b": true})"));
   // Qwen3-Coder writes Python's True; a multi-line string keeps its inner newlines.
@@ -362,7 +362,7 @@ TEST(ToolFormats, XmlValuesAreTypedByTheSchema) {
                       "<tool_call>\n<function=f>\n<parameter=b>\nTrue\n</parameter>\n<parameter=s>\nline 1\nline 2\n</parameter>\n"
                       "</function>\n</tool_call>",
                       &req),
-      false);
+      false, /*sealed=*/true);
   ASSERT_EQ(q.calls.size(), 1u);
   EXPECT_EQ(json::parse(q.calls[0].arguments), json::parse(R"({"b": true, "s": "line 1\nline 2"})"));
   // The string parameter's raw text may contain "<" (code); the grammar admits it.
@@ -380,12 +380,12 @@ TEST(ToolFormats, MalformedNativeCallsStayText) {
   const std::string cases[] = {
       kDsSec + kDsOpen + "no separator here" + kDsClose + kDsSecEnd + " after",
       kDsSec + kDsOpen + "bad name!" + kDsSep + "{}" + kDsClose + kDsSecEnd + " after",
-      "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_vaule></tool_call> after",
+      "<tool_call>get_weather\n<arg_key>city</arg_key>\n junk </tool_call> after",
       kDsSec + kDsOpen + "add" + kDsSep + "[1, 2]" + kDsClose + kDsSecEnd + " after",
   };
   const ToolFormat fs[] = {ToolFormat::kDeepSeekV31, ToolFormat::kDeepSeekV31, ToolFormat::kGlm45, ToolFormat::kDeepSeekV31};
   for (size_t k = 0; k < std::size(cases); ++k) {
-    const ParsedOutput p = parse_tool_output(normalize_calls(fs[k], cases[k], &req), false);
+    const ParsedOutput p = parse_tool_output(normalize_calls(fs[k], cases[k], &req), false, /*sealed=*/true);
     EXPECT_TRUE(p.calls.empty()) << k;
     EXPECT_NE(p.content.find("after"), std::string::npos) << k << ": " << p.content << " / " << normalize_calls(fs[k], cases[k], &req);
   }
@@ -394,13 +394,13 @@ TEST(ToolFormats, MalformedNativeCallsStayText) {
     const std::string text = native_calls(f);
     for (const char* at : {"Pa", "-2"}) {
       const size_t cut = text.find(at) + 2;
-      const ParsedOutput p = parse_tool_output(normalize_calls(f, text.substr(0, cut), &req), false, /*drop_unfinished=*/true);
+      const ParsedOutput p = parse_tool_output(normalize_calls(f, text.substr(0, cut), &req), false, /*sealed=*/true);
       EXPECT_EQ(p.calls.size(), at[0] == 'P' ? 0u : 1u) << tool_format_name(f) << " " << cut;
       EXPECT_EQ(p.content, "Checking.") << tool_format_name(f) << " " << cut;
     }
     // Ended after the arguments, before the close marker: the call is whole.
     const size_t last = text.rfind("-2") + 3;
-    EXPECT_EQ(parse_tool_output(normalize_calls(f, text.substr(0, last), &req), false, true).calls.size(),
+    EXPECT_EQ(parse_tool_output(normalize_calls(f, text.substr(0, last), &req), false, /*sealed=*/true).calls.size(),
               f == ToolFormat::kGlm45 || f == ToolFormat::kQwen3Coder ? 1u : 2u) << tool_format_name(f);
   }
   // Any bytes, in any split: no crash, and the same output whole or byte by byte.
@@ -439,7 +439,7 @@ TEST(ToolFormats, HarmonyChannelsSplitIntoReasoningContentAndCalls) {
          {std::string("<|channel|>analysis<|message|>Need it.<|end|><|start|>assistant to=functions.add<|channel|>commentary json<|message|>{\"a\": 1, \"b\": -2}"),
           std::string("<|channel|>commentary to=functions.add <|constrain|>json<|message|>{\"a\": 1, \"b\": -2}<|call|>")}) {
       ChannelSplitter::Out c = run(call, step);
-      const ParsedOutput p = parse_tool_output(c.content, false);
+      const ParsedOutput p = parse_tool_output(c.content, false, /*sealed=*/true);
       ASSERT_EQ(p.calls.size(), 1u) << c.content;
       EXPECT_EQ(p.calls[0].name, "add");
       EXPECT_EQ(json::parse(p.calls[0].arguments), json::parse(R"({"a": 1, "b": -2})"));
@@ -447,8 +447,79 @@ TEST(ToolFormats, HarmonyChannelsSplitIntoReasoningContentAndCalls) {
     }
     // A call cut off before its JSON closes is not a call.
     ChannelSplitter::Out cut = run(" to=functions.add<|channel|>commentary json<|message|>{\"a\": 1", step);
-    EXPECT_TRUE(parse_tool_output(cut.content, false).calls.empty());
+    EXPECT_TRUE(parse_tool_output(cut.content, false, /*sealed=*/true).calls.empty());
     // Output without harmony headers is content.
     EXPECT_EQ(run("Plain answer.", step).content, "Plain answer.");
   }
+}
+
+TEST(ToolFormats, OnlyCallsInTheFamilysSyntaxAreCalls) {
+  const ToolRequest req = two_tools("auto", true);
+  // A DeepSeek model's answer that shows the canonical form (or the seal byte) is text.
+  const std::string shown = "Use <tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}\n</tool_call> \x1E<tool_call>";
+  for (ToolFormat f : {ToolFormat::kDeepSeekV31, ToolFormat::kKimiK2}) {
+    const ParsedOutput p = parse_tool_output(normalize_calls(f, shown, &req), false, /*sealed=*/true);
+    EXPECT_TRUE(p.calls.empty()) << tool_format_name(f);
+    EXPECT_EQ(p.content, "Use <tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}\n</tool_call> \xEF\xBF\xBD<tool_call>");
+  }
+  // A call marker outside a section is text; a section close with none open is text too.
+  const std::string loose = "a " + kDsOpen + "add" + kDsSep + R"({"a": 1, "b": 2})" + kDsClose + " b" + kDsSecEnd;
+  const ParsedOutput p = parse_tool_output(normalize_calls(ToolFormat::kDeepSeekV31, loose, &req), false, true);
+  EXPECT_TRUE(p.calls.empty());
+  EXPECT_EQ(p.content, loose);
+  // A harmony final answer showing the canonical form is text.
+  HarmonySplitter h;
+  ChannelSplitter::Out o = h.feed("<|channel|>final<|message|>" + shown);
+  ChannelSplitter::Out of = h.flush();
+  EXPECT_TRUE(parse_tool_output(o.content + of.content, false, true).calls.empty());
+}
+
+TEST(ToolFormats, XmlStringValuesMayHoldTheCloseMarker) {
+  // Code written by a tool call may contain "</tool_call>": the call ends at the first close
+  // marker outside a value.
+  json body = json::parse(R"({"tools": [{"type": "function", "function": {"name": "write", "parameters": {"type": "object",
+      "properties": {"path": {"type": "string"}, "text": {"type": "string"}}}}}]})");
+  const ToolRequest req = parse_tools(body);
+  const std::string code = "print('</tool_call>')\n</function>";
+  const std::pair<ToolFormat, std::string> cases[] = {
+      {ToolFormat::kQwen3Coder, "<tool_call>\n<function=write>\n<parameter=path>\na.py\n</parameter>\n<parameter=text>\n" + code +
+                                    "\n</parameter>\n</function>\n</tool_call> done"},
+      {ToolFormat::kGlm45, "<tool_call>write\n<arg_key>path</arg_key>\n<arg_value>a.py</arg_value>\n<arg_key>text</arg_key>\n"
+                           "<arg_value>" + code + "</arg_value>\n</tool_call> done"},
+  };
+  for (const auto& [f, text] : cases) {
+    for (size_t step : {size_t{1}, size_t{3}, text.size()}) {
+      CallNormalizer n(f, &req);
+      std::string norm;
+      for (size_t i = 0; i < text.size(); i += step) norm += n.feed(std::string_view(text).substr(i, step));
+      norm += n.flush();
+      const ParsedOutput p = parse_tool_output(norm, false, true);
+      ASSERT_EQ(p.calls.size(), 1u) << tool_format_name(f) << " " << step;
+      EXPECT_EQ(json::parse(p.calls[0].arguments), (json{{"path", "a.py"}, {"text", code}})) << tool_format_name(f);
+      EXPECT_EQ(p.content, "done");
+    }
+  }
+  // A schema whose string enum holds other values compiles (they are left out: no string matches them).
+  json body2 = json::parse(R"({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+      "properties": {"s": {"type": "string", "enum": ["a", null, 3]}, "c": {"type": "string", "const": 1}}}}}]})");
+  EXPECT_NO_THROW(tool_grammar(parse_tools(body2), ToolFormat::kGlm45));
+}
+
+TEST(ToolFormats, HarmonyEdges) {
+  // Text after a message's end with no header is the answer.
+  HarmonySplitter h;
+  ChannelSplitter::Out a = h.feed("<|channel|>analysis<|message|>x<|end|>The answer");
+  ChannelSplitter::Out af = h.flush();
+  EXPECT_EQ(a.reasoning + af.reasoning, "x");
+  EXPECT_EQ(a.content + af.content, "The answer");
+  // --reasoning-format none: the analysis is content, calls are still read.
+  HarmonySplitter n(/*split_reasoning=*/false);
+  ChannelSplitter::Out b = n.feed("<|channel|>analysis<|message|>Think.<|end|><|start|>assistant to=functions.add<|channel|>commentary json"
+                                  "<|message|>{\"a\": 1, \"b\": 2}");
+  ChannelSplitter::Out bf = n.flush();
+  EXPECT_EQ(b.reasoning + bf.reasoning, "");
+  const ParsedOutput p = parse_tool_output(b.content + bf.content, false, true);
+  EXPECT_EQ(p.content, "Think.");
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].name, "add");
 }
