@@ -260,7 +260,9 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, int64_t x_s
 }
 
 void matmul_experts_isa(IsaLevel level, const ExpertProducts& e, const float* x, int64_t x_stride, float* y,
-                        int64_t y_stride, float* gather, ThreadPool& pool) {
+                        int64_t y_stride, float* gather, ThreadPool& pool, const void* const* data2, float* y2) {
+  TRIAD_CHECK((data2 == nullptr) == (y2 == nullptr), "matmul_experts: a second product set needs its output");
+  const int32_t sets = data2 ? 2 : 1;
   TRIAD_CHECK(e.n >= 0 && e.begin != nullptr && e.begin[0] == 0, "matmul_experts: bad expert table");
   TRIAD_CHECK(!dtype_has_row_scale(e.shape.type), "matmul_experts: row-scaled weights are not supported");
   TRIAD_CHECK(matmul_isa_supported(level), "matmul_experts: this CPU does not support ", isa_name(level));
@@ -272,9 +274,11 @@ void matmul_experts_isa(IsaLevel level, const ExpertProducts& e, const float* x,
     most = std::max(most, cnt);
     if (cnt == 0) continue;
     // Every product is checked here, before any runs on a worker (which must not throw).
-    WeightMatrix w = e.shape;
-    w.data = e.data[k];
-    check_matmul_args(w, x, cnt, e.src ? cols : x_stride, y, y_stride);
+    for (int32_t set = 0; set < sets; ++set) {
+      WeightMatrix w = e.shape;
+      w.data = (set ? data2 : e.data)[k];
+      check_matmul_args(w, x, cnt, e.src ? cols : x_stride, set ? y2 : y, y_stride);
+    }
   }
   if (total == 0) return;
   const float* in = x;
@@ -289,30 +293,39 @@ void matmul_experts_isa(IsaLevel level, const ExpertProducts& e, const float* x,
     in = gather;
     in_stride = cols;
   }
-  auto product = [&](int32_t k, ThreadPool& p) {
+  // Product j: expert j % n of set j / n.
+  auto product = [&](int32_t j, ThreadPool& p) {
+    const int32_t k = j % e.n, set = j / e.n;
     const int64_t r0 = e.begin[k], cnt = e.begin[k + 1] - r0;
     if (cnt == 0) return;
     WeightMatrix w = e.shape;
-    w.data = e.data[k];
-    matmul_isa(level, w, in + r0 * in_stride, cnt, in_stride, y + r0 * y_stride, y_stride, p);
+    w.data = (set ? data2 : e.data)[k];
+    matmul_isa(level, w, in + r0 * in_stride, cnt, in_stride, (set ? y2 : y) + r0 * y_stride, y_stride, p);
   };
+  const int32_t n_products = e.n * sets;
   constexpr int64_t kSpreadRows = 8;  // decode-sized groups: a whole product per thread
   if (pool.size() > 1 && most <= kSpreadRows) {
     std::atomic<int32_t> next{0};
     pool.run([&](int, int) {
       thread_local ThreadPool solo(1);
-      for (int32_t k = next.fetch_add(1, std::memory_order_relaxed); k < e.n;
-           k = next.fetch_add(1, std::memory_order_relaxed))
-        product(k, solo);
+      for (int32_t j = next.fetch_add(1, std::memory_order_relaxed); j < n_products;
+           j = next.fetch_add(1, std::memory_order_relaxed))
+        product(j, solo);
     });
     return;
   }
-  for (int32_t k = 0; k < e.n; ++k) product(k, pool);
+  for (int32_t j = 0; j < n_products; ++j) product(j, pool);
 }
 
 void matmul_experts(const ExpertProducts& e, const float* x, int64_t x_stride, float* y, int64_t y_stride,
                     float* gather, ThreadPool& pool) {
   matmul_experts_isa(best_isa(), e, x, x_stride, y, y_stride, gather, pool);
+}
+
+void matmul_experts_pair(const ExpertProducts& e, const void* const* data2, const float* x, int64_t x_stride, float* y,
+                         float* y2, int64_t y_stride, float* gather, ThreadPool& pool) {
+  TRIAD_CHECK(data2 != nullptr && y2 != nullptr, "matmul_experts_pair: the second product set is missing");
+  matmul_experts_isa(best_isa(), e, x, x_stride, y, y_stride, gather, pool, data2, y2);
 }
 
 }  // namespace triad::kernels

@@ -45,6 +45,11 @@ struct ExpertProducts {
 // A row's result is the same as matmul() of its expert alone over the same rows.
 void matmul_experts(const ExpertProducts& e, const float* x, int64_t x_stride, float* y, int64_t y_stride,
                     float* gather, ThreadPool& pool);
+// Two product sets of one shape over the same routed rows (each expert's gate and up): e.data
+// into y and data2 into y2, in one dispatch (decode: the 2n products spread over the threads
+// together). Each row's results are those of two matmul_experts() calls.
+void matmul_experts_pair(const ExpertProducts& e, const void* const* data2, const float* x, int64_t x_stride, float* y,
+                         float* y2, int64_t y_stride, float* gather, ThreadPool& pool);
 
 // Batch invariance: whether a token's output row is bitwise the same whatever else shares the
 // call (the number of tokens, the thread count). The scalar and AVX2 kernels always are. The

@@ -99,9 +99,11 @@ bool matmul_isa_supported(IsaLevel level);
 void matmul_isa(IsaLevel level, const WeightMatrix& w, const float* x, int64_t n_tokens,
                 int64_t x_stride, float* y, int64_t y_stride, ThreadPool& pool);
 
-// matmul_experts() on a chosen ISA level.
+// matmul_experts() on a chosen ISA level; with data2 / y2, also the second product set of
+// matmul_experts_pair() in the same dispatch.
 void matmul_experts_isa(IsaLevel level, const ExpertProducts& e, const float* x, int64_t x_stride, float* y,
-                        int64_t y_stride, float* gather, ThreadPool& pool);
+                        int64_t y_stride, float* gather, ThreadPool& pool, const void* const* data2 = nullptr,
+                        float* y2 = nullptr);
 
 // Throws triad::Error unless the arguments describe a valid product: a weight type
 // (dtype_supported_for_matmul) with row scales exactly when it needs them, rows/cols/n_tokens >= 0, cols a multiple of the block size,

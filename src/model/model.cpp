@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <vector>
@@ -395,8 +396,16 @@ void Model::moe_ffn(int32_t il, int64_t n, ForwardScratch& s, ThreadPool& pool) 
   };
   observe(L.gate_exps, s.moe_x.data(), E);
   observe(L.up_exps, s.moe_x.data(), E);
-  kernels::matmul_experts(products(L.gate_exps), s.moe_x.data(), E, s.moe_gate.data(), FX, nullptr, pool);
-  kernels::matmul_experts(products(L.up_exps), s.moe_x.data(), E, s.moe_up.data(), FX, nullptr, pool);
+  const kernels::WeightMatrix& g0 = L.gate_exps.first;
+  const kernels::WeightMatrix& u0 = L.up_exps.first;
+  if (g0.type == u0.type && g0.rows == u0.rows && g0.cols == u0.cols) {
+    // One dispatch for both (decode: the 2k products spread over the threads together).
+    kernels::matmul_experts_pair(products(L.gate_exps), L.up_exps.data.data(), s.moe_x.data(), E, s.moe_gate.data(),
+                                 s.moe_up.data(), FX, nullptr, pool);
+  } else {
+    kernels::matmul_experts(products(L.gate_exps), s.moe_x.data(), E, s.moe_gate.data(), FX, nullptr, pool);
+    kernels::matmul_experts(products(L.up_exps), s.moe_x.data(), E, s.moe_up.data(), FX, nullptr, pool);
+  }
   add_expert_bias(s.moe_gate.data(), L.gate_exps_b, FX);
   add_expert_bias(s.moe_up.data(), L.up_exps_b, FX);
   glu(c.ffn_act, s.moe_gate.data(), s.moe_up.data(), total * FX, pool);
