@@ -58,3 +58,11 @@ target_compile_options(imatrix_fuzz_replay PRIVATE ${TRIAD_WARNINGS})
 target_link_libraries(imatrix_fuzz_replay PRIVATE triad_quant)
 add_test(NAME imatrix_fuzz_replay COMMAND imatrix_fuzz_replay ${CMAKE_CURRENT_LIST_DIR}/corpus/imatrix)
 set_tests_properties(imatrix_fuzz_replay PROPERTIES LABELS cpp)
+
+# The safetensors reader.
+add_executable(safetensors_fuzz_replay
+  ${CMAKE_CURRENT_LIST_DIR}/replay_main.cpp ${CMAKE_CURRENT_LIST_DIR}/safetensors_fuzz.cpp)
+target_compile_options(safetensors_fuzz_replay PRIVATE ${TRIAD_WARNINGS})
+target_link_libraries(safetensors_fuzz_replay PRIVATE triad_safetensors)
+add_test(NAME safetensors_fuzz_replay COMMAND safetensors_fuzz_replay ${CMAKE_CURRENT_LIST_DIR}/corpus/safetensors)
+set_tests_properties(safetensors_fuzz_replay PROPERTIES LABELS cpp)
