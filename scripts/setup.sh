@@ -15,7 +15,7 @@ APT_PACKAGES=(
   chromium                            # headless rendering check of the tradeoff report (tests/quant/render_check.py)
 )
 # ml_dtypes: FP8 rounding reference; lm-eval[api]: scores a local task through /v1/completions
-PIP_PACKAGES=(gguf numpy pytest jinja2 jsonschema openai ml_dtypes "lm-eval[api]==0.4.13")
+PIP_PACKAGES=(gguf numpy pytest jinja2 jsonschema openai ml_dtypes "lm-eval[api]==0.4.13" safetensors tokenizers)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -29,7 +29,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 PY=${PYTHON:-python3}
-if ! "$PY" -c "import gguf, numpy, pytest, jinja2, jsonschema, openai, ml_dtypes, lm_eval, tenacity" 2>/dev/null; then
+if ! "$PY" -c "import gguf, numpy, pytest, jinja2, jsonschema, openai, ml_dtypes, lm_eval, tenacity, safetensors, tokenizers" 2>/dev/null; then
   echo "setup: installing pip packages: ${PIP_PACKAGES[*]}"
   "$PY" -m pip install -q --disable-pip-version-check "${PIP_PACKAGES[@]}" \
     || "$PY" -m pip install -q --disable-pip-version-check --break-system-packages "${PIP_PACKAGES[@]}"

@@ -181,7 +181,11 @@ int run(const ServeOptions& o) {
   for (size_t i = 0; i < paths.size(); ++i) {
     auto s = std::make_unique<Served>();
     s->lm = load_model(paths[i], o.common.weight_type, threads);
-    std::string name = i < aliases.size() ? aliases[i] : std::filesystem::path(paths[i]).stem().string();
+    // The default name: the file's stem, or a folder's whole name ("Qwen2.5-0.5B").
+    std::filesystem::path p(paths[i]);
+    if (p.filename().empty()) p = p.parent_path();
+    std::string name = i < aliases.size() ? aliases[i]
+                       : std::filesystem::is_directory(p) ? p.filename().string() : p.stem().string();
     for (const auto& other : served) TRIAD_CHECK(other->sm.name != name, "two models are named '", name, "': use --alias");
     s->sm.name = name;
     s->sm.path = paths[i];
@@ -341,8 +345,8 @@ int run(const ServeOptions& o) {
 Command add_serve(CLI::App& app) {
   auto o = std::make_shared<ServeOptions>();  // owned by the returned command
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions, ...)");
-  cmd->add_option("-m,--model", o->models, "GGUF model to serve (repeatable; default: Qwen2.5-Coder-0.5B-Instruct from models/, fetched on first use, served as qwen2.5-coder-0.5b-instruct)")
-      ->check(CLI::ExistingFile);
+  cmd->add_option("-m,--model", o->models, "GGUF model, or Hugging Face model folder (converted once and cached), to serve (repeatable; default: Qwen2.5-Coder-0.5B-Instruct from models/, fetched on first use, served as qwen2.5-coder-0.5b-instruct)")
+      ->check(CLI::ExistingPath);
   cmd->add_option("--alias", o->aliases, "name clients use for the -m at the same position (repeatable; default: file stem)");
   cmd->add_option("--host", o->host, "address to listen on");
   cmd->add_option("--port", o->port, "port (0: any free port)")->check(CLI::Range(0, 65535));

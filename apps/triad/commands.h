@@ -24,6 +24,7 @@ Command add_serve(CLI::App& app);     // `triad serve`
 Command add_quantize(CLI::App& app);  // `triad quantize`
 Command add_imatrix(CLI::App& app);   // `triad imatrix`
 Command add_tradeoff(CLI::App& app);  // `triad tradeoff`
+Command add_convert(CLI::App& app);   // `triad convert`
 
 // Options every model-running command shares.
 struct CommonOptions {

@@ -5,6 +5,7 @@
 #include <optional>
 #include <sstream>
 
+#include "convert/hf_convert.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "base/timer.h"
@@ -24,7 +25,11 @@ LoadedModel load_model(const std::string& path, const std::string& weight_type, 
   LoadedModel m;
   std::optional<DType> online;
   if (!weight_type.empty()) online = quant::parse_weight_type(weight_type);
-  m.model = Model::load(path, quant::online_transform(online, threads));
+  // A Hugging Face folder is converted once and its GGUF cached (convert/hf_convert.h).
+  const std::string file = convert::is_hf_folder(path)
+                               ? convert::converted_model_path(path, [](const std::string& s) { log_info(s); })
+                               : path;
+  m.model = Model::load(file, quant::online_transform(online, threads));
   m.tokenizer = Tokenizer::from_gguf(m.model->file());
   const ModelConfig& c = m.model->config();
   TRIAD_CHECK(m.tokenizer->n_vocab() <= c.n_vocab, "tokenizer has ", m.tokenizer->n_vocab(),

@@ -39,28 +39,8 @@ constexpr DTypeInfo kDTypes[] = {
     {"BOOL", DType::kBool, 1}, {"F8_E4M3", DType::kF8E4M3, 1}, {"F8_E5M2", DType::kF8E5M2, 1},
 };
 
-// Bracket nesting of a JSON text, outside strings (bounds the recursive parser's depth).
-int json_depth(std::string_view s) {
-  int depth = 0, most = 0;
-  bool in_str = false, esc = false;
-  for (char c : s) {
-    if (in_str) {
-      if (esc) esc = false;
-      else if (c == '\\') esc = true;
-      else if (c == '"') in_str = false;
-    } else if (c == '"') {
-      in_str = true;
-    } else if (c == '{' || c == '[') {
-      most = std::max(most, ++depth);
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
-  return most;
-}
-
 json parse_json(std::string_view text, int max_depth, const char* what) {
-  if (json_depth(text) > max_depth) fail(what, " nests deeper than ", max_depth, " levels");
+  if (json_nesting(text) > max_depth) fail(what, " nests deeper than ", max_depth, " levels");
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) fail(what, " is not valid JSON");
   return j;
@@ -78,6 +58,25 @@ bool plain_file_name(const std::string& n) {
 }
 
 }  // namespace
+
+int json_nesting(std::string_view s) {
+  int depth = 0, most = 0;
+  bool in_str = false, esc = false;
+  for (char c : s) {
+    if (in_str) {
+      if (esc) esc = false;
+      else if (c == '\\') esc = true;
+      else if (c == '"') in_str = false;
+    } else if (c == '"') {
+      in_str = true;
+    } else if (c == '{' || c == '[') {
+      most = std::max(most, ++depth);
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return most;
+}
 
 const char* dtype_name(DType t) {
   for (const DTypeInfo& d : kDTypes)

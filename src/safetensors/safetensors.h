@@ -92,6 +92,10 @@ class Checkpoint {
   std::map<std::string, const Tensor*, std::less<>> by_name_;
 };
 
+// The deepest bracket nesting of a JSON text, outside strings: checked before parsing an
+// untrusted JSON file, so the recursive parser's depth stays bounded.
+int json_nesting(std::string_view text);
+
 // The values of a floating-point tensor as f32 (out: n_elements floats): F32, F16, BF16, F64,
 // and FP8 (E4M3 / E5M2). FP8 weights may come with block scales, as DeepSeek-V3/R1 and the
 // Qwen3 FP8 checkpoints ship them: `scale_inv` (F32 or BF16) holds one factor per block of

@@ -8,6 +8,8 @@
 #   golden_kld          KL divergence figures vs numpy over the same stored base log-probs
 #   golden_online       --weight-type fp8_e4m3 / int8 vs the reference's own load-time rounding
 #   golden_gemma        the default Gemma 3 270M Q4_K_M (skips when absent from TRIAD_MODELS_DIR)
+#   golden_convert      `triad convert` of random Hugging Face folders vs a numpy pass over their
+#                       safetensors, and their tokenizers vs PyPI tokenizers
 # Reference results and the synthetic models are cached in <build>/ref-cache (keyed by model
 # sha256, inputs and the reference's source), so only a cold first run pays for the reference.
 triad_pytest(reference_selftest reference/test_reference.py)
@@ -18,6 +20,7 @@ triad_pytest(golden_imatrix golden/test_imatrix.py)
 triad_pytest(golden_kld golden/test_kld.py)
 triad_pytest(golden_online golden/test_online.py)
 triad_pytest(golden_gemma golden/test_gemma.py)
+triad_pytest(golden_convert golden/test_convert.py)
 
 foreach(t reference_selftest reference_data golden_synthetic golden_stories golden_imatrix golden_kld golden_online golden_gemma)
   set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT

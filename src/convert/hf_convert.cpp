@@ -1,0 +1,485 @@
+// Hugging Face folder -> GGUF (hf_convert.h).
+#include "convert/hf_convert.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <vector>
+
+#include <openssl/sha.h>
+#include <sys/stat.h>
+
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+#include "gguf/gguf_writer.h"
+#include "gguf/inspect.h"
+#include "quant/quantize.h"
+#include "safetensors/safetensors.h"
+#include "tensor/fp16.h"
+
+namespace triad::convert {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using safetensors::Tensor;
+
+std::string q(std::string_view s) { return gguf::quote_bytes(s, 120, '\''); }
+
+constexpr uint64_t kMaxJsonBytes = 256u << 20;
+
+// A JSON file of the folder; null when absent and not required.
+json read_json(const fs::path& p, bool required) {
+  std::error_code ec;
+  if (!fs::exists(p, ec)) {
+    if (required) fail("convert: ", q(p.string()), " is missing");
+    return nullptr;
+  }
+  if (fs::file_size(p, ec) > kMaxJsonBytes) fail("convert: ", q(p.string()), " is over ", kMaxJsonBytes, " bytes");
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  if (safetensors::json_nesting(text) > 64) fail("convert: ", q(p.string()), " nests too deeply");
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) fail("convert: ", q(p.string()), " is not a JSON object");
+  return j;
+}
+
+int64_t cfg_int(const json& c, const char* key, int64_t def, bool required) {
+  if (!c.contains(key) || c[key].is_null()) {
+    if (required) fail("convert: config.json has no '", key, "'");
+    return def;
+  }
+  if (!c[key].is_number_integer() || c[key].get<int64_t>() < 0 || c[key].get<int64_t>() > (int64_t{1} << 40))
+    fail("convert: config.json '", key, "' is not a non-negative integer");
+  return c[key].get<int64_t>();
+}
+
+double cfg_num(const json& c, const char* key, double def) {
+  if (!c.contains(key) || c[key].is_null()) return def;
+  if (!c[key].is_number()) fail("convert: config.json '", key, "' is not a number");
+  return c[key].get<double>();
+}
+
+struct Arch {
+  std::string name;         // GGUF general.architecture
+  bool permute_qk = false;  // llama: rotate-half rows -> interleaved pairs
+  bool qkv_bias = false;    // qwen2
+  bool qk_norm = false;     // qwen3
+};
+
+Arch arch_of(const json& cfg) {
+  if (!cfg.contains("architectures") || !cfg["architectures"].is_array() || cfg["architectures"].empty() ||
+      !cfg["architectures"][0].is_string())
+    fail("convert: config.json names no 'architectures'");
+  const std::string a = cfg["architectures"][0].get<std::string>();
+  if (a == "Qwen2ForCausalLM") return {"qwen2", false, true, false};
+  if (a == "Qwen3ForCausalLM") return {"qwen3", false, false, true};
+  if (a == "LlamaForCausalLM" || a == "MistralForCausalLM") return {"llama", true, false, false};
+  fail("convert: architecture ", q(a), " is not supported yet (supported: Qwen2ForCausalLM, Qwen3ForCausalLM, "
+       "LlamaForCausalLM, MistralForCausalLM)");
+}
+
+// Known byte-level BPE split patterns -> llama.cpp's tokenizer.ggml.pre names.
+constexpr const char* kQwen2Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr const char* kLlama3Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+std::string pre_name(const json& pre) {
+  if (pre.is_object() && pre.value("type", "") == "ByteLevel" && pre.value("use_regex", true)) return "gpt-2";
+  if (pre.is_object() && pre.value("type", "") == "Sequence" && pre.contains("pretokenizers") &&
+      pre["pretokenizers"].is_array()) {
+    std::string pattern;
+    bool byte_level = false;
+    for (const json& p : pre["pretokenizers"]) {
+      if (!p.is_object()) continue;
+      const std::string t = p.value("type", "");
+      if (t == "ByteLevel") byte_level = true;
+      if (t == "Split" && p.contains("pattern") && p["pattern"].is_object() && p["pattern"].contains("Regex") &&
+          p["pattern"]["Regex"].is_string()) {
+        if (!pattern.empty()) fail("convert: tokenizer.json has several split patterns (not supported yet)");
+        pattern = p["pattern"]["Regex"].get<std::string>();
+      }
+    }
+    if (byte_level && pattern == kQwen2Pattern) return "qwen2";
+    if (byte_level && pattern == kLlama3Pattern) return "llama-bpe";
+    fail("convert: tokenizer.json's pre-tokenizer (split pattern ", q(pattern), ") is not one Triad recognises yet "
+         "(Qwen2's, Llama 3's, GPT-2's)");
+  }
+  fail("convert: tokenizer.json's pre-tokenizer is not a byte-level BPE one Triad recognises yet");
+}
+
+// A token named by tokenizer_config.json ("<s>" or {"content": "<s>"}).
+std::string token_text(const json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
+  return {};
+}
+
+void write_tokenizer(gguf::GgufWriter& w, const fs::path& dir, const json& cfg, int64_t n_vocab_cfg) {
+  const json tok = read_json(dir / "tokenizer.json", true);
+  const json tcfg = read_json(dir / "tokenizer_config.json", false);
+  if (!tok.contains("model") || !tok["model"].is_object() || tok["model"].value("type", "") != "BPE")
+    fail("convert: tokenizer.json's model is not BPE (SentencePiece / Unigram / WordPiece conversion is not supported yet)");
+  const json& model = tok["model"];
+  const std::string pre = pre_name(tok.contains("pre_tokenizer") ? tok["pre_tokenizer"] : json(nullptr));
+  if (!model.contains("vocab") || !model["vocab"].is_object()) fail("convert: tokenizer.json has no vocab");
+  std::map<int64_t, std::string> by_id;
+  std::map<std::string, int64_t> by_text;
+  auto put = [&](const std::string& text, const json& id) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= (int64_t{1} << 24))
+      fail("convert: tokenizer.json gives token ", q(text), " a bad id");
+    const int64_t i = id.get<int64_t>();
+    const auto it = by_id.find(i);
+    if (it != by_id.end() && it->second != text)
+      fail("convert: tokenizer.json gives id ", i, " to both ", q(it->second), " and ", q(text));
+    by_id[i] = text;
+    by_text[text] = i;
+  };
+  for (const auto& [text, id] : model["vocab"].items()) put(text, id);
+  std::map<int64_t, bool> special;  // added tokens: id -> special
+  if (tok.contains("added_tokens") && tok["added_tokens"].is_array())
+    for (const json& a : tok["added_tokens"]) {
+      if (!a.is_object() || !a.contains("content") || !a["content"].is_string() || !a.contains("id"))
+        fail("convert: a tokenizer.json added token lacks its content or id");
+      put(a["content"].get<std::string>(), a["id"]);
+      special[a["id"].get<int64_t>()] = a.value("special", false);
+    }
+  const int64_t max_id = by_id.empty() ? -1 : by_id.rbegin()->first;
+  const int64_t n = std::max(n_vocab_cfg, max_id + 1);
+  std::vector<std::string> tokens(static_cast<size_t>(n));
+  std::vector<int32_t> types(static_cast<size_t>(n), 5);  // UNUSED padding, as llama.cpp pads
+  for (int64_t i = 0; i < n; ++i) {
+    const auto it = by_id.find(i);
+    if (it == by_id.end()) {
+      tokens[static_cast<size_t>(i)] = "[PAD" + std::to_string(i) + "]";
+      continue;
+    }
+    tokens[static_cast<size_t>(i)] = it->second;
+    const auto sp = special.find(i);
+    types[static_cast<size_t>(i)] = sp == special.end() ? 1 : (sp->second ? 3 : 4);  // normal / control / user-defined
+  }
+  std::vector<std::string> merges;
+  if (model.contains("merges") && model["merges"].is_array()) {
+    for (const json& m : model["merges"]) {
+      if (m.is_string()) {
+        merges.push_back(m.get<std::string>());
+      } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+        merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
+      } else {
+        fail("convert: a tokenizer.json merge is neither \"a b\" nor [\"a\", \"b\"]");
+      }
+    }
+  }
+  w.add_string("tokenizer.ggml.model", "gpt2");
+  w.add_string("tokenizer.ggml.pre", pre);
+  w.add_string_array("tokenizer.ggml.tokens", tokens);
+  w.add_i32_array("tokenizer.ggml.token_type", types);
+  w.add_string_array("tokenizer.ggml.merges", merges);
+  // Special ids: tokenizer_config.json's named tokens, else config.json's ids.
+  auto id_of = [&](const char* key, const char* cfg_key) -> int64_t {
+    if (tcfg.is_object() && tcfg.contains(key)) {
+      const std::string t = token_text(tcfg[key]);
+      const auto it = by_text.find(t);
+      if (!t.empty() && it != by_text.end()) return it->second;
+    }
+    if (cfg.contains(cfg_key)) {
+      const json& v = cfg[cfg_key].is_array() && !cfg[cfg_key].empty() ? cfg[cfg_key][0] : cfg[cfg_key];
+      if (v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() < n) return v.get<int64_t>();
+    }
+    return -1;
+  };
+  if (const int64_t b = id_of("bos_token", "bos_token_id"); b >= 0) w.add_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(b));
+  if (const int64_t e = id_of("eos_token", "eos_token_id"); e >= 0) w.add_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(e));
+  if (const int64_t p = id_of("pad_token", "pad_token_id"); p >= 0) w.add_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(p));
+  if (tcfg.is_object() && tcfg.contains("add_bos_token") && tcfg["add_bos_token"].is_boolean())
+    w.add_bool("tokenizer.ggml.add_bos_token", tcfg["add_bos_token"].get<bool>());
+  // The chat template.
+  std::string tmpl;
+  if (tcfg.is_object() && tcfg.contains("chat_template")) {
+    const json& t = tcfg["chat_template"];
+    if (t.is_string()) {
+      tmpl = t.get<std::string>();
+    } else if (t.is_array()) {
+      for (const json& e : t)
+        if (e.is_object() && e.value("name", "") == "default" && e.contains("template") && e["template"].is_string())
+          tmpl = e["template"].get<std::string>();
+    }
+  }
+  std::error_code ec;
+  if (tmpl.empty() && fs::exists(dir / "chat_template.jinja", ec)) {
+    std::ifstream in(dir / "chat_template.jinja", std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    tmpl = ss.str();
+  }
+  if (!tmpl.empty()) w.add_string("tokenizer.chat_template", tmpl);
+}
+
+// One output tensor: its HF source, GGUF name and shape (rows x cols, or a vector).
+struct Plan {
+  std::string hf, gguf;
+  std::vector<int64_t> shape;  // HF order: [rows, cols] or [n]
+  int64_t permute_heads = 0;   // llama q/k: rows regrouped per head (0: none)
+};
+
+uint32_t file_type(DType t) {
+  switch (t) {
+    case DType::kF32: return 0;
+    case DType::kF16: return 1;
+    case DType::kQ8_0: return 7;
+    case DType::kBF16: return 32;
+    default: return 1;
+  }
+}
+
+}  // namespace
+
+DType parse_out_type(const std::string& s) {
+  if (s == "f32") return DType::kF32;
+  if (s == "f16") return DType::kF16;
+  if (s == "bf16") return DType::kBF16;
+  if (s == "q8_0") return DType::kQ8_0;
+  fail("convert: --outtype must be f32, f16, bf16 or q8_0 (quantize further with `triad quantize`), not ", q(s));
+}
+
+namespace {
+ConvertSummary convert_impl(const std::string& dir_s, const std::string& out_path, const ConvertOptions& opt,
+                            const std::function<void(const ConvertProgress&)>& progress);
+}  // namespace
+
+ConvertSummary convert_hf(const std::string& dir_s, const std::string& out_path, const ConvertOptions& opt,
+                          const std::function<void(const ConvertProgress&)>& progress) {
+  try {
+    return convert_impl(dir_s, out_path, opt, progress);
+  } catch (const json::exception& e) {  // a JSON value of the wrong type somewhere in the folder's files
+    fail("convert: ", q(dir_s), " has a malformed JSON file: ", e.what());
+  }
+}
+
+namespace {
+ConvertSummary convert_impl(const std::string& dir_s, const std::string& out_path, const ConvertOptions& opt,
+                            const std::function<void(const ConvertProgress&)>& progress) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const fs::path dir(dir_s);
+  TRIAD_CHECK(opt.out_type == DType::kF32 || opt.out_type == DType::kF16 || opt.out_type == DType::kBF16 ||
+                  opt.out_type == DType::kQ8_0,
+              "convert: unsupported output type");
+  const json cfg = read_json(dir / "config.json", true);
+  const Arch arch = arch_of(cfg);
+  const std::string& a = arch.name;
+  const int64_t n_embd = cfg_int(cfg, "hidden_size", 0, true), n_layer = cfg_int(cfg, "num_hidden_layers", 0, true),
+                n_ff = cfg_int(cfg, "intermediate_size", 0, true), n_head = cfg_int(cfg, "num_attention_heads", 0, true),
+                n_kv = cfg_int(cfg, "num_key_value_heads", n_head, false), n_vocab = cfg_int(cfg, "vocab_size", 0, true);
+  TRIAD_CHECK(n_embd > 0 && n_layer > 0 && n_ff > 0 && n_head > 0 && n_kv > 0 && n_vocab > 0 && n_head % n_kv == 0,
+              "convert: config.json's sizes are inconsistent (hidden ", n_embd, ", layers ", n_layer, ", heads ", n_head,
+              "/", n_kv, ", vocab ", n_vocab, ")");
+  const int64_t head_dim = cfg_int(cfg, "head_dim", n_embd / n_head, false);
+  TRIAD_CHECK(head_dim > 0 && head_dim % 2 == 0, "convert: head dimension ", head_dim, " must be even and positive");
+  const bool tied = cfg.value("tie_word_embeddings", false);
+  if (cfg.contains("rope_scaling") && !cfg["rope_scaling"].is_null())
+    fail("convert: rope_scaling in config.json is not supported yet");
+
+  gguf::GgufWriter w;
+  w.add_string("general.architecture", a);
+  w.add_string("general.name", dir.filename().empty() ? dir.parent_path().filename().string() : dir.filename().string());
+  w.add_u32("general.file_type", file_type(opt.out_type));
+  w.add_u32(a + ".context_length", static_cast<uint32_t>(cfg_int(cfg, "max_position_embeddings", 4096, false)));
+  w.add_u32(a + ".embedding_length", static_cast<uint32_t>(n_embd));
+  w.add_u32(a + ".block_count", static_cast<uint32_t>(n_layer));
+  w.add_u32(a + ".feed_forward_length", static_cast<uint32_t>(n_ff));
+  w.add_u32(a + ".attention.head_count", static_cast<uint32_t>(n_head));
+  w.add_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(n_kv));
+  w.add_f32(a + ".rope.freq_base", static_cast<float>(cfg_num(cfg, "rope_theta", 10000.0)));
+  w.add_f32(a + ".attention.layer_norm_rms_epsilon", static_cast<float>(cfg_num(cfg, "rms_norm_eps", 1e-6)));
+  if (head_dim != n_embd / n_head || cfg.contains("head_dim")) {
+    w.add_u32(a + ".attention.key_length", static_cast<uint32_t>(head_dim));
+    w.add_u32(a + ".attention.value_length", static_cast<uint32_t>(head_dim));
+  }
+  if (arch.name == "llama") w.add_u32(a + ".rope.dimension_count", static_cast<uint32_t>(head_dim));
+  write_tokenizer(w, dir, cfg, n_vocab);
+
+  // The tensors, in llama.cpp's order, each checked against the config.
+  std::unique_ptr<safetensors::Checkpoint> ck = safetensors::Checkpoint::open_dir(dir_s);
+  std::vector<Plan> plan;
+  plan.push_back({"model.embed_tokens.weight", "token_embd.weight", {n_vocab, n_embd}, 0});
+  for (int64_t i = 0; i < n_layer; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".", b = "blk." + std::to_string(i) + ".";
+    plan.push_back({p + "input_layernorm.weight", b + "attn_norm.weight", {n_embd}, 0});
+    plan.push_back({p + "self_attn.q_proj.weight", b + "attn_q.weight", {n_head * head_dim, n_embd}, arch.permute_qk ? n_head : 0});
+    plan.push_back({p + "self_attn.k_proj.weight", b + "attn_k.weight", {n_kv * head_dim, n_embd}, arch.permute_qk ? n_kv : 0});
+    plan.push_back({p + "self_attn.v_proj.weight", b + "attn_v.weight", {n_kv * head_dim, n_embd}, 0});
+    if (arch.qkv_bias) {
+      plan.push_back({p + "self_attn.q_proj.bias", b + "attn_q.bias", {n_head * head_dim}, 0});
+      plan.push_back({p + "self_attn.k_proj.bias", b + "attn_k.bias", {n_kv * head_dim}, 0});
+      plan.push_back({p + "self_attn.v_proj.bias", b + "attn_v.bias", {n_kv * head_dim}, 0});
+    }
+    if (arch.qk_norm) {
+      plan.push_back({p + "self_attn.q_norm.weight", b + "attn_q_norm.weight", {head_dim}, 0});
+      plan.push_back({p + "self_attn.k_norm.weight", b + "attn_k_norm.weight", {head_dim}, 0});
+    }
+    plan.push_back({p + "self_attn.o_proj.weight", b + "attn_output.weight", {n_embd, n_head * head_dim}, 0});
+    plan.push_back({p + "post_attention_layernorm.weight", b + "ffn_norm.weight", {n_embd}, 0});
+    plan.push_back({p + "mlp.gate_proj.weight", b + "ffn_gate.weight", {n_ff, n_embd}, 0});
+    plan.push_back({p + "mlp.up_proj.weight", b + "ffn_up.weight", {n_ff, n_embd}, 0});
+    plan.push_back({p + "mlp.down_proj.weight", b + "ffn_down.weight", {n_embd, n_ff}, 0});
+  }
+  plan.push_back({"model.norm.weight", "output_norm.weight", {n_embd}, 0});
+  if (!tied || ck->find("lm_head.weight")) plan.push_back({"lm_head.weight", "output.weight", {n_vocab, n_embd}, 0});
+
+  std::set<std::string> used;
+  ConvertSummary sum;
+  sum.architecture = a;
+  for (size_t k = 0; k < plan.size(); ++k) {
+    const Plan& pl = plan[k];
+    const Tensor* t = ck->find(pl.hf);
+    if (!t) fail("convert: tensor ", q(pl.hf), " is missing from ", q(dir_s));
+    if (t->shape != pl.shape) {
+      std::string got, want;
+      for (int64_t d : t->shape) got += (got.empty() ? "" : ", ") + std::to_string(d);
+      for (int64_t d : pl.shape) want += (want.empty() ? "" : ", ") + std::to_string(d);
+      fail("convert: tensor ", q(pl.hf), " is [", got, "] but config.json implies [", want, "]");
+    }
+    if (t->dtype != safetensors::DType::kF32 && t->dtype != safetensors::DType::kF16 &&
+        t->dtype != safetensors::DType::kBF16)
+      fail("convert: tensor ", q(pl.hf), " is ", safetensors::dtype_name(t->dtype), " (F32, F16 or BF16 supported so far)");
+    used.insert(pl.hf);
+    const bool vec = pl.shape.size() == 1;
+    const int64_t rows = vec ? 1 : pl.shape[0], cols = vec ? pl.shape[0] : pl.shape[1];
+    DType out = vec ? DType::kF32 : opt.out_type;
+    if (out == DType::kQ8_0 && cols % 32 != 0) out = DType::kF16;  // rows Q8_0 cannot hold, as llama.cpp
+    const std::vector<int64_t> dims = vec ? std::vector<int64_t>{cols} : std::vector<int64_t>{cols, rows};
+    const int64_t heads = pl.permute_heads;
+    w.add_tensor_producer(pl.gguf, out, dims, [t, rows, cols, out, heads, &progress, k, &plan, &pl](uint8_t* dst) {
+      if (progress) progress({k, plan.size(), pl.hf, pl.gguf, out});
+      // One row at a time: the source row (permuted for llama's q/k), as f32, then the output type.
+      const safetensors::DType sd = t->dtype;
+      const size_t es = safetensors::dtype_size(sd);
+      safetensors::Tensor row = *t;
+      row.shape = {cols};
+      row.n_elements = static_cast<uint64_t>(cols);
+      row.n_bytes = static_cast<uint64_t>(cols) * es;
+      std::vector<float> x(static_cast<size_t>(cols));
+      const size_t out_row = row_bytes(out, cols);
+      const int64_t hd = heads > 0 ? rows / heads : 0;
+      for (int64_t r = 0; r < rows; ++r) {
+        int64_t src = r;
+        if (heads > 0) {  // output row h*hd + 2j + s <- input row h*hd + s*hd/2 + j
+          const int64_t h = r / hd, rem = r % hd, j = rem / 2, s = rem % 2;
+          src = h * hd + s * (hd / 2) + j;
+        }
+        row.data = t->data + static_cast<uint64_t>(src) * static_cast<uint64_t>(cols) * es;
+        safetensors::to_f32(row, x.data());
+        uint8_t* o = dst + static_cast<size_t>(r) * out_row;
+        if (out == DType::kF32) {
+          std::memcpy(o, x.data(), x.size() * sizeof(float));
+        } else if (out == DType::kF16 || out == DType::kBF16) {
+          for (int64_t c = 0; c < cols; ++c) {
+            const uint16_t h16 = out == DType::kF16 ? f32_to_fp16(x[static_cast<size_t>(c)]) : f32_to_bf16(x[static_cast<size_t>(c)]);
+            std::memcpy(o + 2 * c, &h16, 2);
+          }
+        } else {
+          quant::quantize_row(out, x.data(), cols, o, nullptr);
+        }
+      }
+    });
+    sum.bytes_in += t->n_bytes;
+    sum.bytes_out += row_bytes(out, cols) * static_cast<uint64_t>(rows);
+  }
+  for (const Tensor* t : ck->tensors()) {
+    if (used.count(t->name)) continue;
+    if (t->name.size() >= 19 && t->name.compare(t->name.size() - 19, 19, "rotary_emb.inv_freq") == 0) continue;
+    if (tied && t->name == "lm_head.weight") continue;
+    fail("convert: tensor ", q(t->name), " is not part of the ", a, " layout Triad converts (is config.json's architecture right?)");
+  }
+  w.write_file(out_path);
+  sum.tensors = plan.size();
+  sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return sum;
+}
+}  // namespace
+
+bool is_hf_folder(const std::string& path) {
+  std::error_code ec;
+  return fs::is_directory(path, ec) && fs::exists(fs::path(path) / "config.json", ec);
+}
+
+std::string converted_model_path(const std::string& dir_s, const std::function<void(const std::string&)>& log) {
+  const fs::path dir = fs::absolute(fs::path(dir_s));
+  // The key: the converter's version and every input's name, size and modification time.
+  constexpr const char* kConverterVersion = "triad-convert-1";
+  std::vector<fs::path> inputs;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    const bool input = n == "config.json" || n == "tokenizer.json" || n == "tokenizer_config.json" ||
+                       n == "chat_template.jinja" || n == "model.safetensors.index.json" ||
+                       (n.size() > 12 && n.compare(n.size() - 12, 12, ".safetensors") == 0);
+    if (input && e.is_regular_file(ec)) inputs.push_back(e.path());
+  }
+  TRIAD_CHECK(!ec, "convert: cannot list ", q(dir.string()), ": ", ec.message());
+  std::sort(inputs.begin(), inputs.end());
+  std::string manifest = kConverterVersion;
+  DType out = DType::kF16;
+  bool first = true;
+  for (const fs::path& p : inputs) {
+    struct stat st {};
+    TRIAD_CHECK(::stat(p.c_str(), &st) == 0, "convert: cannot stat ", q(p.string()));
+    manifest.append("\n").append(p.filename().string()).append(" ").append(std::to_string(st.st_size));
+    manifest.append(" ").append(std::to_string(st.st_mtim.tv_sec)).append(".").append(std::to_string(st.st_mtim.tv_nsec));
+  }
+  // The output type: the weights' own precision.
+  {
+    std::unique_ptr<safetensors::Checkpoint> ck = safetensors::Checkpoint::open_dir(dir.string());
+    for (const Tensor* t : ck->tensors()) {
+      if (t->shape.size() != 2) continue;
+      const DType d = t->dtype == safetensors::DType::kF32 ? DType::kF32
+                      : t->dtype == safetensors::DType::kBF16 ? DType::kBF16 : DType::kF16;
+      if (first) out = d;
+      else if (d != out) out = DType::kF16;
+      first = false;
+    }
+  }
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(manifest.data()), manifest.size(), digest);
+  static const char* kHex = "0123456789abcdef";
+  std::string key;
+  for (int i = 0; i < 8; ++i) {
+    key += kHex[digest[i] >> 4];
+    key += kHex[digest[i] & 15];
+  }
+  const char* home_env = std::getenv("TRIAD_HOME");
+  const char* user_home = std::getenv("HOME");
+  const fs::path home = home_env && *home_env ? fs::path(home_env)
+                        : fs::path(user_home && *user_home ? user_home : "/tmp") / ".cache" / "triad";
+  const fs::path cache = home / "converted";
+  fs::create_directories(cache, ec);
+  TRIAD_CHECK(!ec, "convert: cannot create ", q(cache.string()), ": ", ec.message());
+  std::string name = dir.filename().string();
+  if (name.empty()) name = dir.parent_path().filename().string();
+  const fs::path target = cache / (name + "-" + key + ".gguf");
+  if (fs::exists(target, ec)) {
+    if (log) log("using the converted copy " + target.string() + " of " + dir.string());
+    return target.string();
+  }
+  if (log) log("converting " + dir.string() + " (" + std::string(dtype_name(out)) + ") to " + target.string() + " (once)");
+  ConvertOptions opt;
+  opt.out_type = out;
+  size_t last_decile = 0;
+  const ConvertSummary s = convert_hf(dir.string(), target.string(), opt, [&](const ConvertProgress& p) {
+    const size_t decile = (p.index + 1) * 10 / std::max<size_t>(1, p.count);
+    if (log && decile != last_decile) log("converting: " + std::to_string(decile * 10) + "%");
+    last_decile = decile;
+  });
+  if (log) log("converted in " + std::to_string(s.seconds) + " s");
+  return target.string();
+}
+
+}  // namespace triad::convert

@@ -1,0 +1,273 @@
+"""`triad convert` (issue 15): a Hugging Face folder to GGUF.
+
+Tiny random models are written as Hugging Face folders with PyPI `safetensors`, `tokenizers` and
+numpy (no torch): config.json, model.safetensors (or two shards with an index), tokenizer.json (a
+byte-level BPE trained here with Qwen2's or Llama 3's split pattern, plus special tokens) and
+tokenizer_config.json. Each is converted, and:
+  * the logits Triad computes on the GGUF equal an independent numpy forward pass written from
+    the Hugging Face modelling code over the *safetensors* weights (rotate-half RoPE, grouped
+    attention, SwiGLU, Qwen2's q/k/v biases, Qwen3's q/k RMS norms, tied or untied head), so the
+    metadata, the tensor mapping and llama's q/k row permutation are what llama.cpp's converter
+    writes;
+  * Triad's tokenizer on the GGUF gives the token ids PyPI `tokenizers` gives on tokenizer.json
+    for varied texts (punctuation, accents, CJK, emoji, digits, whitespace runs, special tokens);
+  * bad folders (unknown architecture, a missing or misshapen tensor, an unsupported tokenizer)
+    are clear errors, and no output file is left behind.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+import golden_util as gu
+from ref_model import attention, rms_norm, rope, silu
+
+tokenizers = pytest.importorskip("tokenizers")
+st_numpy = pytest.importorskip("safetensors.numpy")
+
+QWEN2_SPLIT = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+LLAMA3_SPLIT = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+CORPUS = [
+    "Once upon a time there was a little robot who loved to count: 1, 2, 3, 12345, 3.14159!",
+    "Le café était très bon; naïve façade, résumé, Ærøskøbing and Straße.",
+    "東京は日本の首都です。北京是中国的首都。서울은 한국의 수도입니다.",
+    "Emoji 😀🎉👍🏽 and symbols ©®™ ±×÷ → ⇒ ∀∃ ∑∏.",
+    "def f(x):\n    return x ** 2  # square\n\n\tindented\ttabs   and    spaces",
+    "It's, they're, we've, I'm, you'll, he'd — contractions. URLs: https://example.com/a?b=c&d=e",
+] * 3
+TEXTS = [
+    "Hello world", " leading space", "trailing space ", "multiple   spaces\n\n\nnewlines", "12345678901234567890",
+    "café naïve", "日本語のテキスト", "emoji 🎉 party", "mixed: abc123 ÀÉÎ 中文 😀!?", "<|im_start|>user\nhi<|im_end|>",
+    "tabs\tand\r\ncarriage returns", "don't won't can't", "a" * 50, "   ", "\n", "x<|endoftext|>y",
+    "The quick brown fox jumps over the lazy dog.", "ÆØÅ æøå ß ẞ", "Ελληνικά κείμενα", "русский текст",
+]
+
+
+def make_tokenizer(split: str, vocab_size: int) -> "tokenizers.Tokenizer":
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(split), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size - len(SPECIALS), show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(CORPUS, trainer=trainer)
+    tok.add_special_tokens(SPECIALS)
+    return tok
+
+
+def make_folder(path, arch: str, seed: int, shards: bool = False, tied: bool = False, n_vocab_pad: int = 0) -> dict:
+    """A random HF folder; returns its config and weights (float32, HF names)."""
+    rng = np.random.default_rng(seed)
+    os.makedirs(path, exist_ok=True)
+    tok = make_tokenizer(LLAMA3_SPLIT if arch == "llama" else QWEN2_SPLIT, 400)
+    tok.save(os.path.join(path, "tokenizer.json"))
+    n_tok = tok.get_vocab_size()
+    hidden, n_layer, n_head, n_kv, ff = 64, 2, 4, 2, 96
+    head_dim = 16 if arch != "qwen3" else 24  # qwen3: head_dim given apart from hidden / heads
+    cfg = {
+        "architectures": {"qwen2": ["Qwen2ForCausalLM"], "qwen3": ["Qwen3ForCausalLM"], "llama": ["LlamaForCausalLM"]}[arch],
+        "hidden_size": hidden, "num_hidden_layers": n_layer, "num_attention_heads": n_head,
+        "num_key_value_heads": n_kv, "intermediate_size": ff, "vocab_size": n_tok + n_vocab_pad,
+        "max_position_embeddings": 256, "rms_norm_eps": 1e-6, "rope_theta": 10000.0 if arch == "llama" else 1e6,
+        "tie_word_embeddings": tied, "bos_token_id": n_tok - 3, "eos_token_id": n_tok - 1,
+    }
+    if arch == "qwen3":
+        cfg["head_dim"] = head_dim
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    with open(os.path.join(path, "tokenizer_config.json"), "w") as f:
+        json.dump({"eos_token": "<|im_end|>", "add_bos_token": False,
+                   "chat_template": "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"}, f)
+    V = cfg["vocab_size"]
+    w = {}
+
+    def mat(name, *shape, scale=0.08):
+        w[name] = (rng.standard_normal(shape) * scale).astype(np.float32)
+
+    mat("model.embed_tokens.weight", V, hidden, scale=0.5)
+    for i in range(n_layer):
+        p = f"model.layers.{i}."
+        w[p + "input_layernorm.weight"] = (1 + 0.1 * rng.standard_normal(hidden)).astype(np.float32)
+        w[p + "post_attention_layernorm.weight"] = (1 + 0.1 * rng.standard_normal(hidden)).astype(np.float32)
+        mat(p + "self_attn.q_proj.weight", n_head * head_dim, hidden)
+        mat(p + "self_attn.k_proj.weight", n_kv * head_dim, hidden)
+        mat(p + "self_attn.v_proj.weight", n_kv * head_dim, hidden)
+        mat(p + "self_attn.o_proj.weight", hidden, n_head * head_dim)
+        if arch == "qwen2":
+            for k, n in (("q", n_head), ("k", n_kv), ("v", n_kv)):
+                mat(p + f"self_attn.{k}_proj.bias", n * head_dim, scale=0.2)
+        if arch == "qwen3":
+            w[p + "self_attn.q_norm.weight"] = (1 + 0.1 * rng.standard_normal(head_dim)).astype(np.float32)
+            w[p + "self_attn.k_norm.weight"] = (1 + 0.1 * rng.standard_normal(head_dim)).astype(np.float32)
+        mat(p + "mlp.gate_proj.weight", ff, hidden)
+        mat(p + "mlp.up_proj.weight", ff, hidden)
+        mat(p + "mlp.down_proj.weight", hidden, ff)
+    w["model.norm.weight"] = (1 + 0.1 * rng.standard_normal(hidden)).astype(np.float32)
+    if not tied:
+        mat("lm_head.weight", V, hidden)
+    if shards:
+        names = sorted(w)
+        half = len(names) // 2
+        files = {"model-00001-of-00002.safetensors": names[:half], "model-00002-of-00002.safetensors": names[half:]}
+        for fname, ns in files.items():
+            st_numpy.save_file({n: w[n] for n in ns}, os.path.join(path, fname))
+        with open(os.path.join(path, "model.safetensors.index.json"), "w") as f:
+            json.dump({"metadata": {}, "weight_map": {n: fn for fn, ns in files.items() for n in ns}}, f)
+    else:
+        st_numpy.save_file(w, os.path.join(path, "model.safetensors"))
+    return {"cfg": cfg, "w": w, "arch": arch, "head_dim": head_dim, "tok": tok}
+
+
+def hf_forward(m: dict, tokens) -> np.ndarray:
+    """Logits [T, V] as the Hugging Face modelling code computes them (float64)."""
+    cfg, w, arch, hd = m["cfg"], {k: v.astype(np.float64) for k, v in m["w"].items()}, m["arch"], m["head_dim"]
+    n_head, n_kv, eps = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["rms_norm_eps"]
+    T = len(tokens)
+    pos = np.arange(T)
+    x = w["model.embed_tokens.weight"][np.asarray(tokens)]
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        h = rms_norm(x, w[p + "input_layernorm.weight"], eps)
+        q = h @ w[p + "self_attn.q_proj.weight"].T
+        k = h @ w[p + "self_attn.k_proj.weight"].T
+        v = h @ w[p + "self_attn.v_proj.weight"].T
+        if arch == "qwen2":
+            q, k, v = q + w[p + "self_attn.q_proj.bias"], k + w[p + "self_attn.k_proj.bias"], v + w[p + "self_attn.v_proj.bias"]
+        q, k, v = q.reshape(T, n_head, hd), k.reshape(T, n_kv, hd), v.reshape(T, n_kv, hd)
+        if arch == "qwen3":
+            q = rms_norm(q, w[p + "self_attn.q_norm.weight"], eps)
+            k = rms_norm(k, w[p + "self_attn.k_norm.weight"], eps)
+        # HF's rotate_half: pairs (i, i + D/2): the "neox" layout.
+        q = rope(q, pos, hd, cfg["rope_theta"], "neox")
+        k = rope(k, pos, hd, cfg["rope_theta"], "neox")
+        a = attention(q, k, v, pos, pos, 1.0 / np.sqrt(hd)).reshape(T, n_head * hd)
+        x = x + a @ w[p + "self_attn.o_proj.weight"].T
+        h = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
+        g = silu(h @ w[p + "mlp.gate_proj.weight"].T) * (h @ w[p + "mlp.up_proj.weight"].T)
+        x = x + g @ w[p + "mlp.down_proj.weight"].T
+    x = rms_norm(x, w["model.norm.weight"], eps)
+    head = w["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else w["lm_head.weight"]
+    return x @ head.T
+
+
+def convert(folder, out, outtype="f32"):
+    return subprocess.run([gu.require("convert"), "convert", str(folder), "-o", str(out), "--outtype", outtype],
+                          capture_output=True, text=True, timeout=300)
+
+
+CASES = [("qwen2", dict()), ("qwen3", dict(tied=True)), ("llama", dict(shards=True, n_vocab_pad=5))]
+
+
+@pytest.mark.parametrize("arch,kw", CASES, ids=[c[0] for c in CASES])
+def test_converted_model_matches_the_hf_definition(tmp_path, arch, kw):
+    m = make_folder(tmp_path / "hf", arch, seed=len(arch), **kw)
+    out = tmp_path / "model.gguf"
+    p = convert(tmp_path / "hf", out)
+    assert p.returncode == 0, p.stderr
+    assert f"{arch}," in p.stdout
+    tokens = list(np.random.default_rng(5).integers(0, m["cfg"]["vocab_size"], 24))
+    got = gu.eval_logits(str(out), tokens, m["cfg"]["vocab_size"])
+    ref = hf_forward(m, tokens)
+    err = np.abs(got - ref).max() / max(1.0, np.abs(ref).max())
+    assert err < 1e-4, f"{arch}: max relative error {err:.2e}"
+    # F16 output: the same within F16 weight rounding.
+    out16 = tmp_path / "model-f16.gguf"
+    assert convert(tmp_path / "hf", out16, "f16").returncode == 0
+    got16 = gu.eval_logits(str(out16), tokens, m["cfg"]["vocab_size"])
+    assert np.abs(got16 - ref).max() / max(1.0, np.abs(ref).max()) < 2e-2
+    assert os.path.getsize(out16) < os.path.getsize(out)
+
+
+@pytest.mark.parametrize("arch", ["qwen2", "llama"])
+def test_converted_tokenizer_matches_tokenizers(tmp_path, arch):
+    m = make_folder(tmp_path / "hf", arch, seed=3)
+    out = tmp_path / "model.gguf"
+    p = convert(tmp_path / "hf", out)
+    assert p.returncode == 0, p.stderr
+    tok = m["tok"]
+    for text in TEXTS + CORPUS[:6]:
+        want = tok.encode(text).ids
+        got = gu.tokenize(str(out), text)
+        assert got == want, f"{text!r}: triad {got} vs tokenizers {want}"
+
+
+def test_bad_folders_are_clear_errors(tmp_path):
+    m = make_folder(tmp_path / "hf", "qwen2", seed=1)
+    src = tmp_path / "hf"
+    out = tmp_path / "out.gguf"
+
+    def expect(needle):
+        p = convert(src, out)
+        assert p.returncode != 0 and needle in p.stderr, p.stderr
+        assert not out.exists()
+
+    cfg = dict(m["cfg"])
+    with open(src / "config.json", "w") as f:
+        json.dump({**cfg, "architectures": ["GPTNeoXForCausalLM"]}, f)
+    expect("'GPTNeoXForCausalLM' is not supported")
+    with open(src / "config.json", "w") as f:
+        json.dump({**cfg, "intermediate_size": 100}, f)
+    expect("config.json implies")
+    with open(src / "config.json", "w") as f:
+        json.dump(cfg, f)
+    w = dict(m["w"])
+    del w["model.layers.1.mlp.up_proj.weight"]
+    st_numpy.save_file(w, str(src / "model.safetensors"))
+    expect("'model.layers.1.mlp.up_proj.weight' is missing")
+    w = dict(m["w"])
+    w["model.layers.0.extra.weight"] = np.zeros(4, dtype=np.float32)
+    st_numpy.save_file(w, str(src / "model.safetensors"))
+    expect("'model.layers.0.extra.weight' is not part of the qwen2 layout")
+    st_numpy.save_file(m["w"], str(src / "model.safetensors"))
+    tj = json.loads((src / "tokenizer.json").read_text())
+    tj["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = r"\w+"
+    (src / "tokenizer.json").write_text(json.dumps(tj))
+    expect("is not one Triad recognises yet")
+    tj["model"]["type"] = "Unigram"
+    (src / "tokenizer.json").write_text(json.dumps(tj))
+    expect("is not BPE")
+    tj["model"]["type"] = "BPE"
+    tj["pre_tokenizer"] = {"type": 7}
+    (src / "tokenizer.json").write_text(json.dumps(tj))
+    expect("malformed JSON file")
+
+
+def test_a_folder_is_served_through_a_cached_conversion(tmp_path):
+    """`-m HF_DIR` (serve, run, bench, eval-logits ...) converts the folder once into
+    $TRIAD_HOME/converted, keeping the weights' precision, and reuses it until an input changes."""
+    m = make_folder(tmp_path / "hf", "qwen2", seed=4)
+    tokens = [1, 5, 9, 20, 33]
+    env = {**os.environ, "TRIAD_HOME": str(tmp_path / "home")}
+
+    def logits_of(model):
+        out = tmp_path / "logits.f32"
+        p = subprocess.run([gu.require("eval-logits"), "eval-logits", "-m", str(model), "--tokens", ",".join(map(str, tokens)),
+                            "--out", str(out), "--threads", "1"], capture_output=True, text=True, env=env, timeout=300)
+        assert p.returncode == 0, p.stderr
+        return np.fromfile(out, dtype="<f4").reshape(len(tokens), -1), p.stderr
+
+    first, log1 = logits_of(tmp_path / "hf")
+    assert "converting" in log1 and "(F32)" in log1, log1
+    second, log2 = logits_of(tmp_path / "hf")
+    assert "using the converted copy" in log2 and "converting" not in log2, log2
+    assert np.array_equal(first, second)
+    out = tmp_path / "direct.gguf"
+    assert convert(tmp_path / "hf", out).returncode == 0
+    direct, _ = logits_of(out)
+    assert np.array_equal(first, direct)  # f32 kept: the same file's arithmetic
+    ref = hf_forward(m, tokens)
+    assert np.abs(first - ref).max() / max(1.0, np.abs(ref).max()) < 1e-4
+    # An edited input converts again.
+    cfg = tmp_path / "hf" / "config.json"
+    os.utime(cfg, ns=(os.stat(cfg).st_atime_ns, os.stat(cfg).st_mtime_ns + 10**9))
+    _, log3 = logits_of(tmp_path / "hf")
+    assert "converting" in log3, log3
+    assert len(os.listdir(tmp_path / "home" / "converted")) == 2
