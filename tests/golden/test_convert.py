@@ -11,6 +11,8 @@ tokenizer_config.json. Each is converted, and:
     writes;
   * Triad's tokenizer on the GGUF gives the token ids PyPI `tokenizers` gives on tokenizer.json
     for varied texts (punctuation, accents, CJK, emoji, digits, whitespace runs, special tokens);
+  * real vocabularies (llama.cpp's GPT-2, Qwen2 and Llama 3 test GGUFs) written as tokenizer.json
+    and converted back tokenize llama.cpp's test vectors exactly;
   * bad folders (unknown architecture, a missing or misshapen tensor, an unsupported tokenizer)
     are clear errors, and no output file is left behind.
 """
@@ -271,3 +273,84 @@ def test_a_folder_is_served_through_a_cached_conversion(tmp_path):
     _, log3 = logits_of(tmp_path / "hf")
     assert "converting" in log3, log3
     assert len(os.listdir(tmp_path / "home" / "converted")) == 2
+
+
+VOCABS = [  # (GGUF vocabulary, its folder, the split pattern its tokenizer.json gets; None: GPT-2's byte level)
+    ("ggml-vocab-gpt-2.gguf", "testdata", None),
+    ("ggml-vocab-qwen2.gguf", "extra", QWEN2_SPLIT),
+    ("ggml-vocab-llama-bpe.gguf", "extra", LLAMA3_SPLIT),
+]
+
+
+@pytest.mark.parametrize("vocab,where,split", VOCABS, ids=[v[0] for v in VOCABS])
+def test_tokenizer_round_trips_llama_cpp_vocabularies(tmp_path, vocab, where, split):
+    """A real vocabulary (llama.cpp's test GGUF) written as a Hugging Face tokenizer.json with PyPI
+    tokenizers, converted back by `triad convert`, tokenizes llama.cpp's test vectors as llama.cpp
+    does (../shared/testdata/tokenizer/*.inp / *.out)."""
+    import gguf
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
+    testdata = os.environ.get("TRIAD_TESTDATA", os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "testdata"))
+    folder = os.path.join(testdata, "tokenizer") if where == "testdata" else os.environ.get(
+        "TRIAD_EXTRA_VOCAB_DIR", os.path.join(os.path.dirname(__file__), "..", "..", ".cache", "vocab"))
+    path = os.path.join(folder, vocab)
+    cases_base = os.path.join(testdata, "tokenizer", vocab)
+    if not os.path.exists(path) or not os.path.exists(cases_base + ".inp"):
+        pytest.skip(f"{path} or its test vectors are missing")
+    r = gguf.GGUFReader(path)
+
+    def strings(key):
+        f = r.fields[key]
+        return [bytes(f.parts[i]).decode("utf-8") for i in f.data]
+
+    tokens = strings("tokenizer.ggml.tokens")
+    types = [int(r.fields["tokenizer.ggml.token_type"].parts[i][0]) for i in r.fields["tokenizer.ggml.token_type"].data]
+    merges = [tuple(m.split(" ", 1)) for m in strings("tokenizer.ggml.merges")]
+    vocab_map = {t: i for i, t in enumerate(tokens) if types[i] == 1}
+    model = models.BPE(vocab=vocab_map, merges=merges, ignore_merges=(split == LLAMA3_SPLIT))
+    tok = Tokenizer(model)
+    if split is None:
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    else:
+        tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(split), behavior="isolated"),
+                                                     pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    added = [(i, t) for i, t in enumerate(tokens) if types[i] in (3, 4)]
+    tok.add_tokens([AddedToken(t, special=types[i] == 3, normalized=False) for i, t in added])
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    tok.save(str(hf / "tokenizer.json"))
+    # The saved ids must be the GGUF's (added tokens keep their ids only when they come in order).
+    tj = json.loads((hf / "tokenizer.json").read_text())
+    assert all(tj["model"]["vocab"][t] == i for t, i in vocab_map.items())
+    assert all(tokens[a["id"]] == a["content"] for a in tj["added_tokens"]), "added token ids moved"
+    n = len(tokens)
+    cfg = {"architectures": ["Qwen2ForCausalLM"], "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
+           "num_key_value_heads": 1, "intermediate_size": 16, "vocab_size": n, "tie_word_embeddings": True}
+    (hf / "config.json").write_text(json.dumps(cfg))
+    (hf / "tokenizer_config.json").write_text(json.dumps({"add_bos_token": False}))
+    rng = np.random.default_rng(0)
+    w = {"model.embed_tokens.weight": rng.standard_normal((n, 8)).astype(np.float32),
+         "model.norm.weight": np.ones(8, dtype=np.float32),
+         "model.layers.0.input_layernorm.weight": np.ones(8, dtype=np.float32),
+         "model.layers.0.post_attention_layernorm.weight": np.ones(8, dtype=np.float32)}
+    for k, shape in (("self_attn.q_proj.weight", (8, 8)), ("self_attn.k_proj.weight", (4, 8)), ("self_attn.v_proj.weight", (4, 8)),
+                     ("self_attn.o_proj.weight", (8, 8)), ("mlp.gate_proj.weight", (16, 8)), ("mlp.up_proj.weight", (16, 8)),
+                     ("mlp.down_proj.weight", (8, 16)), ("self_attn.q_proj.bias", (8,)), ("self_attn.k_proj.bias", (4,)),
+                     ("self_attn.v_proj.bias", (4,))):
+        w["model.layers.0." + k] = rng.standard_normal(shape).astype(np.float32)
+    st_numpy.save_file(w, str(hf / "model.safetensors"))
+    out = tmp_path / "vocab.gguf"
+    p = convert(hf, out)
+    assert p.returncode == 0, p.stderr
+    inp = open(cases_base + ".inp", encoding="utf-8").read().split("\n__ggml_vocab_test__\n")
+    want = open(cases_base + ".out", encoding="utf-8").read().split("\n")
+    cases = list(zip(inp, want))
+    assert len(cases) > 30
+    bad = []
+    for text, ids in cases:
+        q = gu.run_triad(["tokenize", "-m", out, "-p", text, "--no-bos", "--no-parse-special"])
+        lines = [ln for ln in q.stdout.decode().splitlines() if ln.strip()]
+        got = [int(t) for t in lines[-1].split()] if lines else []
+        if got != [int(t) for t in ids.split()]:
+            bad.append((text, got, ids))
+    assert not bad, f"{len(bad)} of {len(cases)} differ, e.g. {bad[:2]}"
