@@ -19,12 +19,15 @@ stage "dependencies" scripts/setup.sh
 stage "build (triad)" env BUILD_TARGET=triad scripts/build.sh
 has_model=0
 for a in "$@"; do
-  case "$a" in -m|--model|--model=*) has_model=1 ;; esac
+  case "$a" in -m|-m?*|--model|--model=*) has_model=1 ;; esac
 done
 if [ "$has_model" = 0 ]; then
-  stage "default model" scripts/fetch_models.sh
-  MODEL=${TRIAD_MODEL:-models/qwen2.5-0.5b-q4_k_m.gguf}
-  set -- -m "$MODEL" --alias "${TRIAD_MODEL_ALIAS:-qwen2.5-coder-0.5b-instruct}" "$@"
+  if [ -n "${TRIAD_MODEL:-}" ]; then  # a model of your own: nothing to fetch
+    set -- -m "$TRIAD_MODEL" --alias "${TRIAD_MODEL_ALIAS:-$(basename "${TRIAD_MODEL%.gguf}")}" "$@"
+  else
+    stage "default model" scripts/fetch_models.sh
+    set -- -m "${TRIAD_MODELS_DIR:-models}/qwen2.5-0.5b-q4_k_m.gguf" --alias "${TRIAD_MODEL_ALIAS:-qwen2.5-coder-0.5b-instruct}" "$@"
+  fi
 fi
 echo "start: serving (the server logs when it is ready; Ctrl-C stops it)"
 exec build/apps/triad/triad serve "$@"

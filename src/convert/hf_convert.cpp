@@ -12,6 +12,7 @@
 
 #include <openssl/sha.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -153,7 +154,9 @@ void write_tokenizer(gguf::GgufWriter& w, const fs::path& dir, const json& cfg, 
       special[a["id"].get<int64_t>()] = a.value("special", false);
     }
   const int64_t max_id = by_id.empty() ? -1 : by_id.rbegin()->first;
-  const int64_t n = std::max(n_vocab_cfg, max_id + 1);
+  if (max_id >= n_vocab_cfg)
+    fail("convert: tokenizer.json has token id ", max_id, " but config.json's vocab_size is ", n_vocab_cfg);
+  const int64_t n = n_vocab_cfg;
   std::vector<std::string> tokens(static_cast<size_t>(n));
   std::vector<int32_t> types(static_cast<size_t>(n), 5);  // UNUSED padding, as llama.cpp pads
   for (int64_t i = 0; i < n; ++i) {
@@ -164,7 +167,14 @@ void write_tokenizer(gguf::GgufWriter& w, const fs::path& dir, const json& cfg, 
     }
     tokens[static_cast<size_t>(i)] = it->second;
     const auto sp = special.find(i);
-    types[static_cast<size_t>(i)] = sp == special.end() ? 1 : (sp->second ? 3 : 4);  // normal / control / user-defined
+    // Added tokens: control when special or when they look special (llama.cpp's rule), else
+    // user-defined.
+    const std::string& t = it->second;
+    auto ends = [&](std::string_view a, std::string_view b) {
+      return t.size() >= a.size() + b.size() && t.compare(0, a.size(), a) == 0 && t.compare(t.size() - b.size(), b.size(), b) == 0;
+    };
+    const bool looks_special = t == "<pad>" || t == "<mask>" || ends("<|", "|>") || ends("<\xEF\xBD\x9C", "\xEF\xBD\x9C>");
+    types[static_cast<size_t>(i)] = sp == special.end() ? 1 : (sp->second || looks_special ? 3 : 4);
   }
   std::vector<std::string> merges;
   if (model.contains("merges") && model["merges"].is_array()) {
@@ -199,8 +209,17 @@ void write_tokenizer(gguf::GgufWriter& w, const fs::path& dir, const json& cfg, 
   if (const int64_t b = id_of("bos_token", "bos_token_id"); b >= 0) w.add_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(b));
   if (const int64_t e = id_of("eos_token", "eos_token_id"); e >= 0) w.add_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(e));
   if (const int64_t p = id_of("pad_token", "pad_token_id"); p >= 0) w.add_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(p));
-  if (tcfg.is_object() && tcfg.contains("add_bos_token") && tcfg["add_bos_token"].is_boolean())
+  if (tcfg.is_object() && tcfg.contains("add_bos_token") && tcfg["add_bos_token"].is_boolean()) {
     w.add_bool("tokenizer.ggml.add_bos_token", tcfg["add_bos_token"].get<bool>());
+  } else if (tok.contains("post_processor") && tok["post_processor"].is_object()) {
+    // As llama.cpp: a template post-processor adds BOS, a byte-level one does not.
+    const json& pp = tok["post_processor"];
+    bool templ = pp.value("type", "") == "TemplateProcessing", byte_level = pp.value("type", "") == "ByteLevel";
+    if (pp.value("type", "") == "Sequence" && pp.contains("processors") && pp["processors"].is_array())
+      for (const json& x : pp["processors"])
+        if (x.is_object() && x.value("type", "") == "TemplateProcessing") templ = true;
+    if (templ || byte_level) w.add_bool("tokenizer.ggml.add_bos_token", templ);
+  }
   // The chat template.
   std::string tmpl;
   if (tcfg.is_object() && tcfg.contains("chat_template")) {
@@ -283,9 +302,23 @@ ConvertSummary convert_impl(const std::string& dir_s, const std::string& out_pat
               "/", n_kv, ", vocab ", n_vocab, ")");
   const int64_t head_dim = cfg_int(cfg, "head_dim", n_embd / n_head, false);
   TRIAD_CHECK(head_dim > 0 && head_dim % 2 == 0, "convert: head dimension ", head_dim, " must be even and positive");
+  // Bounds before anything is sized from them (products then fit easily in 64 bits).
+  constexpr int64_t kMaxDim = int64_t{1} << 20, kMaxVocab = int64_t{1} << 24, kMaxLayers = 4096;
+  TRIAD_CHECK(n_embd <= kMaxDim && n_ff <= kMaxDim && n_head <= kMaxDim && head_dim <= kMaxDim && n_vocab <= kMaxVocab &&
+                  n_layer <= kMaxLayers && n_head * head_dim <= kMaxDim * 16,
+              "convert: config.json's sizes are beyond what Triad converts (hidden, FFN, heads and head size up to 2^20, "
+              "vocabulary up to 2^24, layers up to 4096)");
   const bool tied = cfg.value("tie_word_embeddings", false);
   if (cfg.contains("rope_scaling") && !cfg["rope_scaling"].is_null())
     fail("convert: rope_scaling in config.json is not supported yet");
+  // transformers 5 keeps RoPE settings under rope_parameters.
+  double rope_theta = cfg_num(cfg, "rope_theta", 10000.0);
+  if (cfg.contains("rope_parameters") && cfg["rope_parameters"].is_object()) {
+    const json& rp = cfg["rope_parameters"];
+    const std::string type = rp.value("rope_type", "default");
+    if (type != "default") fail("convert: rope_parameters.rope_type ", q(type), " is not supported yet");
+    rope_theta = cfg_num(rp, "rope_theta", rope_theta);
+  }
 
   gguf::GgufWriter w;
   w.add_string("general.architecture", a);
@@ -297,17 +330,21 @@ ConvertSummary convert_impl(const std::string& dir_s, const std::string& out_pat
   w.add_u32(a + ".feed_forward_length", static_cast<uint32_t>(n_ff));
   w.add_u32(a + ".attention.head_count", static_cast<uint32_t>(n_head));
   w.add_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(n_kv));
-  w.add_f32(a + ".rope.freq_base", static_cast<float>(cfg_num(cfg, "rope_theta", 10000.0)));
+  w.add_f32(a + ".rope.freq_base", static_cast<float>(rope_theta));
   w.add_f32(a + ".attention.layer_norm_rms_epsilon", static_cast<float>(cfg_num(cfg, "rms_norm_eps", 1e-6)));
   if (head_dim != n_embd / n_head || cfg.contains("head_dim")) {
     w.add_u32(a + ".attention.key_length", static_cast<uint32_t>(head_dim));
     w.add_u32(a + ".attention.value_length", static_cast<uint32_t>(head_dim));
   }
   if (arch.name == "llama") w.add_u32(a + ".rope.dimension_count", static_cast<uint32_t>(head_dim));
+  // The weights first: the embedding's real shape bounds what the tokenizer may size.
+  std::unique_ptr<safetensors::Checkpoint> ck = safetensors::Checkpoint::open_dir(dir_s);
+  const Tensor* embd = ck->find("model.embed_tokens.weight");
+  TRIAD_CHECK(embd && embd->shape == (std::vector<int64_t>{n_vocab, n_embd}), "convert: model.embed_tokens.weight is ",
+              embd ? "misshapen" : "missing", " (config.json implies [", n_vocab, ", ", n_embd, "])");
   write_tokenizer(w, dir, cfg, n_vocab);
 
   // The tensors, in llama.cpp's order, each checked against the config.
-  std::unique_ptr<safetensors::Checkpoint> ck = safetensors::Checkpoint::open_dir(dir_s);
   std::vector<Plan> plan;
   plan.push_back({"model.embed_tokens.weight", "token_embd.weight", {n_vocab, n_embd}, 0});
   for (int64_t i = 0; i < n_layer; ++i) {
@@ -473,11 +510,19 @@ std::string converted_model_path(const std::string& dir_s, const std::function<v
   ConvertOptions opt;
   opt.out_type = out;
   size_t last_decile = 0;
-  const ConvertSummary s = convert_hf(dir.string(), target.string(), opt, [&](const ConvertProgress& p) {
+  // Written under a name of this process's own, then renamed into place: two processes
+  // converting the same folder each write whole files, and the cache only ever holds one.
+  const fs::path mine = cache / (name + "-" + key + "." + std::to_string(::getpid()) + ".partial.gguf");
+  const ConvertSummary s = convert_hf(dir.string(), mine.string(), opt, [&](const ConvertProgress& p) {
     const size_t decile = (p.index + 1) * 10 / std::max<size_t>(1, p.count);
     if (log && decile != last_decile) log("converting: " + std::to_string(decile * 10) + "%");
     last_decile = decile;
   });
+  fs::rename(mine, target, ec);
+  if (ec) {
+    fs::remove(mine);
+    fail("convert: cannot move the converted file into ", q(target.string()), ": ", ec.message());
+  }
   if (log) log("converted in " + std::to_string(s.seconds) + " s");
   return target.string();
 }

@@ -91,7 +91,8 @@ size_t dtype_size(DType t) {
 }
 
 std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO named by a shard index must not block the open (it is refused below).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) fail("safetensors: cannot open ", q(path), ": ", std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0) {
@@ -244,6 +245,8 @@ std::unique_ptr<Checkpoint> Checkpoint::open_dir(const std::string& dir) {
   std::map<std::string, std::string> map;
   std::vector<std::string> files;
   if (fs::exists(index, ec)) {
+    if (!fs::is_regular_file(index, ec) || fs::file_size(index, ec) > kMaxHeaderBytes)
+      fail("safetensors: ", q(index.string()), " is not a regular file of at most ", kMaxHeaderBytes, " bytes");
     std::ifstream in(index, std::ios::binary);
     std::stringstream ss;
     ss << in.rdbuf();

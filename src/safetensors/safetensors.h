@@ -10,7 +10,7 @@
 // - The file is memory-mapped read-only; tensor data is never copied (Tensor::data points into
 //   the mapping, which lives as long as the SafetensorsFile).
 // - Before any use, every field is checked against the file, as the format's reference
-//   implementation does: the header length against the file size and a 100 MiB bound, the
+//   implementation does: the header length against the file size and a 100 MB bound, the
 //   header as a JSON object of bounded nesting, each dtype known, each shape non-negative with an
 //   overflow-safe element count, each tensor's byte range exactly its shape times its element
 //   size, inside the data section, and the ranges together covering the data section with no
@@ -35,7 +35,7 @@ enum class DType { kF64, kF32, kF16, kBF16, kI64, kI32, kI16, kI8, kU8, kBool, k
 const char* dtype_name(DType t);  // as the format spells it: "F32", "BF16", "F8_E4M3" ...
 size_t dtype_size(DType t);       // bytes per element
 
-constexpr uint64_t kMaxHeaderBytes = 100u << 20;  // the reference implementation's bound
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;  // the reference implementation's bound
 constexpr int kMaxDims = 8;
 
 struct Tensor {

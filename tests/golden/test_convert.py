@@ -215,6 +215,14 @@ def test_bad_folders_are_clear_errors(tmp_path):
     with open(src / "config.json", "w") as f:
         json.dump({**cfg, "architectures": ["GPTNeoXForCausalLM"]}, f)
     expect("'GPTNeoXForCausalLM' is not supported")
+    for bad in ({"vocab_size": 10**9}, {"num_attention_heads": 694428065361, "num_key_value_heads": 694428065361, "head_dim": 26563938},
+                {"num_hidden_layers": 10**12}):
+        with open(src / "config.json", "w") as f:
+            json.dump({**cfg, **bad}, f)
+        expect("beyond what Triad converts")
+    with open(src / "config.json", "w") as f:
+        json.dump({**cfg, "vocab_size": cfg["vocab_size"] - 1}, f)
+    expect("model.embed_tokens.weight is misshapen")
     with open(src / "config.json", "w") as f:
         json.dump({**cfg, "intermediate_size": 100}, f)
     expect("config.json implies")
@@ -240,6 +248,24 @@ def test_bad_folders_are_clear_errors(tmp_path):
     tj["pre_tokenizer"] = {"type": 7}
     (src / "tokenizer.json").write_text(json.dumps(tj))
     expect("malformed JSON file")
+
+
+def test_rope_parameters_of_newer_configs(tmp_path):
+    """transformers 5 writes RoPE settings under rope_parameters: its rope_theta is used."""
+    import gguf
+    m = make_folder(tmp_path / "hf", "qwen2", seed=6)
+    cfg = dict(m["cfg"])
+    theta = cfg.pop("rope_theta")
+    cfg["rope_parameters"] = {"rope_type": "default", "rope_theta": theta}
+    (tmp_path / "hf" / "config.json").write_text(json.dumps(cfg))
+    out = tmp_path / "m.gguf"
+    assert convert(tmp_path / "hf", out).returncode == 0
+    r = gguf.GGUFReader(str(out))
+    assert float(r.fields["qwen2.rope.freq_base"].parts[-1][0]) == theta
+    cfg["rope_parameters"]["rope_type"] = "yarn"
+    (tmp_path / "hf" / "config.json").write_text(json.dumps(cfg))
+    p = convert(tmp_path / "hf", out)
+    assert p.returncode != 0 and "rope_type 'yarn' is not supported" in p.stderr
 
 
 def test_a_folder_is_served_through_a_cached_conversion(tmp_path):

@@ -102,7 +102,7 @@ TEST(Safetensors, Fp8WeightsWithBlockScales) {
 TEST(Safetensors, MalformedFilesAreRefusedWithClearErrors) {
   const std::pair<const char*, const char*> corpus[] = {
       {"bad_truncated", "outside the data section (13 bytes)"},  // the header is fine; the data is short
-      {"bad_header_len_past_end", "over the 104857600-byte bound"},
+      {"bad_header_len_past_end", "over the 100000000-byte bound"},
       {"bad_header_len_huge", "bound"},
       {"bad_not_json", "not valid JSON"},
       {"bad_dtype", "unsupported dtype 'Q4_K'"},
