@@ -12,7 +12,11 @@
 #                                     (the tests use both; --bench is the old name of --all)
 set -euo pipefail
 WANT_ALL=0
-case "${1:-}" in --all|--bench) WANT_ALL=1 ;; esac
+case "${1:-}" in
+  --all|--bench) WANT_ALL=1 ;;
+  "") ;;
+  *) echo "usage: $0 [--all]" >&2; exit 2 ;;
+esac
 # pip's own progress bar on a terminal; quiet in logs and CI.
 QUIET=(-q)
 [ -t 1 ] && QUIET=()

@@ -17,16 +17,23 @@ stage() {  # stage NAME COMMAND...: runs it and reports its duration
 }
 stage "dependencies" scripts/setup.sh
 stage "build (triad)" env BUILD_TARGET=triad scripts/build.sh
-has_model=0
+has_model=0 has_alias=0
 for a in "$@"; do
-  case "$a" in -m|-m?*|--model|--model=*) has_model=1 ;; esac
+  case "$a" in
+    -m|-m?*|--model|--model=*) has_model=1 ;;
+    --alias|--alias=*) has_alias=1 ;;
+  esac
 done
 if [ "$has_model" = 0 ]; then
+  # The model's name: an --alias given on the command line, else TRIAD_MODEL_ALIAS, else ours.
+  alias=()
   if [ -n "${TRIAD_MODEL:-}" ]; then  # a model of your own: nothing to fetch
-    set -- -m "$TRIAD_MODEL" --alias "${TRIAD_MODEL_ALIAS:-$(basename "${TRIAD_MODEL%.gguf}")}" "$@"
+    [ "$has_alias" = 1 ] || alias=(--alias "${TRIAD_MODEL_ALIAS:-$(basename "${TRIAD_MODEL%.gguf}")}")
+    set -- -m "$TRIAD_MODEL" "${alias[@]}" "$@"
   else
     stage "default model" scripts/fetch_models.sh
-    set -- -m "${TRIAD_MODELS_DIR:-models}/qwen2.5-0.5b-q4_k_m.gguf" --alias "${TRIAD_MODEL_ALIAS:-qwen2.5-coder-0.5b-instruct}" "$@"
+    [ "$has_alias" = 1 ] || alias=(--alias "${TRIAD_MODEL_ALIAS:-qwen2.5-coder-0.5b-instruct}")
+    set -- -m "${TRIAD_MODELS_DIR:-models}/qwen2.5-0.5b-q4_k_m.gguf" "${alias[@]}" "$@"
   fi
 fi
 echo "start: serving (the server logs when it is ready; Ctrl-C stops it)"
