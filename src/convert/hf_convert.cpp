@@ -464,25 +464,11 @@ std::string converted_model_path(const std::string& dir_s, const std::function<v
   TRIAD_CHECK(!ec, "convert: cannot list ", q(dir.string()), ": ", ec.message());
   std::sort(inputs.begin(), inputs.end());
   std::string manifest = kConverterVersion;
-  DType out = DType::kF16;
-  bool first = true;
   for (const fs::path& p : inputs) {
     struct stat st {};
     TRIAD_CHECK(::stat(p.c_str(), &st) == 0, "convert: cannot stat ", q(p.string()));
     manifest.append("\n").append(p.filename().string()).append(" ").append(std::to_string(st.st_size));
     manifest.append(" ").append(std::to_string(st.st_mtim.tv_sec)).append(".").append(std::to_string(st.st_mtim.tv_nsec));
-  }
-  // The output type: the weights' own precision.
-  {
-    std::unique_ptr<safetensors::Checkpoint> ck = safetensors::Checkpoint::open_dir(dir.string());
-    for (const Tensor* t : ck->tensors()) {
-      if (t->shape.size() != 2) continue;
-      const DType d = t->dtype == safetensors::DType::kF32 ? DType::kF32
-                      : t->dtype == safetensors::DType::kBF16 ? DType::kBF16 : DType::kF16;
-      if (first) out = d;
-      else if (d != out) out = DType::kF16;
-      first = false;
-    }
   }
   unsigned char digest[SHA256_DIGEST_LENGTH];
   SHA256(reinterpret_cast<const unsigned char*>(manifest.data()), manifest.size(), digest);
@@ -505,6 +491,20 @@ std::string converted_model_path(const std::string& dir_s, const std::function<v
   if (fs::exists(target, ec)) {
     if (log) log("using the converted copy " + target.string() + " of " + dir.string());
     return target.string();
+  }
+  // Only now (a cache miss) are the weights opened: the output keeps their precision.
+  DType out = DType::kF16;
+  {
+    bool first = true;
+    std::unique_ptr<safetensors::Checkpoint> ck = safetensors::Checkpoint::open_dir(dir.string());
+    for (const Tensor* t : ck->tensors()) {
+      if (t->shape.size() != 2) continue;
+      const DType d = t->dtype == safetensors::DType::kF32 ? DType::kF32
+                      : t->dtype == safetensors::DType::kBF16 ? DType::kBF16 : DType::kF16;
+      if (first) out = d;
+      else if (d != out) out = DType::kF16;
+      first = false;
+    }
   }
   if (log) log("converting " + dir.string() + " (" + std::string(dtype_name(out)) + ") to " + target.string() + " (once)");
   ConvertOptions opt;

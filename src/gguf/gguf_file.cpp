@@ -43,6 +43,7 @@
 
 #include "base/checked_math.h"
 #include "base/error.h"
+#include "base/mapped_file.h"
 #include "gguf/inspect.h"
 
 namespace triad::gguf {
@@ -417,36 +418,11 @@ using detail::key_prefix;
 // ---- GgufFile ----
 
 std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail("GGUF: cannot open ", q(path), ": ", std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    fail("GGUF: cannot stat ", q(path), ": ", std::strerror(err));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail("GGUF: ", q(path), " is not a regular file");
-  }
-  if (st.st_size <= 0) {
-    ::close(fd);
-    fail("GGUF: ", q(path), " is empty");
-  }
-  const auto size = static_cast<uint64_t>(st.st_size);
-  void* p = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_PRIVATE, fd, 0);
-  const int err = errno;
-  ::close(fd);  // the mapping keeps the file referenced
-  if (p == MAP_FAILED) fail("GGUF: cannot map ", q(path), ": ", std::strerror(err));
-  // Pages this mapping faults in come as 2 MiB folios where the file system allows (ext4, xfs):
-  // decode streams every weight once per token, and with 4 KiB pages the TLB misses (dearer
-  // still under a hypervisor's nested paging) cost a third of MoE decode speed (BENCHMARKS.md).
-  // Only a hint: pages already cached keep their size; failure changes nothing.
-  (void)::madvise(p, static_cast<size_t>(size), MADV_HUGEPAGE);
+  auto map = std::make_unique<MappedFile>(path, "GGUF", q(path));
   std::unique_ptr<GgufFile> f(new GgufFile());
-  f->base_ = static_cast<const uint8_t*>(p);
-  f->size_ = size;
-  f->mapped_ = true;
+  f->base_ = map->data();
+  f->size_ = map->size();
+  f->map_ = std::move(map);
   f->path_ = path;
   try {
     f->parse();
@@ -466,16 +442,14 @@ std::unique_ptr<GgufFile> GgufFile::from_bytes(const uint8_t* data, size_t size)
 }
 
 void GgufFile::release_pages(const TensorInfo& t) const {
-  if (!mapped_ || t.n_bytes == 0) return;
+  if (!map_ || t.n_bytes == 0) return;
   const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   const uintptr_t b = reinterpret_cast<uintptr_t>(t.data), e = b + t.n_bytes;
   const uintptr_t first = (b + page - 1) / page * page, last = e / page * page;
   if (first < last) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
-GgufFile::~GgufFile() {
-  if (mapped_ && base_ != nullptr) ::munmap(const_cast<uint8_t*>(base_), static_cast<size_t>(size_));
-}
+GgufFile::~GgufFile() = default;
 
 void GgufFile::parse() {
   Parsed p = Parser(base_, size_).run();

@@ -25,6 +25,10 @@
 #include "gguf/gguf_value.h"
 #include "tensor/dtype.h"
 
+namespace triad {
+class MappedFile;
+}
+
 namespace triad::gguf {
 
 constexpr int kMaxDims = 4;  // GGML tensors have at most 4 dimensions
@@ -96,7 +100,7 @@ class GgufFile {
   std::string path_;
   const uint8_t* base_ = nullptr;
   uint64_t size_ = 0;
-  bool mapped_ = false;         // base_ is an mmap (else owned_ holds the bytes)
+  std::unique_ptr<MappedFile> map_;  // base_ is its mapping (else owned_ holds the bytes)
   std::vector<uint8_t> owned_;  // from_bytes copies
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;

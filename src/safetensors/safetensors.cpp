@@ -1,10 +1,6 @@
 // Safetensors reader (safetensors.h).
 #include "safetensors/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -16,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/mapped_file.h"
 #include "gguf/inspect.h"
 #include "tensor/fp16.h"
 #include "tensor/fp8.h"
@@ -91,24 +88,10 @@ size_t dtype_size(DType t) {
 }
 
 std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
-  // O_NONBLOCK: a FIFO named by a shard index must not block the open (it is refused below).
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) fail("safetensors: cannot open ", q(path), ": ", std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0) {
-    ::close(fd);
-    fail("safetensors: ", q(path), " is not a non-empty regular file");
-  }
-  const auto size = static_cast<uint64_t>(st.st_size);
-  void* p = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_PRIVATE, fd, 0);
-  const int err = errno;
-  ::close(fd);
-  if (p == MAP_FAILED) fail("safetensors: cannot map ", q(path), ": ", std::strerror(err));
-  (void)::madvise(p, static_cast<size_t>(size), MADV_HUGEPAGE);  // as GgufFile::open
   std::unique_ptr<SafetensorsFile> f(new SafetensorsFile());
-  f->base_ = static_cast<const uint8_t*>(p);
-  f->size_ = size;
-  f->mapped_ = true;
+  f->map_ = std::make_unique<MappedFile>(path, "safetensors", q(path));
+  f->base_ = f->map_->data();
+  f->size_ = f->map_->size();
   f->path_ = path;
   f->parse();
   return f;
@@ -123,9 +106,7 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::from_bytes(const uint8_t* data
   return f;
 }
 
-SafetensorsFile::~SafetensorsFile() {
-  if (mapped_ && base_ != nullptr) ::munmap(const_cast<uint8_t*>(base_), static_cast<size_t>(size_));
-}
+SafetensorsFile::~SafetensorsFile() = default;
 
 const Tensor* SafetensorsFile::find(std::string_view name) const {
   const auto it = by_name_.find(name);

@@ -28,6 +28,10 @@
 #include <string_view>
 #include <vector>
 
+namespace triad {
+class MappedFile;
+}
+
 namespace triad::safetensors {
 
 enum class DType { kF64, kF32, kF16, kBF16, kI64, kI32, kI16, kI8, kU8, kBool, kF8E4M3, kF8E5M2 };
@@ -67,7 +71,7 @@ class SafetensorsFile {
   void parse();
   const uint8_t* base_ = nullptr;
   uint64_t size_ = 0;
-  bool mapped_ = false;
+  std::unique_ptr<MappedFile> map_;  // base_ is its mapping (else owned_ holds the bytes)
   std::vector<uint8_t> owned_;
   std::string path_ = "<memory>";
   std::vector<Tensor> tensors_;

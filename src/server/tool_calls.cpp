@@ -13,14 +13,6 @@ constexpr std::string_view kSealedOpen = "\x1E<tool_call>";
 constexpr std::string_view kSealedClose = "</tool_call>\x1E";
 constexpr int kMaxCallDepth = 64;
 
-bool valid_name(const std::string& n) {
-  if (n.empty() || n.size() > 64) return false;
-  for (char c : n)
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-'))
-      return false;
-  return true;
-}
-
 std::string trim(std::string_view s) {
   size_t a = 0, b = s.size();
   while (a < b && (s[a] == ' ' || s[a] == '\n' || s[a] == '\t' || s[a] == '\r')) ++a;
@@ -78,6 +70,14 @@ bool parse_call(std::string_view body, ToolCall& out) {
 }
 
 }  // namespace
+
+bool valid_tool_name(std::string_view n) {
+  if (n.empty() || n.size() > 64) return false;
+  for (char c : n)
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-'))
+      return false;
+  return true;
+}
 
 std::string_view call_open_tag(bool sealed) { return sealed ? kSealedOpen : kOpen; }
 std::string_view call_close_tag(bool sealed) { return sealed ? kSealedClose : kClose; }
@@ -200,7 +200,7 @@ namespace {
 
 // One function declaration ({"name", "description", "parameters", "strict"}) at `p`.
 ToolSpec parse_function(const json& f, const std::string& p) {
-  if (!f.contains("name") || !f["name"].is_string() || !valid_name(f["name"].get<std::string>()))
+  if (!f.contains("name") || !f["name"].is_string() || !valid_tool_name(f["name"].get<std::string>()))
     bad(p + ".name", "function names must be 1 to 64 characters of a-z, A-Z, 0-9, _ and -");
   ToolSpec s;
   s.name = f["name"].get<std::string>();

@@ -76,6 +76,9 @@ class JsonCloser {
   bool in_str_ = false, esc_ = false;
 };
 
+// A function name OpenAI accepts: 1 to 64 of a-z, A-Z, 0-9, _ and -.
+bool valid_tool_name(std::string_view n);
+
 inline constexpr char kSeal = '\x1E';
 std::string_view call_open_tag(bool sealed);   // "<tool_call>", sealed "\x1E<tool_call>"
 std::string_view call_close_tag(bool sealed);  // "</tool_call>", sealed "</tool_call>\x1E"

@@ -56,13 +56,6 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-bool valid_name(std::string_view n) {
-  if (n.empty() || n.size() > 64) return false;
-  return std::all_of(n.begin(), n.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
-  });
-}
-
 // The function name in a JSON format's header (the text between the open marker and args_begin).
 std::string header_name(ToolFormat f, std::string_view h) {
   h = trim(h);
@@ -77,7 +70,7 @@ std::string header_name(ToolFormat f, std::string_view h) {
         std::all_of(h.begin() + static_cast<std::ptrdiff_t>(colon) + 1, h.end(), [](char c) { return c >= '0' && c <= '9'; }))
       h = h.substr(0, colon);
   }
-  return valid_name(h) ? std::string(h) : std::string();
+  return valid_tool_name(h) ? std::string(h) : std::string();
 }
 
 // Length of the longest suffix of s that is a proper prefix of one of the markers.
@@ -161,7 +154,7 @@ bool parse_xml_call(ToolFormat f, std::string_view body, const ToolRequest* tool
     val_open = "";
     val_close = "</parameter>";
   }
-  if (!valid_name(name)) return false;
+  if (!valid_tool_name(name)) return false;
   const ToolSpec* spec = find_tool(tools, name);
   args = json::object();
   for (;;) {

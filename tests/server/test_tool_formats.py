@@ -87,6 +87,7 @@ def test_forced_calls_come_back_as_tool_calls_whole_and_streamed(family):
 def test_named_tool_and_single_call(family):
     name, s = family
     c = client(s)
+    made = 0
     for seed in range(4):
         r = c.chat.completions.create(model="m", messages=MSGS, tools=TOOLS, temperature=1.0, seed=seed, max_tokens=200,
                                       tool_choice={"type": "function", "function": {"name": "add"}})
@@ -94,8 +95,10 @@ def test_named_tool_and_single_call(family):
         if ch.finish_reason == "tool_calls":
             assert [t.function.name for t in ch.message.tool_calls] == ["add"]
             jsonschema.validate(json.loads(ch.message.tool_calls[0].function.arguments), SCHEMAS["add"])
+            made += 1
         else:
             assert ch.finish_reason == "length"
+    assert made > 0, name  # at least one named call completed (not only cut-off ones)
 
 
 def test_the_template_renders_tools_and_history_in_its_syntax(family):
