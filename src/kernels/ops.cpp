@@ -172,6 +172,13 @@ void gelu_mul(const float* gate, const float* up, float* out, int64_t n) {
   active().gelu_mul(gate, up, out, n);
 }
 
+void gelu_erf_mul(const float* gate, const float* up, float* out, int64_t n) {
+  check_n("gelu_erf_mul", n, true);
+  if (n == 0) return;
+  TRIAD_CHECK(gate && out, "gelu_erf_mul: null pointer");
+  active().gelu_erf_mul(gate, up, out, n);
+}
+
 void add_inplace(float* y, const float* x, int64_t n) {
   check_n("add_inplace", n, true);
   if (n == 0) return;

@@ -17,6 +17,11 @@ void softmax(float* x, int64_t n);
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
 // out[i] = gelu_tanh(gate[i]) * up[i]   (up may be null)
 void gelu_mul(const float* gate, const float* up, float* out, int64_t n);
+// out[i] = gelu(gate[i]) * up[i] with the exact GELU, x/2 (1 + erf(x / sqrt 2)) (BERT's "gelu";
+// up may be null). erfc from a Chebyshev fit with relative error below 1.2e-7 (Numerical
+// Recipes' erfcc) evaluated in f32, so the result keeps its relative accuracy in the negative
+// tail (within 5e-6 down to x = -6; further out f32 rounding of the exponent z^2 dominates).
+void gelu_erf_mul(const float* gate, const float* up, float* out, int64_t n);
 // gpt-oss's clamped SwiGLU: g = min(gate[i], limit), u = clamp(up[i], -limit, limit),
 // out[i] = g * sigmoid(alpha * g) * (u + 1). One scalar loop for every ISA (not in the ops table).
 void swiglu_oai(const float* gate, const float* up, float* out, int64_t n, float alpha = 1.702f,

@@ -124,6 +124,26 @@ void g_gelu_mul(const float* gate, const float* up, float* out, int64_t n) {
 }
 
 template <class S>
+void g_gelu_erf_mul(const float* gate, const float* up, float* out, int64_t n) {
+  using V = typename S::V;
+  // gelu(x) = x/2 erfc(-x / sqrt 2) = max(x, 0) - |x|/2 erfc(|x| / sqrt 2), with
+  // erfc(z) = t exp(-z^2 + P(t)), t = 1 / (1 + z/2), z >= 0 (no branch, no cancellation for x < 0).
+  static constexpr float kP[10] = {-1.26551223f, 1.00002368f, 0.37409196f, 0.09678418f, -0.18628806f,
+                                   0.27886807f,  -1.13520398f, 1.48851587f, -0.82215223f, 0.17087277f};
+  const V one = S::set1(1.f), half = S::set1(0.5f), zero = S::zero(), rsqrt2 = S::set1(0.70710678118654752f);
+  map2<S>(gate, up, 1.f, out, n, [&](V g, V u) {
+    const V ax = S::max(g, S::sub(zero, g));
+    const V z = S::mul(ax, rsqrt2);
+    const V t = S::div(one, S::fma(half, z, one));
+    V p = S::set1(kP[9]);
+    for (int i = 8; i >= 0; --i) p = S::fma(p, t, S::set1(kP[i]));
+    const V erfc = S::mul(t, S::exp(S::sub(p, S::mul(z, z))));
+    const V y = S::sub(S::max(g, zero), S::mul(S::mul(half, ax), erfc));
+    return S::mul(y, u);
+  });
+}
+
+template <class S>
 void g_add_inplace(float* y, const float* x, int64_t n) {
   using V = typename S::V;
   map2<S>(y, x, 0.f, y, n, [](V a, V b) { return S::add(a, b); });
@@ -180,7 +200,7 @@ template <class S>
 constexpr OpsTable make_ops_table(IsaLevel level) {
   return OpsTable{level,           &g_rmsnorm<S>,     &g_layernorm<S>,
                   &g_softmax<S>,   &g_silu_mul<S>,    &g_gelu_mul<S>,
-                  &g_add_inplace<S>, &g_scale_inplace<S>, &g_rope<S>};
+                  &g_gelu_erf_mul<S>, &g_add_inplace<S>, &g_scale_inplace<S>, &g_rope<S>};
 }
 
 }  // namespace

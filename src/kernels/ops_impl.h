@@ -25,6 +25,7 @@ struct OpsTable {
   void (*softmax)(float* x, int64_t n);
   void (*silu_mul)(const float* gate, const float* up, float* out, int64_t n);
   void (*gelu_mul)(const float* gate, const float* up, float* out, int64_t n);
+  void (*gelu_erf_mul)(const float* gate, const float* up, float* out, int64_t n);
   void (*add_inplace)(float* y, const float* x, int64_t n);
   void (*scale_inplace)(float* y, float s, int64_t n);
   void (*rope)(float* x, int n_heads, int head_dim, int32_t pos, const RopeParams& p);

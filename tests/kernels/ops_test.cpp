@@ -28,7 +28,7 @@
 namespace triad::kernels {
 namespace {
 
-enum class Op { kRmsnorm, kLayernorm, kSoftmax, kSilu, kGelu, kAdd, kScale, kRope };
+enum class Op { kRmsnorm, kLayernorm, kSoftmax, kSilu, kGelu, kGeluErf, kAdd, kScale, kRope };
 
 struct Case {
   const char* name;
@@ -67,6 +67,12 @@ const Case kCases[] = {
     {.name = "gelu_23", .op = Op::kGelu, .n = 23, .lo = -8, .hi = 8},
     {.name = "gelu_1000", .op = Op::kGelu, .n = 1000, .lo = -8, .hi = 8},
     {.name = "gelu_noup_33", .op = Op::kGelu, .n = 33, .second = false, .lo = -3, .hi = 3},
+    {.name = "gelu_erf_23", .op = Op::kGeluErf, .n = 23, .lo = -8, .hi = 8},
+    {.name = "gelu_erf_1000", .op = Op::kGeluErf, .n = 1000, .lo = -8, .hi = 8},
+    {.name = "gelu_erf_noup_33", .op = Op::kGeluErf, .n = 33, .second = false, .lo = -3, .hi = 3},
+    // The negative tail keeps its relative accuracy (no 1 + erf cancellation).
+    {.name = "gelu_erf_tail_relative", .op = Op::kGeluErf, .n = 257, .second = false, .lo = -6, .hi = -1,
+     .rtol = 5e-6, .atol = 0},
     {.name = "add_13", .op = Op::kAdd, .n = 13, .rtol = 0, .atol = 0},
     {.name = "add_1000", .op = Op::kAdd, .n = 1000, .rtol = 0, .atol = 0},
     {.name = "scale_1001", .op = Op::kScale, .n = 1001, .rtol = 0, .atol = 0},
@@ -148,6 +154,8 @@ void run_op(const OpsTable* t, const Case& c, std::vector<float>& x, const std::
                       : silu_mul(x.data(), w, out.data(), c.n); break;
     case Op::kGelu: t ? t->gelu_mul(x.data(), w, out.data(), c.n)
                       : gelu_mul(x.data(), w, out.data(), c.n); break;
+    case Op::kGeluErf: t ? t->gelu_erf_mul(x.data(), w, out.data(), c.n)
+                         : gelu_erf_mul(x.data(), w, out.data(), c.n); break;
     case Op::kAdd: out = x; t ? t->add_inplace(out.data(), y.data(), c.n)
                               : add_inplace(out.data(), y.data(), c.n); break;
     case Op::kScale: out = x; t ? t->scale_inplace(out.data(), -0.37f, c.n)
@@ -168,6 +176,7 @@ void ref_op(const Case& c, std::vector<float>& x, const std::vector<float>& y,
     case Op::kSoftmax: out = x; ref::softmax(out.data(), c.n); break;
     case Op::kSilu: ref::silu_mul(x.data(), w, out.data(), c.n); break;
     case Op::kGelu: ref::gelu_mul(x.data(), w, out.data(), c.n); break;
+    case Op::kGeluErf: ref::gelu_erf_mul(x.data(), w, out.data(), c.n); break;
     case Op::kAdd: out = x; ref::add_inplace(out.data(), y.data(), c.n); break;
     case Op::kScale: out = x; ref::scale_inplace(out.data(), -0.37f, c.n); break;
     case Op::kRope: out = x; ref::rope(out.data(), c.n_heads, c.head_dim, c.pos, rp); break;

@@ -55,6 +55,14 @@ void gelu_mul(const float* gate, const float* up, float* out, int64_t n) {
   }
 }
 
+void gelu_erf_mul(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = gate[i];
+    const double y = 0.5 * g * std::erfc(-g / std::sqrt(2.0));
+    out[i] = static_cast<float>(y * (up ? up[i] : 1.0));
+  }
+}
+
 void add_inplace(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }

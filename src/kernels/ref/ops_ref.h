@@ -22,6 +22,8 @@ void softmax(float* x, int64_t n);
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
 // gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 void gelu_mul(const float* gate, const float* up, float* out, int64_t n);
+// gelu(x) = 0.5 x (1 + erf(x / sqrt 2)) (std::erfc in double for the negative tail).
+void gelu_erf_mul(const float* gate, const float* up, float* out, int64_t n);
 void add_inplace(float* y, const float* x, int64_t n);
 void scale_inplace(float* y, float s, int64_t n);
 // Angles theta_i = pos * freq_scale * freq_base^(-2i / rot_dim), evaluated per element.
