@@ -27,14 +27,33 @@ uint32_t cp_lower(uint32_t cp) {
   return (it != end && it->from == cp) ? it->to : cp;
 }
 
-uint32_t cp_nfd_base(uint32_t cp) {
-  using tables::kNfdRanges;
-  const auto* end = kNfdRanges + tables::kNfdRangesCount;
-  const auto* it = std::upper_bound(kNfdRanges, end, cp,
-                                    [](uint32_t v, const tables::NfdRange& r) { return v < r.first; });
-  if (it == kNfdRanges) return cp;
-  --it;
-  return cp <= it->last ? it->base : cp;
+void cp_nfd_append(uint32_t cp, std::vector<uint32_t>& out) {
+  // Hangul syllables: L V (T) jamo (The Unicode Standard, 3.12).
+  constexpr uint32_t kSBase = 0xAC00, kLBase = 0x1100, kVBase = 0x1161, kTBase = 0x11A7, kVCount = 21, kTCount = 28,
+                     kSCount = 11172;
+  if (cp >= kSBase && cp < kSBase + kSCount) {
+    const uint32_t s = cp - kSBase;
+    out.push_back(kLBase + s / (kVCount * kTCount));
+    out.push_back(kVBase + (s % (kVCount * kTCount)) / kTCount);
+    if (s % kTCount != 0) out.push_back(kTBase + s % kTCount);
+    return;
+  }
+  using tables::kNfdMap;
+  const auto* end = kNfdMap + tables::kNfdMapCount;
+  const auto* it =
+      std::lower_bound(kNfdMap, end, cp, [](const tables::NfdEntry& e, uint32_t v) { return e.cp < v; });
+  if (it == end || it->cp != cp) {
+    out.push_back(cp);
+    return;
+  }
+  out.insert(out.end(), tables::kNfdCps + it->offset, tables::kNfdCps + it->offset + it->len);
+}
+
+bool cp_is_nonspacing_mark(uint32_t cp) {
+  using tables::kMnRanges;
+  const auto* end = kMnRanges + tables::kMnRangesCount;
+  const auto* it = std::upper_bound(kMnRanges, end, cp, [](uint32_t v, const tables::CpRange& r) { return v < r.first; });
+  return it != kMnRanges && cp <= (it - 1)->last;
 }
 
 Utf8Seq utf8_classify(std::string_view s, size_t pos, size_t& len) {

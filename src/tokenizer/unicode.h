@@ -1,6 +1,6 @@
-// Unicode helpers for the tokenizers: UTF-8 decoding/encoding, codepoint classes, lowercase and
-// "NFD base" lookups (tables generated from Unicode 14 in unicode_tables.cpp), and the GPT-2
-// byte-level BPE byte <-> codepoint mapping.
+// Unicode helpers for the tokenizers: UTF-8 decoding/encoding, codepoint classes, lowercase,
+// canonical decomposition and nonspacing-mark lookups (tables generated from Unicode 14 in
+// unicode_tables.cpp), and the GPT-2 byte-level BPE byte <-> codepoint mapping.
 //
 // Properties:
 // - utf8_decode() never throws: each byte that does not start a well-formed sequence (bad lead,
@@ -36,8 +36,12 @@ constexpr uint8_t kCpWhitespace = 0x80;   // White_Space property
 uint8_t cp_flags(uint32_t cp);
 // Simple lowercase mapping (first codepoint of the full mapping); identity when none.
 uint32_t cp_lower(uint32_t cp);
-// First codepoint of the canonical decomposition (the base letter of an accented one).
-uint32_t cp_nfd_base(uint32_t cp);
+// Appends the canonical decomposition (NFD) of `cp` to `out`: itself when it has none, Hangul
+// syllables into their jamo. (Each codepoint alone: marks of neighbouring codepoints are not
+// reordered across it by combining class.)
+void cp_nfd_append(uint32_t cp, std::vector<uint32_t>& out);
+// General category Mn (nonspacing mark), what accent stripping removes after NFD.
+bool cp_is_nonspacing_mark(uint32_t cp);
 
 // Byte length of a UTF-8 sequence judged by its first byte alone (1 for continuation bytes),
 // the grouping llama.cpp's SentencePiece and BPE merges use.

@@ -16,17 +16,25 @@ struct CpPair {
   uint32_t from;
   uint32_t to;
 };
-struct NfdRange {  // every codepoint in [first, last] decomposes to `base` + marks
+struct NfdEntry {  // `cp` decomposes (NFD, canonically ordered) to kNfdCps[offset, offset + len)
+  uint32_t cp;
+  uint16_t offset;
+  uint16_t len;
+};
+struct CpRange {  // [first, last]
   uint32_t first;
   uint32_t last;
-  uint32_t base;
 };
 
 extern const FlagRange kFlagRanges[];
 extern const size_t kFlagRangesCount;
 extern const CpPair kLowerMap[];
 extern const size_t kLowerMapCount;
-extern const NfdRange kNfdRanges[];
-extern const size_t kNfdRangesCount;
+extern const NfdEntry kNfdMap[];
+extern const size_t kNfdMapCount;
+extern const uint32_t kNfdCps[];
+extern const size_t kNfdCpsCount;
+extern const CpRange kMnRanges[];
+extern const size_t kMnRangesCount;
 
 }  // namespace triad::tok::tables

@@ -477,9 +477,21 @@ TEST(TokenizerUnicode, Utf8ClassificationAndTables) {
   EXPECT_EQ(cp_lower('A'), uint32_t('a'));
   EXPECT_EQ(cp_lower(0xC4), 0xE4u);     // Ä -> ä
   EXPECT_EQ(cp_lower(0x0130), uint32_t('i'));  // İ -> first codepoint of "i̇"
-  EXPECT_EQ(cp_nfd_base(0xE9), uint32_t('e'));
-  EXPECT_EQ(cp_nfd_base(0xAC00), 0x1100u);  // Hangul syllable -> leading jamo
-  EXPECT_EQ(cp_nfd_base('x'), uint32_t('x'));
+  auto nfd = [](uint32_t cp) {
+    std::vector<uint32_t> v;
+    cp_nfd_append(cp, v);
+    return v;
+  };
+  EXPECT_EQ(nfd(0xE9), (std::vector<uint32_t>{'e', 0x0301}));
+  EXPECT_EQ(nfd(0x1E69), (std::vector<uint32_t>{'s', 0x0323, 0x0307}));  // recursive, canonically ordered
+  EXPECT_EQ(nfd(0xAC00), (std::vector<uint32_t>{0x1100, 0x1161}));       // Hangul LV
+  EXPECT_EQ(nfd(0xAC01), (std::vector<uint32_t>{0x1100, 0x1161, 0x11A8}));  // Hangul LVT
+  EXPECT_EQ(nfd('x'), (std::vector<uint32_t>{'x'}));
+  EXPECT_TRUE(cp_is_nonspacing_mark(0x0301));
+  EXPECT_TRUE(cp_is_nonspacing_mark(0xFE0F));    // variation selector
+  EXPECT_FALSE(cp_is_nonspacing_mark(0x20E3));   // enclosing keycap (Me) stays
+  EXPECT_FALSE(cp_is_nonspacing_mark(0x093E));   // Devanagari vowel sign AA (Mc) stays
+  EXPECT_FALSE(cp_is_nonspacing_mark('a'));
   for (int b = 0; b < 256; ++b) EXPECT_EQ(cp_to_byte(byte_to_cp(static_cast<uint8_t>(b))), b);
   EXPECT_EQ(byte_to_cp(' '), 0x120u);  // "Ġ"
   EXPECT_EQ(cp_to_byte('a'), 'a');
