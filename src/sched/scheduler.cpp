@@ -80,10 +80,18 @@ void Scheduler::add(SchedRequestSpec spec) {
   TRIAD_CHECK(!requests_.contains(spec.id), "scheduler: request id ", spec.id,
               " is already in use by a live request");
   TRIAD_CHECK(!spec.prompt.empty(), "scheduler: request ", spec.id, " has an empty prompt");
-  TRIAD_CHECK(spec.prompt.size() < static_cast<size_t>(config_.max_model_len), "scheduler: request ",
-              spec.id, " has a prompt of ", spec.prompt.size(),
-              " tokens, which leaves no room for output within the context of ",
-              config_.max_model_len, " tokens");
+  if (spec.prefill_only) {
+    TRIAD_CHECK(spec.prompt.size() <= static_cast<size_t>(config_.max_model_len), "scheduler: request ", spec.id,
+                " has ", spec.prompt.size(), " tokens; the context holds ", config_.max_model_len);
+  } else {
+    TRIAD_CHECK(spec.prompt.size() < static_cast<size_t>(config_.max_model_len), "scheduler: request ",
+                spec.id, " has a prompt of ", spec.prompt.size(),
+                " tokens, which leaves no room for output within the context of ",
+                config_.max_model_len, " tokens");
+  }
+  TRIAD_CHECK(!spec.whole_prompt || spec.prompt.size() <= static_cast<size_t>(config_.max_batched_tokens),
+              "scheduler: request ", spec.id, " must be computed in one step, but its ", spec.prompt.size(),
+              " tokens exceed the step budget of ", config_.max_batched_tokens);
   TRIAD_CHECK(spec.max_tokens >= 1, "scheduler: request ", spec.id,
               " needs max_tokens >= 1, got ", spec.max_tokens);
   for (size_t i = 0; i < spec.prompt.size(); ++i)
@@ -260,11 +268,13 @@ SchedulerOutput Scheduler::schedule() {
       fail(id, out);
       continue;
     }
-    const int32_t hit = kv_->begin_sequence(id, r.tokens, r.spec.cache_salt, r.spec.read_prefix_cache);
     const auto n_tokens = static_cast<int32_t>(r.tokens.size());
+    if (r.spec.whole_prompt && n_tokens > budget) break;  // waits for a step with room, not overtaken
+    const int32_t hit =
+        kv_->begin_sequence(id, r.tokens, r.spec.cache_salt, r.spec.read_prefix_cache && !r.spec.whole_prompt);
     int32_t n_new = std::min(n_tokens - hit, budget);
-    if (r.spec.max_chunk > 0) n_new = std::min(n_new, r.spec.max_chunk);
-    if (!allocate(r, hit, n_new, running_.empty())) {
+    if (r.spec.max_chunk > 0 && !r.spec.whole_prompt) n_new = std::min(n_new, r.spec.max_chunk);
+    if (!allocate(r, hit, n_new, running_.empty() && !r.spec.whole_prompt)) {
       kv_->free_sequence(id);
       if (running_.empty()) {  // alone in the pool and still no room: it never fits
         fail(id, out);
@@ -305,7 +315,7 @@ std::vector<StepEvent> Scheduler::update(const SchedulerOutput& out,
                     s.n_new > 0 && end <= n_tokens && s.needs_logits == (end == n_tokens),
                 "scheduler::update: the step of request ", s.id,
                 " does not match its state (a stale or altered SchedulerOutput?)");
-    TRIAD_CHECK(!s.needs_logits || sampled[i] >= 0, "scheduler::update: request ", s.id,
+    TRIAD_CHECK(!s.needs_logits || r->spec.prefill_only || sampled[i] >= 0, "scheduler::update: request ", s.id,
                 " needs a sampled token, got ", sampled[i]);
   }
 
@@ -320,7 +330,9 @@ std::vector<StepEvent> Scheduler::update(const SchedulerOutput& out,
     kv_->commit_full_blocks(s.id, r->tokens, r->n_computed);
     StepEvent ev;
     ev.id = s.id;
-    if (s.needs_logits) {
+    if (s.needs_logits && r->spec.prefill_only) {
+      ev.finish = FinishReason::kStop;  // its prompt is computed: nothing to sample
+    } else if (s.needs_logits) {
       const int32_t tok = sampled[i];
       ev.token = tok;
       const std::vector<int32_t>& stops = r->spec.stop_ids;
@@ -364,7 +376,8 @@ void Scheduler::check_invariants() const {
                     r->tokens.size() >= r->spec.prompt.size() &&
                     std::equal(r->spec.prompt.begin(), r->spec.prompt.end(), r->tokens.begin()),
                 "scheduler: request ", id, " lost its prompt");
-    TRIAD_CHECK(r->tokens.size() < static_cast<size_t>(config_.max_model_len) &&
+    TRIAD_CHECK((r->tokens.size() < static_cast<size_t>(config_.max_model_len) ||
+                 (r->spec.prefill_only && r->tokens.size() == static_cast<size_t>(config_.max_model_len))) &&
                     r->n_output() < r->spec.max_tokens,
                 "scheduler: request ", id, " should have finished");
     TRIAD_CHECK(r->n_cached_prompt >= 0 && r->n_cached_prompt < r->n_prompt, "scheduler: request ",

@@ -6,7 +6,9 @@
 // min(tokens it still has to compute, tokens left in the step budget); a long prompt is thus
 // split into chunks over several steps and never stalls running decodes. A request computes
 // positions [n_computed, n_computed + n_new); when that reaches its last token, the step
-// produces logits for it and the engine samples its next token (update()).
+// produces logits for it and the engine samples its next token (update()). Prefill-only
+// requests (embeddings) finish there instead, and whole-prompt ones (bidirectional encoders) are
+// never split into chunks.
 //
 // When the KV pool cannot hold a running request's next tokens, the most recently admitted
 // running request is preempted: its blocks are freed, it goes back to the head of the waiting
@@ -60,6 +62,14 @@ struct SchedRequestSpec {
   std::string cache_salt;            // isolates prefix-cache sharing
   bool read_prefix_cache = true;     // false: compute every prompt position (prompt logprobs)
   int32_t max_chunk = 0;             // > 0: at most this many tokens in one step
+  // Embedding work: the request finishes (kStop, no token) in the step that computes its last
+  // prompt token and never samples; its prompt may fill the whole context (<= max_model_len).
+  bool prefill_only = false;
+  // The prompt is computed in one step or not at all (bidirectional models, whose tokens all
+  // see each other): admitted only when the step's remaining budget holds all of it (else it
+  // waits, and nothing overtakes it), never read from the prefix cache, never shrunk to fit the
+  // pool. Needs prompt.size() <= max_batched_tokens.
+  bool whole_prompt = false;
 };
 
 // A request's state, owned by the scheduler.

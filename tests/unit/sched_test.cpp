@@ -14,7 +14,8 @@
 // with exact recomputation; repeated preemption in a tiny pool; requests too big for the pool
 // (kError at once, or once they outgrow it); stop ids, max_tokens and max_model_len; cancel of
 // waiting, running and in-flight requests; update() misuse; sliding-window groups (including a
-// chunk too big for a small window pool); and a randomized stress test with fixed seeds.
+// chunk too big for a small window pool); prefill-only (embedding) requests, chunked or whole;
+// and a randomized stress test with fixed seeds.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -62,6 +63,10 @@ struct Expected {
 // What an unpreempted, unbatched run of `spec` produces.
 Expected expect(const SchedRequestSpec& spec, int32_t max_model_len) {
   Expected e;
+  if (spec.prefill_only) {  // finishes once its prompt is computed, with nothing sampled
+    e.finish = FinishReason::kStop;
+    return e;
+  }
   std::vector<int32_t> tokens = spec.prompt;
   uint64_t v = chain(tokens).back();
   for (;;) {
@@ -157,7 +162,7 @@ class Harness {
     for (size_t i = 0; i < out.seqs.size(); ++i) {
       if (e < events.size() && events[e].id == out.seqs[i].id) {
         const StepEvent& ev = events[e++];
-        EXPECT_EQ(ev.token, out.seqs[i].needs_logits ? sampled[i] : -1);
+        EXPECT_EQ(ev.token, out.seqs[i].needs_logits && !specs.at(ev.id).prefill_only ? sampled[i] : -1);
         if (ev.token >= 0 && ev.finish != FinishReason::kStop) shown[ev.id].push_back(ev.token);
         if (ev.finish != FinishReason::kNone) {
           EXPECT_EQ(sched.request(ev.id), nullptr);
@@ -542,6 +547,44 @@ TEST(SchedulerTest, FullPromptRequestsSkipTheCacheAndChunk) {
   h.run_until_idle();
   h.expect_outputs_match();
   EXPECT_EQ(h.shown.at(1), h.shown.at(2));
+  h.expect_pool_idle();
+}
+
+TEST(SchedulerTest, PrefillOnlyRequestsFinishWithoutSampling) {
+  // Embedding work: finishes (kStop, no token) in the step that computes its last prompt token;
+  // may fill the whole context; a whole-prompt one (bidirectional encoders) waits for a step
+  // with room for all of it, is not overtaken, and is never chunked.
+  Harness h(sched_config(16, 8, 32), kv_config(4, {{0, 64}}));
+  SchedRequestSpec too_big = make_spec(9, iota_tokens(17, 0), 1);
+  too_big.prefill_only = too_big.whole_prompt = true;
+  EXPECT_THROW(h.sched.add(too_big), Error);  // more than one step's budget
+  SchedRequestSpec over = make_spec(9, iota_tokens(33, 0), 1);
+  over.prefill_only = true;
+  EXPECT_THROW(h.sched.add(over), Error);  // more than the context
+
+  h.add(make_spec(1, iota_tokens(6, 10), 5));
+  SchedRequestSpec whole = make_spec(2, iota_tokens(12, 50), 1);
+  whole.prefill_only = whole.whole_prompt = true;
+  h.add(whole);
+  h.add(make_spec(3, iota_tokens(3, 90), 2));  // fits beside request 1 but must not overtake 2
+  SchedulerOutput o = h.step();
+  ASSERT_EQ(o.seqs.size(), 1u);  // 6 + 12 > 16: request 2 waits whole, and 3 behind it
+  EXPECT_EQ(o.seqs[0].id, 1u);
+  o = h.step();
+  ASSERT_EQ(o.seqs.size(), 3u);
+  EXPECT_EQ(o.seqs[1].id, 2u);
+  EXPECT_EQ(o.seqs[1].n_new, 12);
+  EXPECT_TRUE(o.seqs[1].needs_logits);
+  EXPECT_EQ(h.done.at(2), FinishReason::kStop);
+  EXPECT_TRUE(h.shown[2].empty());
+
+  SchedRequestSpec full = make_spec(4, iota_tokens(32, 200), 1);  // the whole context, chunked
+  full.prefill_only = true;
+  h.add(full);
+  h.run_until_idle();
+  EXPECT_EQ(h.done.at(4), FinishReason::kStop);
+  EXPECT_TRUE(h.shown[4].empty());
+  h.expect_outputs_match();
   h.expect_pool_idle();
 }
 
