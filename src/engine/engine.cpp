@@ -39,11 +39,27 @@ kv::KvManagerConfig kv_manager_config(const EngineConfig& c, const KvMemoryPlan&
 
 // Latent attention has no separate values: they are the start of the cached latent row, stored
 // in the K dtype, so a V dtype is set equal to it (and said once) rather than silently ignored.
+// An encoder's sequences are computed whole, each in one step, and their K/V (which depend on
+// the whole sequence) are never shared: the context is at most its positions, a step holds at
+// least one full-length input, and there is no prefix cache.
 EngineConfig for_model(const Model& m, EngineConfig c) {
   if (m.config().is_mla() && c.v_type != c.k_type) {
     log_info("--cache-type-v ", dtype_name(c.v_type), " does not apply to ", m.config().arch_name,
              ": its values are part of the cached latent row, stored as ", dtype_name(c.k_type));
     c.v_type = c.k_type;
+  }
+  if (m.config().encoder) {
+    if (c.max_model_len > m.config().n_ctx_train) {
+      log_info(m.config().arch_name, ": context ", c.max_model_len, " is cut to the model's ", m.config().n_ctx_train,
+               " positions");
+      c.max_model_len = m.config().n_ctx_train;
+    }
+    if (c.max_batched_tokens < c.max_model_len) {
+      log_info(m.config().arch_name, ": a step computes at least one whole input: --max-batched-tokens ",
+               c.max_batched_tokens, " raised to ", c.max_model_len);
+      c.max_batched_tokens = c.max_model_len;
+    }
+    c.enable_prefix_caching = false;
   }
   return c;
 }
@@ -76,6 +92,12 @@ struct Engine::Impl {
     bool scheduled = false;
     bool delivered = false;
     RequestTimings timings;
+    // Embedding requests: the pooling, and the running sum (mean) or chosen row (cls, last) of
+    // the final hidden states, in double so that chunking does not change the sum's rounding.
+    bool embedding = false;
+    Pooling pooling = Pooling::kMean;
+    std::vector<double> pooled;
+    int32_t pooled_rows = 0;
   };
   std::unordered_map<RequestId, Live> live;
   std::vector<TokenLogprob> top_scratch;
@@ -102,6 +124,7 @@ struct Engine::Impl {
   Clock::time_point last_progress = Clock::now();
   std::atomic<RequestId> next_id{1};
   int64_t generated_total = 0, prompt_total = 0, steps = 0, finished_total = 0;
+  int64_t embeddings_total = 0, embedding_tokens_total = 0;
   int64_t internal_errors = 0;
 
   std::thread thread;
@@ -192,6 +215,8 @@ struct Engine::Impl {
     e.steps = steps;
     e.preemptions = s.preemptions;
     e.requests_finished = finished_total;
+    e.embedding_requests = embeddings_total;
+    e.embedding_tokens = embedding_tokens_total;
     e.internal_errors = internal_errors;
     std::lock_guard<std::mutex> lk(mu);
     snapshot = e;
@@ -223,16 +248,21 @@ struct Engine::Impl {
       }
     }
     if (out.seqs.empty()) return;
-    // Sequences still computing prompt positions whose logprobs were asked for want every row.
-    std::vector<uint8_t> all_rows(out.seqs.size(), 0);
+    // Sequences still computing prompt positions whose logprobs were asked for want every row's
+    // logits; embedding sequences every row's hidden state.
+    std::vector<RowOutput> wants(out.seqs.size(), RowOutput::kDefault);
     for (size_t i = 0; i < out.seqs.size(); ++i) {
       const sched::ScheduledSeq& s = out.seqs[i];
       auto it = live.find(s.id);
       const sched::SchedRequest* r = scheduler.request(s.id);
-      if (it != live.end() && r && it->second.prompt_logprobs >= 0 && s.n_computed < r->n_prompt - 1) all_rows[i] = 1;
+      if (it == live.end() || r == nullptr) continue;
+      if (it->second.embedding)
+        wants[i] = RowOutput::kHidden;
+      else if (it->second.prompt_logprobs >= 0 && s.n_computed < r->n_prompt - 1)
+        wants[i] = RowOutput::kAllLogits;
     }
     try {
-      runner.execute(out, scheduler, all_rows);
+      runner.execute(out, scheduler, wants);
     } catch (const std::exception& e) {
       // A forward-pass failure fails the requests of this step, not the engine.
       log_warn("engine: step failed: ", e.what());
@@ -250,7 +280,11 @@ struct Engine::Impl {
       const sched::SchedRequest* r = scheduler.request(s.id);
       if (r && s.n_computed < r->n_prompt) prompt_total += std::min(s.n_new, r->n_prompt - s.n_computed);
       const ModelRunner::Rows rows = runner.rows(i);
-      if (all_rows[i] && r) prompt_logprobs(s, *r, rows);
+      if (wants[i] == RowOutput::kAllLogits && r) prompt_logprobs(s, *r, rows);
+      if (wants[i] == RowOutput::kHidden) {
+        pool_hidden(s, runner.hidden_rows(i));
+        continue;
+      }
       if (!s.needs_logits) continue;
       const float* logits = runner.logits(rows.first + static_cast<size_t>(rows.count) - 1);
       Live& l = live.at(s.id);
@@ -315,6 +349,43 @@ struct Engine::Impl {
         }
       }
       if (ev.finish != FinishReason::kNone) finish(ev.id, ev.finish, "");
+    }
+  }
+
+  // Folds an embedding sequence's rows of this step into its pooled vector; once its prompt is
+  // complete, hands the vector to the sink (the scheduler then finishes the request).
+  void pool_hidden(const sched::ScheduledSeq& s, ModelRunner::Rows rows) {
+    Live& l = live.at(s.id);
+    const auto E = static_cast<size_t>(model.config().n_embd);
+    if (s.n_computed == 0 || l.pooled.empty()) {  // first chunk (or recomputation after preemption)
+      l.pooled.assign(E, 0.0);
+      l.pooled_rows = 0;
+    }
+    for (int32_t j = 0; j < rows.count; ++j) {
+      const int32_t pos = s.n_computed + j;
+      const bool take = l.pooling == Pooling::kMean || (l.pooling == Pooling::kCls && pos == 0) ||
+                        (l.pooling == Pooling::kLast && s.needs_logits && j == rows.count - 1);
+      if (!take) continue;
+      const float* h = runner.hidden(rows.first + static_cast<size_t>(j));
+      if (l.pooling == Pooling::kMean) {
+        for (size_t d = 0; d < E; ++d) l.pooled[d] += h[d];
+      } else {
+        for (size_t d = 0; d < E; ++d) l.pooled[d] = h[d];
+      }
+      ++l.pooled_rows;
+    }
+    if (!s.needs_logits) return;
+    std::vector<float> v(E);
+    const double div = l.pooling == Pooling::kMean ? std::max(1, l.pooled_rows) : 1;
+    for (size_t d = 0; d < E; ++d) v[d] = static_cast<float>(l.pooled[d] / div);
+    ++embeddings_total;
+    embedding_tokens_total += l.timings.prompt_tokens;
+    l.delivered = true;
+    l.timings.ttft_s = since(l.submitted);
+    try {
+      l.sink->on_embedding(s.id, std::move(v));
+    } catch (const std::exception& e) {
+      log_warn("engine: the output sink of request ", s.id, " threw: ", e.what());
     }
   }
 
@@ -435,10 +506,47 @@ Engine::~Engine() {
   if (impl_->thread.joinable()) impl_->thread.join();
 }
 
+RequestId Engine::submit_embedding(EmbeddingRequest req, std::shared_ptr<OutputSink> sink) {
+  const ModelConfig& c = impl_->model.config();
+  const int32_t max_len = impl_->config.max_model_len;
+  TRIAD_CHECK(sink != nullptr, "submit: no output sink");
+  TRIAD_CHECK(!req.prompt.empty(), "the input is empty");
+  TRIAD_CHECK(static_cast<int64_t>(req.prompt.size()) <= max_len, "the input has ", req.prompt.size(),
+              " tokens; the model takes at most ", max_len);
+  for (int32_t id : req.prompt)
+    TRIAD_CHECK(id >= 0 && id < c.n_vocab, "token id ", id, " is outside the vocabulary (", c.n_vocab, ")");
+  TRIAD_CHECK(req.pooling != Pooling::kNone, "an embedding request needs a pooling (mean, cls or last)");
+  Impl::Live l;
+  l.sink = std::move(sink);
+  l.embedding = true;
+  l.pooling = req.pooling;
+  l.submitted = Clock::now();
+  l.timings.prompt_tokens = static_cast<int32_t>(req.prompt.size());
+  sched::SchedRequestSpec spec;
+  spec.prompt = std::move(req.prompt);
+  spec.max_tokens = 1;
+  spec.priority = req.priority;
+  spec.prefill_only = true;
+  spec.whole_prompt = !c.causal;
+  // Mean and cls pooling read rows the prefix cache would skip.
+  spec.read_prefix_cache = req.pooling == Pooling::kLast;
+  const RequestId id = impl_->next_id.fetch_add(1);
+  spec.id = id;
+  {
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    TRIAD_CHECK(!impl_->stopping && !impl_->draining, "the engine is shutting down");
+    impl_->inbox.push_back(Impl::Pending{id, std::move(spec), std::move(l)});
+    ++impl_->n_unfinished;
+  }
+  impl_->cv.notify_all();
+  return id;
+}
+
 RequestId Engine::submit(GenerationRequest req, std::shared_ptr<OutputSink> sink) {
   const ModelConfig& c = impl_->model.config();
   const int32_t max_len = impl_->config.max_model_len;
   TRIAD_CHECK(sink != nullptr, "submit: no output sink");
+  TRIAD_CHECK(c.has_logits(), "the model is an embedding model (", c.arch_name, "): it cannot generate text");
   TRIAD_CHECK(!req.prompt.empty(), "the prompt is empty");
   TRIAD_CHECK(static_cast<int64_t>(req.prompt.size()) < max_len, "the prompt has ", req.prompt.size(),
               " tokens; the context holds ", max_len, " (prompt and completion together)");

@@ -55,6 +55,17 @@ struct GenerationRequest {
   std::shared_ptr<grammar::Constraint> constraint;
 };
 
+// An embedding request: the final hidden states of the prompt's tokens pooled into one vector
+// of n_embd floats (not normalized). Prefill-only work: it shares each step's token budget
+// with generation and ends once its prompt is computed. An encoder (bert) computes the prompt
+// whole in one step; a decoder in chunks, like any prompt (pooling mean / cls then computes
+// every position: no prefix-cache hit).
+struct EmbeddingRequest {
+  std::vector<int32_t> prompt;        // token ids (non-empty, <= max_model_len)
+  Pooling pooling = Pooling::kMean;   // kMean, kCls or kLast
+  int32_t priority = 0;               // lower runs first
+};
+
 struct TokenOutput {
   int32_t id = -1;
   float logprob = 0.f;                    // when requested
@@ -80,6 +91,8 @@ class OutputSink {
   // With prompt_logprobs: the entries of prompt tokens 1..n-1 (the first has no context), once,
   // before any on_token.
   virtual void on_prompt_logprobs(RequestId /*id*/, std::vector<TokenOutput>&& /*entries*/) {}
+  // An embedding request's pooled vector, once, just before on_finish (kStop).
+  virtual void on_embedding(RequestId /*id*/, std::vector<float>&& /*embedding*/) {}
   // Called exactly once per submitted request, last. `error` is set for kError.
   virtual void on_finish(RequestId id, FinishReason reason, const RequestTimings& timings,
                          const std::string& error) = 0;
@@ -102,6 +115,8 @@ struct EngineStats {
   int64_t steps = 0;                  // engine loop iterations that ran a forward pass
   int64_t preemptions = 0;
   int64_t requests_finished = 0;
+  int64_t embedding_requests = 0;     // embedding requests finished with their vector
+  int64_t embedding_tokens = 0;       // of their prompt tokens
   int64_t internal_errors = 0;        // loop iterations that failed unexpectedly (their
                                       // requests finished with kError); 0 in a healthy engine
   double last_progress_s = 0;         // seconds since the loop last completed an iteration
@@ -115,8 +130,12 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Validates and queues a request; throws triad::Error (nothing queued) on a bad request.
+  // Validates and queues a request; throws triad::Error (nothing queued) on a bad request (an
+  // embedding model cannot generate).
   RequestId submit(GenerationRequest request, std::shared_ptr<OutputSink> sink);
+  // Queues an embedding request (any model: an encoder's or a decoder's hidden states); throws
+  // triad::Error (nothing queued) on a bad one.
+  RequestId submit_embedding(EmbeddingRequest request, std::shared_ptr<OutputSink> sink);
   // Cancels a queued or running request (no-op if unknown or already finished).
   void cancel(RequestId id);
   // Cancels every request submitted so far (queued or running); each finishes with kCancelled

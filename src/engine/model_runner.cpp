@@ -5,12 +5,14 @@
 namespace triad::engine {
 
 void ModelRunner::execute(const sched::SchedulerOutput& out, const sched::Scheduler& scheduler,
-                          std::span<const uint8_t> all_rows) {
+                          std::span<const RowOutput> wants) {
   tokens_.clear();
   positions_.clear();
   seqs_.clear();
   logit_rows_.clear();
+  hidden_row_ids_.clear();
   rows_.clear();
+  hidden_rows_.clear();
   const int32_t n_groups = scheduler.kv().n_groups();
   for (size_t k = 0; k < out.seqs.size(); ++k) {
     const sched::ScheduledSeq& s = out.seqs[k];
@@ -28,8 +30,12 @@ void ModelRunner::execute(const sched::SchedulerOutput& out, const sched::Schedu
       tokens_.push_back(r->tokens[s.n_computed + i]);
       positions_.push_back(s.n_computed + i);
     }
-    Rows rows{logit_rows_.size(), 0};
-    if (k < all_rows.size() && all_rows[k]) {
+    const RowOutput want = k < wants.size() ? wants[k] : RowOutput::kDefault;
+    Rows rows{logit_rows_.size(), 0}, hidden{hidden_row_ids_.size(), 0};
+    if (want == RowOutput::kHidden) {
+      for (int32_t i = 0; i < s.n_new; ++i) hidden_row_ids_.push_back(b.row_begin + i);
+      hidden.count = s.n_new;
+    } else if (want == RowOutput::kAllLogits) {
       for (int32_t i = 0; i < s.n_new; ++i) logit_rows_.push_back(b.row_begin + i);
       rows.count = s.n_new;
     } else if (s.needs_logits) {
@@ -37,15 +43,18 @@ void ModelRunner::execute(const sched::SchedulerOutput& out, const sched::Schedu
       rows.count = 1;
     }
     rows_.push_back(rows);
+    hidden_rows_.push_back(hidden);
     seqs_.push_back(std::move(b));
   }
   logits_.resize(logit_rows_.size() * static_cast<size_t>(model_.config().n_vocab));
+  hidden_.resize(hidden_row_ids_.size() * static_cast<size_t>(model_.config().n_embd));
   ForwardBatch fb;
   fb.tokens = tokens_;
   fb.positions = positions_;
   fb.seqs = seqs_;
   fb.logit_rows = logit_rows_;
-  model_.forward_batch(fb, storage_, scratch_, logits_.data(), pool_);
+  fb.hidden_rows = hidden_row_ids_;
+  model_.forward_batch(fb, storage_, scratch_, logits_.data(), pool_, hidden_.data());
 }
 
 }  // namespace triad::engine

@@ -1,6 +1,7 @@
 // ModelRunner: turns a scheduler step into one ForwardBatch, runs the model over the paged KV
-// storage, and returns the logits of the rows that need them: the last row of a sequence that
-// samples, and every row of a sequence that asks for all of them (prompt logprobs).
+// storage, and returns what each sequence needs: the logits of the last row of a sequence that
+// samples, of every row of one that asks for all of them (prompt logprobs), or the final hidden
+// states of every row of an embedding sequence (pooled by the engine).
 // Thread-safety: none; the engine thread owns it.
 #pragma once
 
@@ -14,15 +15,22 @@
 
 namespace triad::engine {
 
+// What a scheduled sequence wants from the step.
+enum class RowOutput : uint8_t {
+  kDefault,    // the last row's logits when it samples (needs_logits), else nothing
+  kAllLogits,  // every row's logits (prompt logprobs)
+  kHidden,     // every row's final hidden state (embeddings); never logits
+};
+
 class ModelRunner {
  public:
   ModelRunner(const Model& model, KvStorage& storage, ThreadPool& pool)
       : model_(model), storage_(storage), pool_(pool) {}
 
   // Runs every scheduled sequence of `out` (token ids and block tables come from `scheduler`).
-  // all_rows[i] (when not empty): the i-th sequence wants logits for each row it computes.
+  // wants[i] (kDefault when absent): what the i-th sequence needs.
   void execute(const sched::SchedulerOutput& out, const sched::Scheduler& scheduler,
-               std::span<const uint8_t> all_rows = {});
+               std::span<const RowOutput> wants = {});
   // The logit rows of the i-th scheduled sequence: `count` rows from `first` (0 when it needs
   // none), for positions n_computed + n_new - count ... n_computed + n_new - 1.
   struct Rows {
@@ -33,6 +41,11 @@ class ModelRunner {
   const float* logits(size_t row) const {
     return logits_.data() + row * static_cast<size_t>(model_.config().n_vocab);
   }
+  // The hidden rows of the i-th scheduled sequence (kHidden: all it computed, in order).
+  Rows hidden_rows(size_t i) const { return hidden_rows_[i]; }
+  const float* hidden(size_t row) const {
+    return hidden_.data() + row * static_cast<size_t>(model_.config().n_embd);
+  }
 
  private:
   const Model& model_;
@@ -41,9 +54,9 @@ class ModelRunner {
   ForwardScratch scratch_;
   std::vector<int32_t> tokens_, positions_;
   std::vector<BatchSeq> seqs_;
-  std::vector<int64_t> logit_rows_;
-  std::vector<Rows> rows_;
-  std::vector<float> logits_;
+  std::vector<int64_t> logit_rows_, hidden_row_ids_;
+  std::vector<Rows> rows_, hidden_rows_;
+  std::vector<float> logits_, hidden_;
 };
 
 }  // namespace triad::engine

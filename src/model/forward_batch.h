@@ -23,6 +23,7 @@ struct ForwardBatch {
   std::span<const int32_t> positions;   // [n_rows] position of each row in its sequence
   std::span<const BatchSeq> seqs;       // rows grouped by sequence, in row order
   std::span<const int64_t> logit_rows;  // rows whose logits are wanted, in output order
+  std::span<const int64_t> hidden_rows; // rows whose final hidden states are wanted (embeddings)
 };
 
 }  // namespace triad

@@ -13,17 +13,10 @@
 #include "kernels/ops.h"
 #include "kernels/paged_attention.h"
 #include "kernels/quant.h"
+#include "model/layer_ops.h"
 
 namespace triad {
 namespace {
-
-// Every weight product of the forward pass goes through here, so an observer (imatrix
-// collection) sees each matrix's input exactly once per call.
-inline void mm(const ForwardScratch& s, const kernels::WeightMatrix& w, const float* x, int64_t n,
-               int64_t x_stride, float* y, int64_t y_stride, ThreadPool& pool) {
-  if (s.observer != nullptr) s.observer->observe(w, x, n, x_stride);
-  kernels::matmul(w, x, n, x_stride, y, y_stride, pool);
-}
 
 // The per-head products of latent attention: y_h = W_h x_h for every matrix of `w` (head h's
 // input at x + h * x_head, its output at y + h * y_head, tokens x_stride / y_stride apart). A
@@ -56,14 +49,6 @@ void glu(FfnActivation act, float* gate, const float* up, int64_t n, ThreadPool&
       kernels::gelu_mul(gate + lo, up + lo, gate + lo, hi - lo);
     else
       kernels::swiglu_oai(gate + lo, up + lo, gate + lo, hi - lo);
-  });
-}
-
-// y[t] += b for n rows of `width` (stride width); nothing when b is null.
-void add_rows(float* y, const float* b, int64_t n, int64_t width, ThreadPool& pool) {
-  if (b == nullptr) return;
-  pool.parallel_for(n, [&](int64_t lo, int64_t hi) {
-    for (int64_t t = lo; t < hi; ++t) kernels::add_inplace(y + t * width, b, width);
   });
 }
 
@@ -126,16 +111,39 @@ std::unique_ptr<Model> Model::load(const std::string& path, const WeightTransfor
   return m;
 }
 
-void Model::embed(std::span<const int32_t> tokens, float* x, ThreadPool& pool) const {
+void Model::embed(std::span<const int32_t> tokens, std::span<const int32_t> positions, float* x,
+                  ThreadPool& pool) const {
   const ModelConfig& c = config_;
-  const kernels::WeightMatrix& e = weights_.token_embd;
-  const uint64_t row = row_bytes(e.type, static_cast<uint64_t>(c.n_embd));
+  const int64_t E = c.n_embd;
+  auto row_of = [E](const kernels::WeightMatrix& m, int64_t r) {
+    return static_cast<const uint8_t*>(m.data) + row_bytes(m.type, static_cast<uint64_t>(E)) * static_cast<uint64_t>(r);
+  };
   pool.parallel_for(static_cast<int64_t>(tokens.size()), [&](int64_t b, int64_t end) {
+    std::vector<float> extra(c.encoder ? static_cast<size_t>(E) : 0);
     for (int64_t t = b; t < end; ++t) {
-      const uint8_t* src = static_cast<const uint8_t*>(e.data) + row * static_cast<uint64_t>(tokens[t]);
-      float* dst = x + t * c.n_embd;
-      kernels::dequantize_row(e.type, src, dst, c.n_embd);
-      if (c.embd_scale != 1.f) kernels::scale_inplace(dst, c.embd_scale, c.n_embd);
+      float* dst = x + t * E;
+      kernels::dequantize_row(weights_.token_embd.type, row_of(weights_.token_embd, tokens[t]), dst, E);
+      if (c.embd_scale != 1.f) kernels::scale_inplace(dst, c.embd_scale, E);
+      if (!c.encoder) continue;
+      kernels::dequantize_row(weights_.pos_embd.type, row_of(weights_.pos_embd, positions[t]), extra.data(), E);
+      kernels::add_inplace(dst, extra.data(), E);
+      kernels::dequantize_row(weights_.token_types.type, row_of(weights_.token_types, 0), extra.data(), E);
+      kernels::add_inplace(dst, extra.data(), E);
+      kernels::layernorm(dst, weights_.embd_norm, weights_.embd_norm_b, c.norm_eps, dst, E);
+    }
+  });
+}
+
+void Model::store_kv(int32_t il, int64_t n, KvStorage& kv, const ForwardScratch& s, ThreadPool& pool) const {
+  const int64_t KV = config_.kv_dim();
+  const int32_t g = kv.group_of_layer(il);
+  const int32_t* blk = s.slot_block.data() + static_cast<size_t>(g) * n;
+  const int32_t* row = s.slot_row.data() + static_cast<size_t>(g) * n;
+  const DType kt = kv.config().k_type, vt = kv.config().v_type;
+  pool.parallel_for(n, [&](int64_t lo, int64_t hi) {
+    for (int64_t t = lo; t < hi; ++t) {
+      kernels::kv_store_row(kt, s.k.data() + t * KV, KV, kv.k_row(il, blk[t], row[t]));
+      kernels::kv_store_row(vt, s.v.data() + t * KV, KV, kv.v_row(il, blk[t], row[t]));
     }
   });
 }
@@ -208,17 +216,8 @@ void Model::attention_block(int32_t il, const ForwardBatch& b, KvStorage& kv,
   const int64_t n = static_cast<int64_t>(b.tokens.size());
   const int64_t Q = config_.q_dim(), KV = config_.kv_dim();
   qkv_rope(il, n, b.positions.data(), s, s.k.data(), s.v.data(), KV, pool);
-  // Store the new K/V rows into their slots in the cache's dtype.
+  store_kv(il, n, kv, s, pool);
   const int32_t g = kv.group_of_layer(il);
-  const int32_t* blk = s.slot_block.data() + static_cast<size_t>(g) * n;
-  const int32_t* row = s.slot_row.data() + static_cast<size_t>(g) * n;
-  const DType kt = kv.config().k_type, vt = kv.config().v_type;
-  pool.parallel_for(n, [&](int64_t lo, int64_t hi) {
-    for (int64_t t = lo; t < hi; ++t) {
-      kernels::kv_store_row(kt, s.k.data() + t * KV, KV, kv.k_row(il, blk[t], row[t]));
-      kernels::kv_store_row(vt, s.v.data() + t * KV, KV, kv.v_row(il, blk[t], row[t]));
-    }
-  });
   const size_t n_seqs = b.seqs.size();
   std::span<const kernels::PagedSeq> seqs(s.paged_seqs.data() + g * n_seqs, n_seqs);
   kernels::paged_attention(attention_params(il), s.q.data(), Q, b.positions.data(), kv.layer(il),
@@ -464,7 +463,7 @@ void Model::ffn_block(int32_t il, int64_t n, ForwardScratch& s, ThreadPool& pool
 }
 
 void Model::forward_batch(const ForwardBatch& b, KvStorage& kv, ForwardScratch& s,
-                          float* logits, ThreadPool& pool) const {
+                          float* logits, ThreadPool& pool, float* hidden) const {
   const ModelConfig& c = config_;
   const int64_t n = static_cast<int64_t>(b.tokens.size());
   if (n == 0) return;
@@ -487,6 +486,10 @@ void Model::forward_batch(const ForwardBatch& b, KvStorage& kv, ForwardScratch& 
                 q.block_tables.size(), " block tables for ", n_groups, " KV groups");
     next_row = q.row_begin + q.n_rows;
     const int64_t n_kv = q.pos0 + q.n_rows;
+    TRIAD_CHECK(c.causal || q.pos0 == 0, "forward_batch: sequence ", i, " of a bidirectional model starts at position ",
+                q.pos0, " (it must be computed whole in one step)");
+    TRIAD_CHECK(!c.encoder || n_kv <= c.n_ctx_train, "forward_batch: sequence ", i, " has ", n_kv,
+                " tokens; the model has ", c.n_ctx_train, " positions");
     for (size_t g = 0; g < n_groups; ++g) {
       const auto& table = q.block_tables[g];
       TRIAD_CHECK(static_cast<int64_t>(table.size()) * bs >= n_kv, "forward_batch: sequence ", i,
@@ -512,9 +515,25 @@ void Model::forward_batch(const ForwardBatch& b, KvStorage& kv, ForwardScratch& 
   TRIAD_CHECK(next_row == n, "forward_batch: sequences cover ", next_row, " of ", n, " rows");
   for (int64_t r : b.logit_rows)
     TRIAD_CHECK(r >= 0 && r < n, "forward_batch: logits row ", r, " is outside the batch");
+  for (int64_t r : b.hidden_rows)
+    TRIAD_CHECK(r >= 0 && r < n, "forward_batch: hidden row ", r, " is outside the batch");
+  TRIAD_CHECK(b.hidden_rows.empty() || hidden != nullptr, "forward_batch: hidden rows but no output for them");
+  TRIAD_CHECK(c.has_logits() || b.logit_rows.empty(), "forward_batch: ", c.arch_name,
+              " is an embedding model: it has no logits");
+  if (!c.causal) {
+    // Bidirectional attention through the causal kernel: every query of a sequence sits at its
+    // last position, so it sees all of the sequence's keys.
+    s.attn_pos.resize(static_cast<size_t>(n));
+    for (const BatchSeq& q : b.seqs)
+      for (int64_t r = 0; r < q.n_rows; ++r) s.attn_pos[static_cast<size_t>(q.row_begin + r)] = q.pos0 + static_cast<int32_t>(q.n_rows) - 1;
+  }
 
-  embed(b.tokens, s.x.data(), pool);
+  embed(b.tokens, b.positions, s.x.data(), pool);
   for (int32_t il = 0; il < c.n_layers; ++il) {
+    if (c.encoder) {
+      encoder_block(il, b, kv, s, pool);
+      continue;
+    }
     if (c.is_mla())
       mla_attention_block(il, b, kv, s, pool);
     else
@@ -523,6 +542,17 @@ void Model::forward_batch(const ForwardBatch& b, KvStorage& kv, ForwardScratch& 
   }
 
   const int64_t E = c.n_embd;
+  // Final hidden states: an encoder's last block ends in its LayerNorm; a decoder's pass through
+  // output_norm (what the logits are computed from).
+  pool.parallel_for(static_cast<int64_t>(b.hidden_rows.size()), [&](int64_t lo, int64_t hi) {
+    for (int64_t t = lo; t < hi; ++t) {
+      const float* src = s.x.data() + b.hidden_rows[static_cast<size_t>(t)] * E;
+      if (c.encoder)
+        std::memcpy(hidden + t * E, src, static_cast<size_t>(E) * sizeof(float));
+      else
+        kernels::rmsnorm(src, weights_.output_norm, c.norm_eps, hidden + t * E, E);
+    }
+  });
   const int64_t rows = static_cast<int64_t>(b.logit_rows.size());
   if (rows == 0) return;
   pool.parallel_for(rows, [&](int64_t lo, int64_t hi) {

@@ -1,5 +1,6 @@
-// A loaded decoder-only transformer (llama, qwen2, qwen3, gemma3, and the mixture-of-experts
-// qwen3moe, qwen2moe, Mixtral and deepseek2) and its forward pass.
+// A loaded transformer and its forward pass: the decoders (llama, qwen2, qwen3, gemma3, and the
+// mixture-of-experts qwen3moe, qwen2moe, Mixtral, deepseek2, glm4moe, gpt-oss) and the encoder
+// bert (embedding models: bidirectional attention, post-norm blocks; encoder.cpp).
 //
 // One forward pass, forward_batch(), over the paged K/V cache: the serving engine runs it on
 // its shared storage, and the evaluation tools and tests on a private one (SoloSequence,
@@ -63,6 +64,7 @@ struct ForwardScratch {
   std::vector<float> routed_weight;
   std::vector<kernels::PagedSeq> paged_seqs;  // per KV group, per sequence (forward_batch)
   std::vector<int32_t> slot_block, slot_row;  // per KV group, per row: where its K/V goes
+  std::vector<int32_t> attn_pos;  // encoders: per row, the query position that sees its whole sequence
   void reserve(const ModelConfig& c, int64_t n_tokens);
 };
 
@@ -84,13 +86,23 @@ class Model {
   // One engine step: runs every row of `batch` (each sequence at its own positions, attending
   // through its block tables in `kv`), writes the new K/V rows into their slots, and writes
   // logits [batch.logit_rows.size() x n_vocab]. Each weight matrix is read once for all rows.
-  // PRECONDITIONS (checked): ids < n_vocab, rows grouped by sequence, tables cover the rows.
+  // hidden (when batch.hidden_rows is not empty): [hidden_rows.size() x n_embd] final hidden
+  // states, the rows embeddings are pooled from (after output_norm in a decoder; the last
+  // block's output in an encoder).
+  // PRECONDITIONS (checked): ids < n_vocab, rows grouped by sequence, tables cover the rows; an
+  // encoder computes each sequence whole (pos0 == 0, within its positions) and has no logits.
   void forward_batch(const ForwardBatch& batch, KvStorage& kv, ForwardScratch& scratch,
-                     float* logits, ThreadPool& pool) const;
+                     float* logits, ThreadPool& pool, float* hidden = nullptr) const;
 
  private:
   Model() = default;
-  void embed(std::span<const int32_t> tokens, float* x, ThreadPool& pool) const;
+  // Token embeddings (encoders: plus position and token type 0, through their LayerNorm).
+  void embed(std::span<const int32_t> tokens, std::span<const int32_t> positions, float* x, ThreadPool& pool) const;
+  // Writes the new K/V rows of layer il (s.k, s.v) into their slots in the cache's dtype.
+  void store_kv(int32_t il, int64_t n, KvStorage& kv, const ForwardScratch& s, ThreadPool& pool) const;
+  // One post-norm encoder block (bert, encoder.cpp): attention over the whole sequence, then the
+  // FFN, each followed by residual add and LayerNorm.
+  void encoder_block(int32_t il, const ForwardBatch& b, KvStorage& kv, ForwardScratch& s, ThreadPool& pool) const;
   void attention_block(int32_t il, const ForwardBatch& b, KvStorage& kv, ForwardScratch& s,
                              ThreadPool& pool) const;
   // The q/k/v projections into scratch, bias, QK norm and RoPE.

@@ -20,9 +20,10 @@ Arch parse_arch(const std::string& a) {
   if (a == "deepseek2") return Arch::kDeepseek2;
   if (a == "glm4moe") return Arch::kGlm4Moe;
   if (a == "gpt-oss") return Arch::kGptOss;
+  if (a == "bert") return Arch::kBert;
   fail("unsupported architecture '", a,
        "' (general.architecture); supported: llama, qwen2, qwen3, gemma3, qwen3moe, qwen2moe, deepseek2, glm4moe, "
-       "gpt-oss");
+       "gpt-oss, bert");
 }
 
 // An optional integer key in [lo, hi] (def when absent), checked before narrowing.
@@ -110,6 +111,24 @@ void read_deepseek_experts(const gguf::GgufFile& f, const std::string& p, ModelC
 
 }  // namespace
 
+const char* pooling_name(Pooling p) {
+  switch (p) {
+    case Pooling::kNone: return "none";
+    case Pooling::kMean: return "mean";
+    case Pooling::kCls: return "cls";
+    case Pooling::kLast: return "last";
+  }
+  return "?";
+}
+
+Pooling parse_pooling(const std::string& s) {
+  if (s == "none") return Pooling::kNone;
+  if (s == "mean") return Pooling::kMean;
+  if (s == "cls") return Pooling::kCls;
+  if (s == "last") return Pooling::kLast;
+  fail("pooling must be none, mean, cls or last, not '", s, "'");
+}
+
 kernels::RopeParams ModelConfig::rope_params(int32_t il) const {
   const bool local = layer_is_local(il);
   kernels::RopeParams r;
@@ -163,7 +182,8 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
                 ") is not a multiple of attention.head_count (", c.n_heads, ")");
     c.head_dim = c.n_embd / c.n_heads;
   }
-  c.norm_eps = static_cast<float>(f.get_float(p + "attention.layer_norm_rms_epsilon", 1e-5));
+  c.norm_eps = static_cast<float>(c.arch == Arch::kBert ? f.get_float(p + "attention.layer_norm_epsilon", 1e-12)
+                                                        : f.get_float(p + "attention.layer_norm_rms_epsilon", 1e-5));
   TRIAD_CHECK(c.norm_eps > 0 && c.norm_eps < 1, "model metadata: layer_norm_rms_epsilon out of range");
 
   // RoPE
@@ -269,6 +289,18 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
       c.rope_base_local = static_cast<float>(f.get_float(p + "rope.freq_base_swa", c.rope_base));
       break;
     }
+    case Arch::kBert: {
+      c.encoder = true;
+      c.causal = f.has(p + "attention.causal") && f.get_bool(p + "attention.causal");
+      TRIAD_CHECK(!c.causal, "model metadata '", p, "attention.causal' = true: a causal bert is not supported");
+      c.qkv_bias = true;
+      c.rope_dim = 0;  // learned absolute positions
+      const int64_t pooling = f.get_int(p + "pooling_type", 0);
+      TRIAD_CHECK(pooling >= 0 && pooling <= 3, "model metadata '", p, "pooling_type' = ", pooling,
+                  " is not supported (0 none, 1 mean, 2 cls, 3 last)");
+      c.pooling = static_cast<Pooling>(pooling);
+      break;
+    }
     case Arch::kGemma3:
       c.rope_layout = kernels::RopeLayout::kNeox;
       c.qk_norm = true;
@@ -347,6 +379,7 @@ std::string ModelConfig::summary() const {
     os << ", latent attention: kv rank " << kv_lora_rank << " + rope " << rope_dim << " cached per token, q rank "
        << q_lora_rank << ", head k " << qk_nope << "+" << rope_dim << " / v " << v_head_dim;
   if (rope_yarn) os << ", YaRN x" << 1.f / rope_freq_scale;
+  if (encoder) os << ", encoder (bidirectional), " << pooling_name(pooling) << " pooling";
   return os.str();
 }
 

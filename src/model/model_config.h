@@ -4,7 +4,8 @@
 // One decoder-only transformer family covers llama (and Mixtral: llama with experts), qwen2, qwen3,
 // gemma3, qwen3moe, qwen2moe, deepseek2 (multi-head latent attention), glm4moe and gpt-oss; the
 // differences between them are the feature fields below, set per architecture in
-// model_config.cpp.
+// model_config.cpp. bert (BERT, all-MiniLM, BGE, E5) is the one encoder: bidirectional
+// attention, post-LayerNorm blocks, learned absolute positions, no output head (see `encoder`).
 #pragma once
 
 #include <cstdint>
@@ -16,7 +17,14 @@
 namespace triad {
 namespace gguf { class GgufFile; }
 
-enum class Arch { kLlama, kQwen2, kQwen3, kGemma3, kQwen3Moe, kQwen2Moe, kDeepseek2, kGlm4Moe, kGptOss };
+enum class Arch { kLlama, kQwen2, kQwen3, kGemma3, kQwen3Moe, kQwen2Moe, kDeepseek2, kGlm4Moe, kGptOss, kBert };
+
+// How a sequence's final hidden states become one embedding (GGUF {arch}.pooling_type, llama.cpp's
+// numbering): the mean over its tokens, its first token's ([CLS]), or its last token's.
+enum class Pooling { kNone = 0, kMean = 1, kCls = 2, kLast = 3 };
+const char* pooling_name(Pooling p);
+// "none" | "mean" | "cls" | "last"; throws triad::Error otherwise.
+Pooling parse_pooling(const std::string& s);
 
 enum class FfnActivation {
   kSilu,      // SwiGLU: silu(gate) * up   (llama, qwen)
@@ -37,7 +45,7 @@ struct ModelConfig {
   int32_t head_dim = 0;       // per-head size of q, k and v (key_length == value_length)
   int32_t n_ff = 0;           // FFN inner size
   int32_t n_ctx_train = 0;    // trained context length (the default context cap)
-  float norm_eps = 1e-5f;     // RMSNorm epsilon
+  float norm_eps = 1e-5f;     // RMSNorm epsilon (LayerNorm's for bert)
 
   // RoPE
   kernels::RopeLayout rope_layout = kernels::RopeLayout::kNormal;
@@ -64,6 +72,18 @@ struct ModelConfig {
   float embd_scale = 1.f;     // token embeddings multiplied by this (gemma: sqrt(n_embd))
   FfnActivation ffn_act = FfnActivation::kSilu;
   bool tied_output = false;   // no output.weight: logits use token_embd
+
+  // Encoders (bert). Every token attends to every token of its sequence (not causal), so a
+  // sequence is computed whole in one step and its K/V are never shared through the prefix
+  // cache. Embeddings are token + position (position_embd, n_ctx_train rows) + token type 0
+  // (token_types) through a LayerNorm; each block is post-norm: x = LN(x + attn(x)), x = LN(x +
+  // down(gelu(up x))), with biases everywhere and the exact (erf) GELU. No output head: the
+  // model gives hidden states (embeddings), never logits.
+  bool encoder = false;
+  bool causal = true;          // {arch}.attention.causal (false for bert)
+  int32_t n_token_types = 0;   // rows of token_types
+  Pooling pooling = Pooling::kNone;  // {arch}.pooling_type (the model's own; kNone when absent)
+  bool has_logits() const { return !encoder; }
 
   // Mixture of experts (n_expert > 0: every layer's FFN): a router (ffn_gate_inp) scores the
   // n_expert experts per token; softmax over all of them, the n_expert_used most probable are

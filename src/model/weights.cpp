@@ -166,8 +166,8 @@ std::vector<ModelWeights::NamedMatrix> ModelWeights::block_matrices() {
       out.push_back({b + "ffn_up_shexp.weight", &L.up_shexp});
       out.push_back({b + "ffn_down_shexp.weight", &L.down_shexp});
     }
-    if (L.w_gate.data == nullptr) continue;  // MoE layer
-    out.push_back({b + "ffn_gate.weight", &L.w_gate});
+    if (L.w_up.data == nullptr) continue;  // MoE layer
+    if (L.w_gate.data != nullptr) out.push_back({b + "ffn_gate.weight", &L.w_gate});  // (encoders: no gate)
     out.push_back({b + "ffn_up.weight", &L.w_up});
     out.push_back({b + "ffn_down.weight", &L.w_down});
   }
@@ -179,7 +179,52 @@ uint8_t* ModelWeights::own_bytes(size_t n) {
   return owned_bytes_.back().data();
 }
 
+ModelWeights ModelWeights::bind_encoder(const gguf::GgufFile& f, ModelConfig& c) {
+  ModelWeights w;
+  const gguf::TensorInfo* emb = f.find_tensor("token_embd.weight");
+  TRIAD_CHECK(emb && emb->n_dims == 2 && emb->ne[0] == c.n_embd && emb->ne[1] > 0 && emb->ne[1] < (1 << 24),
+              "tensor 'token_embd.weight' is ", emb ? "misshapen" : "missing", " (expected [", c.n_embd, ", n_vocab])");
+  c.n_vocab = static_cast<int32_t>(emb->ne[1]);
+  const gguf::TensorInfo* types = f.find_tensor("token_types.weight");
+  TRIAD_CHECK(types && types->n_dims == 2 && types->ne[1] > 0 && types->ne[1] <= 1024,
+              "tensor 'token_types.weight' is ", types ? "misshapen" : "missing", " (expected [", c.n_embd,
+              ", token types])");
+  c.n_token_types = static_cast<int32_t>(types->ne[1]);
+  w.token_embd = w.matrix(f, "token_embd.weight", c.n_vocab, c.n_embd);
+  w.pos_embd = w.matrix(f, "position_embd.weight", c.n_ctx_train, c.n_embd);
+  w.token_types = w.matrix(f, "token_types.weight", c.n_token_types, c.n_embd);
+  const uint64_t lookup_bytes = w.matrix_bytes;  // one row of each per token
+  const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff;
+  w.embd_norm = w.vector_f32(f, "token_embd_norm.weight", E, true);
+  w.embd_norm_b = w.vector_f32(f, "token_embd_norm.bias", E, true);
+  c.tied_output = false;
+  w.layers.resize(c.n_layers);
+  for (int32_t il = 0; il < c.n_layers; ++il) {
+    LayerWeights& L = w.layers[il];
+    const std::string b = "blk." + std::to_string(il) + ".";
+    L.wq = w.matrix(f, b + "attn_q.weight", Q, E);
+    L.wk = w.matrix(f, b + "attn_k.weight", KV, E);
+    L.wv = w.matrix(f, b + "attn_v.weight", KV, E);
+    L.wo = w.matrix(f, b + "attn_output.weight", E, Q);
+    L.bq = w.vector_f32(f, b + "attn_q.bias", Q, true);
+    L.bk = w.vector_f32(f, b + "attn_k.bias", KV, true);
+    L.bv = w.vector_f32(f, b + "attn_v.bias", KV, true);
+    L.bo = w.vector_f32(f, b + "attn_output.bias", E, true);
+    L.attn_out_norm = w.vector_f32(f, b + "attn_output_norm.weight", E, true);
+    L.attn_out_norm_b = w.vector_f32(f, b + "attn_output_norm.bias", E, true);
+    L.w_up = w.matrix(f, b + "ffn_up.weight", F, E);
+    L.b_up = w.vector_f32(f, b + "ffn_up.bias", F, true);
+    L.w_down = w.matrix(f, b + "ffn_down.weight", E, F);
+    L.b_down = w.vector_f32(f, b + "ffn_down.bias", E, true);
+    L.out_norm = w.vector_f32(f, b + "layer_output_norm.weight", E, true);
+    L.out_norm_b = w.vector_f32(f, b + "layer_output_norm.bias", E, true);
+  }
+  w.bytes_per_token = w.matrix_bytes - lookup_bytes;
+  return w;
+}
+
 ModelWeights ModelWeights::bind(const gguf::GgufFile& f, ModelConfig& c) {
+  if (c.encoder) return bind_encoder(f, c);
   ModelWeights w;
   const gguf::TensorInfo* emb = f.find_tensor("token_embd.weight");
   TRIAD_CHECK(emb, "model is missing tensor 'token_embd.weight'");

@@ -69,12 +69,26 @@ struct LayerWeights {
   kernels::WeightMatrix gate_shexp, up_shexp;   // [n_ff_shexp x n_embd]
   kernels::WeightMatrix down_shexp;             // [n_embd x n_ff_shexp]
   const float* post_ffn_norm = nullptr;   // [n_embd] (post_norms only)
+  // Encoder (bert) blocks: the LayerNorms after the attention and the FFN residual adds
+  // (attn_output_norm, layer_output_norm, each with a bias), the non-gated FFN's biases.
+  const float* attn_out_norm = nullptr;   // [n_embd]
+  const float* attn_out_norm_b = nullptr; // [n_embd]
+  const float* out_norm = nullptr;        // [n_embd]
+  const float* out_norm_b = nullptr;      // [n_embd]
+  const float* b_up = nullptr;            // [n_ff]
+  const float* b_down = nullptr;          // [n_embd]
 };
 
 struct ModelWeights {
   kernels::WeightMatrix token_embd;   // [n_vocab x n_embd]
   const float* output_norm = nullptr; // [n_embd]
-  kernels::WeightMatrix output;       // [n_vocab x n_embd] (token_embd when tied)
+  kernels::WeightMatrix output;       // [n_vocab x n_embd] (token_embd when tied; none for encoders)
+  // Encoders (bert): learned positions and token types (one row read per token), and the
+  // LayerNorm of the summed embeddings.
+  kernels::WeightMatrix pos_embd;     // [n_ctx_train x n_embd]
+  kernels::WeightMatrix token_types;  // [n_token_types x n_embd]
+  const float* embd_norm = nullptr;   // [n_embd]
+  const float* embd_norm_b = nullptr; // [n_embd]
   std::vector<LayerWeights> layers;
   uint64_t matrix_bytes = 0;          // bytes of all weight matrices
   uint64_t bytes_per_token = 0;       // weight bytes one decode step reads (the roofline numerator)
@@ -114,6 +128,7 @@ struct ModelWeights {
                          int64_t rows, int64_t cols);
   uint64_t expert_bytes_ = 0;  // bytes of all expert matrices (a token reads n_expert_used of n)
   void bind_mla(const gguf::GgufFile& f, const ModelConfig& c, int32_t il, LayerWeights& L);
+  static ModelWeights bind_encoder(const gguf::GgufFile& f, ModelConfig& c);
 };
 
 }  // namespace triad
