@@ -34,8 +34,8 @@ std::string q(std::string_view s) { return gguf::quote_bytes(s, 120, '\''); }
 
 constexpr uint64_t kMaxJsonBytes = 256u << 20;
 
-// A JSON file of the folder; null when absent and not required.
-json read_json(const fs::path& p, bool required) {
+// A JSON object (or, with array_ok, an array) of the folder; null when absent and not required.
+json read_json(const fs::path& p, bool required, bool array_ok = false) {
   std::error_code ec;
   if (!fs::exists(p, ec)) {
     if (required) fail("convert: ", q(p.string()), " is missing");
@@ -48,7 +48,8 @@ json read_json(const fs::path& p, bool required) {
   const std::string text = ss.str();
   if (safetensors::json_nesting(text) > 64) fail("convert: ", q(p.string()), " nests too deeply");
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) fail("convert: ", q(p.string()), " is not a JSON object");
+  if (j.is_discarded() || !(j.is_object() || (array_ok && j.is_array())))
+    fail("convert: ", q(p.string()), " is not a JSON ", array_ok ? "object or array" : "object");
   return j;
 }
 
@@ -73,6 +74,7 @@ struct Arch {
   bool permute_qk = false;  // llama: rotate-half rows -> interleaved pairs
   bool qkv_bias = false;    // qwen2
   bool qk_norm = false;     // qwen3
+  bool encoder = false;     // bert
 };
 
 Arch arch_of(const json& cfg) {
@@ -83,8 +85,9 @@ Arch arch_of(const json& cfg) {
   if (a == "Qwen2ForCausalLM") return {"qwen2", false, true, false};
   if (a == "Qwen3ForCausalLM") return {"qwen3", false, false, true};
   if (a == "LlamaForCausalLM" || a == "MistralForCausalLM") return {"llama", true, false, false};
+  if (a == "BertModel" || a == "BertForMaskedLM") return {"bert", false, true, false, true};
   fail("convert: architecture ", q(a), " is not supported yet (supported: Qwen2ForCausalLM, Qwen3ForCausalLM, "
-       "LlamaForCausalLM, MistralForCausalLM)");
+       "LlamaForCausalLM, MistralForCausalLM, BertModel)");
 }
 
 // Known byte-level BPE split patterns -> llama.cpp's tokenizer.ggml.pre names.
@@ -124,11 +127,94 @@ std::string token_text(const json& v) {
   return {};
 }
 
+// A WordPiece tokenizer.json (BERT) as llama.cpp's converter writes it: tokenizer model "bert",
+// word-initial pieces with a "▁" prefix and "##" continuation pieces bare (its "phantom space"
+// vocabulary), special tokens as control tokens and unchanged, [CLS] / [SEP] as BOS / EOS and
+// separator, and the normalizer's lower-casing and accent stripping.
+void write_wordpiece(gguf::GgufWriter& w, const json& tok, const json& tcfg, int64_t n) {
+  const json& model = tok["model"];
+  if (!model.contains("vocab") || !model["vocab"].is_object()) fail("convert: tokenizer.json has no vocab");
+  std::vector<std::string> tokens(static_cast<size_t>(n));
+  std::vector<int32_t> types(static_cast<size_t>(n), 5);
+  std::vector<uint8_t> have(static_cast<size_t>(n), 0);
+  std::map<std::string, int64_t> by_text;
+  auto put = [&](const std::string& text, const json& id, int32_t type) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= n)
+      fail("convert: tokenizer.json gives token ", q(text), " an id outside the vocabulary of ", n);
+    const auto i = static_cast<size_t>(id.get<int64_t>());
+    if (have[i] && by_text.count(text) == 0) fail("convert: tokenizer.json gives id ", i, " to two tokens");
+    have[i] = 1;
+    by_text[text] = static_cast<int64_t>(i);
+    types[i] = type;
+    if (type == 3) {
+      tokens[i] = text;
+    } else if (text.size() > 2 && text.compare(0, 2, "##") == 0) {
+      tokens[i] = text.substr(2);
+    } else {
+      tokens[i] = "\xE2\x96\x81" + text;
+    }
+  };
+  for (const auto& [text, id] : model["vocab"].items()) put(text, id, 1);
+  if (tok.contains("added_tokens") && tok["added_tokens"].is_array())
+    for (const json& a : tok["added_tokens"]) {
+      if (!a.is_object() || !a.contains("content") || !a["content"].is_string() || !a.contains("id"))
+        fail("convert: a tokenizer.json added token lacks its content or id");
+      put(a["content"].get<std::string>(), a["id"], a.value("special", false) ? 3 : 4);
+    }
+  for (int64_t i = 0; i < n; ++i)
+    if (!have[static_cast<size_t>(i)]) tokens[static_cast<size_t>(i)] = "[PAD" + std::to_string(i) + "]";
+  w.add_string("tokenizer.ggml.model", "bert");
+  w.add_string("tokenizer.ggml.pre", "default");
+  w.add_string_array("tokenizer.ggml.tokens", tokens);
+  w.add_i32_array("tokenizer.ggml.token_type", types);
+  auto id_of = [&](const char* key, const char* fallback) -> int64_t {
+    std::string t = tcfg.is_object() && tcfg.contains(key) ? token_text(tcfg[key]) : std::string();
+    if (t.empty()) t = fallback;
+    const auto it = by_text.find(t);
+    return it == by_text.end() ? -1 : it->second;
+  };
+  // BERT's special tokens; BOS / EOS are [CLS] / [SEP] (llama.cpp's SpecialVocab does the same).
+  const int64_t cls = id_of("cls_token", "[CLS]"), sep = id_of("sep_token", "[SEP]"), unk = id_of("unk_token", "[UNK]"),
+                pad = id_of("pad_token", "[PAD]"), mask = id_of("mask_token", "[MASK]");
+  if (cls < 0 || sep < 0) fail("convert: the WordPiece tokenizer has no [CLS] / [SEP] tokens");
+  w.add_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(cls));
+  w.add_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(sep));
+  w.add_u32("tokenizer.ggml.seperator_token_id", static_cast<uint32_t>(sep));
+  w.add_u32("tokenizer.ggml.cls_token_id", static_cast<uint32_t>(cls));
+  if (unk >= 0) w.add_u32("tokenizer.ggml.unknown_token_id", static_cast<uint32_t>(unk));
+  if (pad >= 0) w.add_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(pad));
+  if (mask >= 0) w.add_u32("tokenizer.ggml.mask_token_id", static_cast<uint32_t>(mask));
+  w.add_bool("tokenizer.ggml.add_bos_token", true);
+  w.add_bool("tokenizer.ggml.add_eos_token", true);
+  w.add_bool("tokenizer.ggml.add_sep_token", true);
+  // The normalizer: BertNormalizer's flags (strip_accents null follows lowercase, as in HF), or
+  // Lowercase / StripAccents steps of a sequence.
+  std::function<void(const json&)> normalizer = [&](const json& nz) {
+    if (!nz.is_object()) return;
+    const std::string t = nz.value("type", "");
+    if (t == "BertNormalizer") {
+      if (nz.contains("lowercase") && nz["lowercase"].is_boolean())
+        w.add_bool("tokenizer.ggml.normalizer.lowercase", nz["lowercase"].get<bool>());
+      if (nz.contains("strip_accents") && nz["strip_accents"].is_boolean())
+        w.add_bool("tokenizer.ggml.normalizer.strip_accents", nz["strip_accents"].get<bool>());
+    } else if (t == "Lowercase") {
+      w.add_bool("tokenizer.ggml.normalizer.lowercase", true);
+    } else if (t == "StripAccents") {
+      w.add_bool("tokenizer.ggml.normalizer.strip_accents", true);
+    } else if (t == "Sequence" && nz.contains("normalizers") && nz["normalizers"].is_array()) {
+      for (const json& x : nz["normalizers"]) normalizer(x);
+    }
+  };
+  if (tok.contains("normalizer")) normalizer(tok["normalizer"]);
+}
+
 void write_tokenizer(gguf::GgufWriter& w, const fs::path& dir, const json& cfg, int64_t n_vocab_cfg) {
   const json tok = read_json(dir / "tokenizer.json", true);
   const json tcfg = read_json(dir / "tokenizer_config.json", false);
+  if (tok.contains("model") && tok["model"].is_object() && tok["model"].value("type", "") == "WordPiece")
+    return write_wordpiece(w, tok, tcfg, n_vocab_cfg);
   if (!tok.contains("model") || !tok["model"].is_object() || tok["model"].value("type", "") != "BPE")
-    fail("convert: tokenizer.json's model is not BPE (SentencePiece / Unigram / WordPiece conversion is not supported yet)");
+    fail("convert: tokenizer.json's model is not BPE or WordPiece (SentencePiece / Unigram conversion is not supported yet)");
   const json& model = tok["model"];
   const std::string pre = pre_name(tok.contains("pre_tokenizer") ? tok["pre_tokenizer"] : json(nullptr));
   if (!model.contains("vocab") || !model["vocab"].is_object()) fail("convert: tokenizer.json has no vocab");
@@ -247,6 +333,7 @@ struct Plan {
   std::string hf, gguf;
   std::vector<int64_t> shape;  // HF order: [rows, cols] or [n]
   int64_t permute_heads = 0;   // llama q/k: rows regrouped per head (0: none)
+  bool keep_f32 = false;       // stays F32 whatever the output type (as llama.cpp keeps positions)
 };
 
 uint32_t file_type(DType t) {
@@ -257,6 +344,100 @@ uint32_t file_type(DType t) {
     case DType::kBF16: return 32;
     default: return 1;
   }
+}
+
+// sentence-transformers' pooling (modules.json -> its Pooling module's config.json) as GGUF
+// pooling_type: 1 mean, 2 cls, 3 last; 0 when the folder names none.
+uint32_t pooling_type(const fs::path& dir) {
+  const json modules = read_json(dir / "modules.json", false, /*array_ok=*/true);
+  if (!modules.is_array()) return 0;
+  for (const json& m : modules) {
+    if (!m.is_object() || !m.contains("type") || !m["type"].is_string()) continue;
+    const std::string type = m["type"].get<std::string>();
+    if (type.size() < 7 || type.compare(type.size() - 7, 7, "Pooling") != 0) continue;
+    const std::string path = m.contains("path") && m["path"].is_string() ? m["path"].get<std::string>() : "";
+    if (path.find("..") != std::string::npos) fail("convert: modules.json names the pooling folder ", q(path));
+    const json pc = read_json(dir / path / "config.json", true);
+    if (pc.value("pooling_mode_mean_tokens", false)) return 1;
+    if (pc.value("pooling_mode_cls_token", false)) return 2;
+    if (pc.value("pooling_mode_lasttoken", false)) return 3;
+    const std::string mode = pc.value("pooling_mode", "");
+    if (mode == "mean") return 1;
+    if (mode == "cls") return 2;
+    if (mode == "lasttoken") return 3;
+    fail("convert: ", q((dir / path / "config.json").string()), " asks for a pooling Triad does not have (mean, cls, last)");
+  }
+  return 0;
+}
+
+// BERT (bert): metadata with llama.cpp's keys and the tensor plan in its names. HF names may
+// carry a "bert." prefix (BertForMaskedLM); LayerNorm parameters may be gamma / beta.
+void bert_layout(gguf::GgufWriter& w, const fs::path& dir, const json& cfg, const std::string& a, int64_t n_embd,
+                 int64_t n_layer, int64_t n_ff, int64_t n_head, int64_t n_vocab, const ConvertOptions& opt,
+                 std::unique_ptr<safetensors::Checkpoint>& ck, std::vector<Plan>& plan) {
+  const std::string act = cfg.value("hidden_act", "gelu");
+  if (act != "gelu") fail("convert: bert with hidden_act ", q(act), " is not supported (only the exact \"gelu\")");
+  const std::string pos_type = cfg.value("position_embedding_type", "absolute");
+  if (pos_type != "absolute") fail("convert: bert with position_embedding_type ", q(pos_type), " is not supported");
+  const int64_t n_pos = cfg_int(cfg, "max_position_embeddings", 512, false);
+  const int64_t n_types = cfg_int(cfg, "type_vocab_size", 2, false);
+  TRIAD_CHECK(n_pos > 0 && n_pos <= (int64_t{1} << 20) && n_types > 0 && n_types <= 1024,
+              "convert: config.json's max_position_embeddings (", n_pos, ") or type_vocab_size (", n_types,
+              ") is out of range");
+  w.add_string("general.architecture", a);
+  w.add_string("general.name", dir.filename().empty() ? dir.parent_path().filename().string() : dir.filename().string());
+  w.add_u32("general.file_type", file_type(opt.out_type));
+  w.add_u32(a + ".context_length", static_cast<uint32_t>(n_pos));
+  w.add_u32(a + ".embedding_length", static_cast<uint32_t>(n_embd));
+  w.add_u32(a + ".block_count", static_cast<uint32_t>(n_layer));
+  w.add_u32(a + ".feed_forward_length", static_cast<uint32_t>(n_ff));
+  w.add_u32(a + ".attention.head_count", static_cast<uint32_t>(n_head));
+  w.add_f32(a + ".attention.layer_norm_epsilon", static_cast<float>(cfg_num(cfg, "layer_norm_eps", 1e-12)));
+  w.add_bool(a + ".attention.causal", false);
+  if (const uint32_t pooling = pooling_type(dir); pooling != 0) w.add_u32(a + ".pooling_type", pooling);
+  w.add_u32("tokenizer.ggml.token_type_count", static_cast<uint32_t>(n_types));
+
+  ck = safetensors::Checkpoint::open_dir(dir.string());
+  const std::string pre = ck->find("bert.embeddings.word_embeddings.weight") ? "bert." : "";
+  auto hf = [&](const std::string& name) { return pre + name; };
+  // LayerNorm parameters: weight/bias, or gamma/beta in older checkpoints.
+  auto norm = [&](const std::string& base, const std::string& gguf_base) {
+    const bool old = ck->find(hf(base + ".gamma")) != nullptr;
+    plan.push_back({hf(base + (old ? ".gamma" : ".weight")), gguf_base + ".weight", {n_embd}, 0});
+    plan.push_back({hf(base + (old ? ".beta" : ".bias")), gguf_base + ".bias", {n_embd}, 0});
+  };
+  const Tensor* embd = ck->find(hf("embeddings.word_embeddings.weight"));
+  TRIAD_CHECK(embd && embd->shape == (std::vector<int64_t>{n_vocab, n_embd}), "convert: embeddings.word_embeddings.weight is ",
+              embd ? "misshapen" : "missing", " (config.json implies [", n_vocab, ", ", n_embd, "])");
+  write_tokenizer(w, dir, cfg, n_vocab);
+  plan.push_back({hf("embeddings.word_embeddings.weight"), "token_embd.weight", {n_vocab, n_embd}, 0});
+  plan.push_back({hf("embeddings.token_type_embeddings.weight"), "token_types.weight", {n_types, n_embd}, 0, true});
+  plan.push_back({hf("embeddings.position_embeddings.weight"), "position_embd.weight", {n_pos, n_embd}, 0, true});
+  norm("embeddings.LayerNorm", "token_embd_norm");
+  for (int64_t i = 0; i < n_layer; ++i) {
+    const std::string p = "encoder.layer." + std::to_string(i) + ".", b = "blk." + std::to_string(i) + ".";
+    for (const auto& [h, g] : {std::pair<const char*, const char*>{"attention.self.query", "attn_q"},
+                              {"attention.self.key", "attn_k"},
+                              {"attention.self.value", "attn_v"},
+                              {"attention.output.dense", "attn_output"}}) {
+      plan.push_back({hf(p + h + ".weight"), b + g + ".weight", {n_embd, n_embd}, 0});
+      plan.push_back({hf(p + h + ".bias"), b + g + ".bias", {n_embd}, 0});
+    }
+    norm(p + "attention.output.LayerNorm", b + "attn_output_norm");
+    plan.push_back({hf(p + "intermediate.dense.weight"), b + "ffn_up.weight", {n_ff, n_embd}, 0});
+    plan.push_back({hf(p + "intermediate.dense.bias"), b + "ffn_up.bias", {n_ff}, 0});
+    plan.push_back({hf(p + "output.dense.weight"), b + "ffn_down.weight", {n_embd, n_ff}, 0});
+    plan.push_back({hf(p + "output.dense.bias"), b + "ffn_down.bias", {n_embd}, 0});
+    norm(p + "output.LayerNorm", b + "layer_output_norm");
+  }
+}
+
+// Checkpoint tensors a bert conversion leaves out, as llama.cpp's does: the position-id buffer,
+// the pooler and the masked-LM / next-sentence heads (the embedding is pooled from the hidden
+// states).
+bool bert_unused(const std::string& name) {
+  std::string n = name.rfind("bert.", 0) == 0 ? name.substr(5) : name;
+  return n == "embeddings.position_ids" || n.rfind("pooler.", 0) == 0 || n.rfind("cls.", 0) == 0;
 }
 
 }  // namespace
@@ -308,68 +489,74 @@ ConvertSummary convert_impl(const std::string& dir_s, const std::string& out_pat
                   n_layer <= kMaxLayers && n_head * head_dim <= kMaxDim * 16,
               "convert: config.json's sizes are beyond what Triad converts (hidden, FFN, heads and head size up to 2^20, "
               "vocabulary up to 2^24, layers up to 4096)");
-  const bool tied = cfg.value("tie_word_embeddings", false);
-  if (cfg.contains("rope_scaling") && !cfg["rope_scaling"].is_null())
-    fail("convert: rope_scaling in config.json is not supported yet");
-  // transformers 5 keeps RoPE settings under rope_parameters.
-  double rope_theta = cfg_num(cfg, "rope_theta", 10000.0);
-  if (cfg.contains("rope_parameters") && cfg["rope_parameters"].is_object()) {
-    const json& rp = cfg["rope_parameters"];
-    const std::string type = rp.value("rope_type", "default");
-    if (type != "default") fail("convert: rope_parameters.rope_type ", q(type), " is not supported yet");
-    rope_theta = cfg_num(rp, "rope_theta", rope_theta);
-  }
-
   gguf::GgufWriter w;
-  w.add_string("general.architecture", a);
-  w.add_string("general.name", dir.filename().empty() ? dir.parent_path().filename().string() : dir.filename().string());
-  w.add_u32("general.file_type", file_type(opt.out_type));
-  w.add_u32(a + ".context_length", static_cast<uint32_t>(cfg_int(cfg, "max_position_embeddings", 4096, false)));
-  w.add_u32(a + ".embedding_length", static_cast<uint32_t>(n_embd));
-  w.add_u32(a + ".block_count", static_cast<uint32_t>(n_layer));
-  w.add_u32(a + ".feed_forward_length", static_cast<uint32_t>(n_ff));
-  w.add_u32(a + ".attention.head_count", static_cast<uint32_t>(n_head));
-  w.add_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(n_kv));
-  w.add_f32(a + ".rope.freq_base", static_cast<float>(rope_theta));
-  w.add_f32(a + ".attention.layer_norm_rms_epsilon", static_cast<float>(cfg_num(cfg, "rms_norm_eps", 1e-6)));
-  if (head_dim != n_embd / n_head || cfg.contains("head_dim")) {
-    w.add_u32(a + ".attention.key_length", static_cast<uint32_t>(head_dim));
-    w.add_u32(a + ".attention.value_length", static_cast<uint32_t>(head_dim));
-  }
-  if (arch.name == "llama") w.add_u32(a + ".rope.dimension_count", static_cast<uint32_t>(head_dim));
-  // The weights first: the embedding's real shape bounds what the tokenizer may size.
-  std::unique_ptr<safetensors::Checkpoint> ck = safetensors::Checkpoint::open_dir(dir_s);
-  const Tensor* embd = ck->find("model.embed_tokens.weight");
-  TRIAD_CHECK(embd && embd->shape == (std::vector<int64_t>{n_vocab, n_embd}), "convert: model.embed_tokens.weight is ",
-              embd ? "misshapen" : "missing", " (config.json implies [", n_vocab, ", ", n_embd, "])");
-  write_tokenizer(w, dir, cfg, n_vocab);
-
-  // The tensors, in llama.cpp's order, each checked against the config.
+  std::unique_ptr<safetensors::Checkpoint> ck;
   std::vector<Plan> plan;
-  plan.push_back({"model.embed_tokens.weight", "token_embd.weight", {n_vocab, n_embd}, 0});
-  for (int64_t i = 0; i < n_layer; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".", b = "blk." + std::to_string(i) + ".";
-    plan.push_back({p + "input_layernorm.weight", b + "attn_norm.weight", {n_embd}, 0});
-    plan.push_back({p + "self_attn.q_proj.weight", b + "attn_q.weight", {n_head * head_dim, n_embd}, arch.permute_qk ? n_head : 0});
-    plan.push_back({p + "self_attn.k_proj.weight", b + "attn_k.weight", {n_kv * head_dim, n_embd}, arch.permute_qk ? n_kv : 0});
-    plan.push_back({p + "self_attn.v_proj.weight", b + "attn_v.weight", {n_kv * head_dim, n_embd}, 0});
-    if (arch.qkv_bias) {
-      plan.push_back({p + "self_attn.q_proj.bias", b + "attn_q.bias", {n_head * head_dim}, 0});
-      plan.push_back({p + "self_attn.k_proj.bias", b + "attn_k.bias", {n_kv * head_dim}, 0});
-      plan.push_back({p + "self_attn.v_proj.bias", b + "attn_v.bias", {n_kv * head_dim}, 0});
+  bool tied = false;
+  if (arch.encoder) {
+    bert_layout(w, dir, cfg, a, n_embd, n_layer, n_ff, n_head, n_vocab, opt, ck, plan);
+  } else {
+    tied = cfg.value("tie_word_embeddings", false);
+    if (cfg.contains("rope_scaling") && !cfg["rope_scaling"].is_null())
+      fail("convert: rope_scaling in config.json is not supported yet");
+    // transformers 5 keeps RoPE settings under rope_parameters.
+    double rope_theta = cfg_num(cfg, "rope_theta", 10000.0);
+    if (cfg.contains("rope_parameters") && cfg["rope_parameters"].is_object()) {
+      const json& rp = cfg["rope_parameters"];
+      const std::string type = rp.value("rope_type", "default");
+      if (type != "default") fail("convert: rope_parameters.rope_type ", q(type), " is not supported yet");
+      rope_theta = cfg_num(rp, "rope_theta", rope_theta);
     }
-    if (arch.qk_norm) {
-      plan.push_back({p + "self_attn.q_norm.weight", b + "attn_q_norm.weight", {head_dim}, 0});
-      plan.push_back({p + "self_attn.k_norm.weight", b + "attn_k_norm.weight", {head_dim}, 0});
+
+    w.add_string("general.architecture", a);
+    w.add_string("general.name", dir.filename().empty() ? dir.parent_path().filename().string() : dir.filename().string());
+    w.add_u32("general.file_type", file_type(opt.out_type));
+    w.add_u32(a + ".context_length", static_cast<uint32_t>(cfg_int(cfg, "max_position_embeddings", 4096, false)));
+    w.add_u32(a + ".embedding_length", static_cast<uint32_t>(n_embd));
+    w.add_u32(a + ".block_count", static_cast<uint32_t>(n_layer));
+    w.add_u32(a + ".feed_forward_length", static_cast<uint32_t>(n_ff));
+    w.add_u32(a + ".attention.head_count", static_cast<uint32_t>(n_head));
+    w.add_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(n_kv));
+    w.add_f32(a + ".rope.freq_base", static_cast<float>(rope_theta));
+    w.add_f32(a + ".attention.layer_norm_rms_epsilon", static_cast<float>(cfg_num(cfg, "rms_norm_eps", 1e-6)));
+    if (head_dim != n_embd / n_head || cfg.contains("head_dim")) {
+      w.add_u32(a + ".attention.key_length", static_cast<uint32_t>(head_dim));
+      w.add_u32(a + ".attention.value_length", static_cast<uint32_t>(head_dim));
     }
-    plan.push_back({p + "self_attn.o_proj.weight", b + "attn_output.weight", {n_embd, n_head * head_dim}, 0});
-    plan.push_back({p + "post_attention_layernorm.weight", b + "ffn_norm.weight", {n_embd}, 0});
-    plan.push_back({p + "mlp.gate_proj.weight", b + "ffn_gate.weight", {n_ff, n_embd}, 0});
-    plan.push_back({p + "mlp.up_proj.weight", b + "ffn_up.weight", {n_ff, n_embd}, 0});
-    plan.push_back({p + "mlp.down_proj.weight", b + "ffn_down.weight", {n_embd, n_ff}, 0});
+    if (arch.name == "llama") w.add_u32(a + ".rope.dimension_count", static_cast<uint32_t>(head_dim));
+    // The weights first: the embedding's real shape bounds what the tokenizer may size.
+    ck = safetensors::Checkpoint::open_dir(dir_s);
+    const Tensor* embd = ck->find("model.embed_tokens.weight");
+    TRIAD_CHECK(embd && embd->shape == (std::vector<int64_t>{n_vocab, n_embd}), "convert: model.embed_tokens.weight is ",
+                embd ? "misshapen" : "missing", " (config.json implies [", n_vocab, ", ", n_embd, "])");
+    write_tokenizer(w, dir, cfg, n_vocab);
+
+    // The tensors, in llama.cpp's order, each checked against the config.
+    plan.push_back({"model.embed_tokens.weight", "token_embd.weight", {n_vocab, n_embd}, 0});
+    for (int64_t i = 0; i < n_layer; ++i) {
+      const std::string p = "model.layers." + std::to_string(i) + ".", b = "blk." + std::to_string(i) + ".";
+      plan.push_back({p + "input_layernorm.weight", b + "attn_norm.weight", {n_embd}, 0});
+      plan.push_back({p + "self_attn.q_proj.weight", b + "attn_q.weight", {n_head * head_dim, n_embd}, arch.permute_qk ? n_head : 0});
+      plan.push_back({p + "self_attn.k_proj.weight", b + "attn_k.weight", {n_kv * head_dim, n_embd}, arch.permute_qk ? n_kv : 0});
+      plan.push_back({p + "self_attn.v_proj.weight", b + "attn_v.weight", {n_kv * head_dim, n_embd}, 0});
+      if (arch.qkv_bias) {
+        plan.push_back({p + "self_attn.q_proj.bias", b + "attn_q.bias", {n_head * head_dim}, 0});
+        plan.push_back({p + "self_attn.k_proj.bias", b + "attn_k.bias", {n_kv * head_dim}, 0});
+        plan.push_back({p + "self_attn.v_proj.bias", b + "attn_v.bias", {n_kv * head_dim}, 0});
+      }
+      if (arch.qk_norm) {
+        plan.push_back({p + "self_attn.q_norm.weight", b + "attn_q_norm.weight", {head_dim}, 0});
+        plan.push_back({p + "self_attn.k_norm.weight", b + "attn_k_norm.weight", {head_dim}, 0});
+      }
+      plan.push_back({p + "self_attn.o_proj.weight", b + "attn_output.weight", {n_embd, n_head * head_dim}, 0});
+      plan.push_back({p + "post_attention_layernorm.weight", b + "ffn_norm.weight", {n_embd}, 0});
+      plan.push_back({p + "mlp.gate_proj.weight", b + "ffn_gate.weight", {n_ff, n_embd}, 0});
+      plan.push_back({p + "mlp.up_proj.weight", b + "ffn_up.weight", {n_ff, n_embd}, 0});
+      plan.push_back({p + "mlp.down_proj.weight", b + "ffn_down.weight", {n_embd, n_ff}, 0});
+    }
+    plan.push_back({"model.norm.weight", "output_norm.weight", {n_embd}, 0});
+    if (!tied || ck->find("lm_head.weight")) plan.push_back({"lm_head.weight", "output.weight", {n_vocab, n_embd}, 0});
   }
-  plan.push_back({"model.norm.weight", "output_norm.weight", {n_embd}, 0});
-  if (!tied || ck->find("lm_head.weight")) plan.push_back({"lm_head.weight", "output.weight", {n_vocab, n_embd}, 0});
 
   std::set<std::string> used;
   ConvertSummary sum;
@@ -390,7 +577,7 @@ ConvertSummary convert_impl(const std::string& dir_s, const std::string& out_pat
     used.insert(pl.hf);
     const bool vec = pl.shape.size() == 1;
     const int64_t rows = vec ? 1 : pl.shape[0], cols = vec ? pl.shape[0] : pl.shape[1];
-    DType out = vec ? DType::kF32 : opt.out_type;
+    DType out = vec || pl.keep_f32 ? DType::kF32 : opt.out_type;
     if (out == DType::kQ8_0 && cols % 32 != 0) out = DType::kF16;  // rows Q8_0 cannot hold, as llama.cpp
     const std::vector<int64_t> dims = vec ? std::vector<int64_t>{cols} : std::vector<int64_t>{cols, rows};
     const int64_t heads = pl.permute_heads;
@@ -434,6 +621,7 @@ ConvertSummary convert_impl(const std::string& dir_s, const std::string& out_pat
     if (used.count(t->name)) continue;
     if (t->name.size() >= 19 && t->name.compare(t->name.size() - 19, 19, "rotary_emb.inv_freq") == 0) continue;
     if (tied && t->name == "lm_head.weight") continue;
+    if (arch.encoder && bert_unused(t->name)) continue;
     fail("convert: tensor ", q(t->name), " is not part of the ", a, " layout Triad converts (is config.json's architecture right?)");
   }
   w.write_file(out_path);
