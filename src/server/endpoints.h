@@ -25,6 +25,8 @@ namespace triad::server {
 std::string model_name_of(const json& body, const std::string& fallback);
 // The model, or a 404 in OpenAI's words for the name the body gives.
 ServedModel& model_or_404(ServedModel* m, const json& body);
+// The same for the text endpoints: an embedding model is a 400 naming "model".
+ServedModel& generative_model_or_4xx(ServedModel* m, const json& body, const char* endpoint);
 // A 503 (with Retry-After) when `max_queue` requests already wait for the model.
 void check_capacity(const ServedModel& m, int max_queue);
 

@@ -57,6 +57,7 @@ struct ModelMetrics {
   Histogram e2e{latency_bounds()};
   Histogram queue{latency_bounds()};
   std::atomic<uint64_t> requests_ok{0}, requests_error{0}, requests_cancelled{0}, requests_rejected{0};
+  std::atomic<uint64_t> embedding_requests{0};  // /v1/embeddings requests answered
 };
 
 }  // namespace triad::server

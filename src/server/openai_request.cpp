@@ -266,4 +266,60 @@ int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+EmbeddingsRequest parse_embeddings_request(const json& body, int32_t n_vocab) {
+  EmbeddingsRequest r;
+  const json* input = field(body, "input");
+  if (!input) bad("input", "'input' is required", "missing_required_parameter");
+  auto ids_of = [&](const json& arr, size_t index) {
+    if (arr.empty()) bad("input", "input[" + std::to_string(index) + "] is an empty array of token ids");
+    std::vector<int32_t> ids;
+    ids.reserve(arr.size());
+    for (const json& e : arr) {
+      if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() >= n_vocab)
+        bad("input", "token ids in input[" + std::to_string(index) + "] must be integers in 0.." +
+                         std::to_string(n_vocab - 1) + ", got " + e.dump());
+      ids.push_back(static_cast<int32_t>(e.get<int64_t>()));
+    }
+    return ids;
+  };
+  if (input->is_string()) {
+    if (input->get_ref<const std::string&>().empty()) bad("input", "'input' must not be an empty string");
+    r.texts.push_back(input->get<std::string>());
+  } else if (input->is_array()) {
+    if (input->empty()) bad("input", "'input' must not be an empty array");
+    if (input->size() > kMaxEmbeddingInputs)
+      bad("input", "'input' has " + std::to_string(input->size()) + " items; at most " +
+                       std::to_string(kMaxEmbeddingInputs) + " are allowed");
+    const json& first = (*input)[0];
+    if (first.is_string()) {
+      for (size_t i = 0; i < input->size(); ++i) {
+        const json& e = (*input)[i];
+        if (!e.is_string()) bad("input", "input[" + std::to_string(i) + "] is not a string (an array of strings must hold only strings)");
+        if (e.get_ref<const std::string&>().empty()) bad("input", "input[" + std::to_string(i) + "] is an empty string");
+        r.texts.push_back(e.get<std::string>());
+      }
+    } else if (first.is_array()) {
+      for (size_t i = 0; i < input->size(); ++i) {
+        const json& e = (*input)[i];
+        if (!e.is_array()) bad("input", "input[" + std::to_string(i) + "] is not an array of token ids");
+        r.token_inputs.push_back(ids_of(e, i));
+      }
+    } else if (first.is_number()) {
+      r.token_inputs.push_back(ids_of(*input, 0));
+    } else {
+      bad("input", "'input' must be a string, an array of strings, an array of token ids, or an array of token-id arrays");
+    }
+  } else {
+    bad("input", "'input' must be a string, an array of strings, an array of token ids, or an array of token-id arrays");
+  }
+  if (const json* f = field(body, "encoding_format")) {
+    if (!f->is_string() || (*f != "float" && *f != "base64"))
+      bad("encoding_format", "'encoding_format' must be \"float\" or \"base64\", got " + f->dump());
+    r.base64 = *f == "base64";
+  }
+  r.dimensions = opt_int(body, "dimensions", 1, int64_t{1} << 20);
+  if (const json* u = field(body, "user"); u && !u->is_string()) bad("user", "'user' must be a string");
+  return r;
+}
+
 }  // namespace triad::server

@@ -85,4 +85,18 @@ struct GenOptions {
 // The generation options of a request for a model with `n_vocab` tokens.
 GenOptions parse_gen_options(const json& body, int32_t n_vocab, int max_n, bool chat);
 
+// POST /v1/embeddings: `input` as a string, an array of strings, an array of token ids or an
+// array of token-id arrays (1..2048 inputs; no empty string or array; ids in 0..n_vocab-1);
+// encoding_format "float" (default) or "base64"; dimensions >= 1 (the model's size is checked
+// by the caller); `user` is accepted and ignored.
+struct EmbeddingsRequest {
+  std::vector<std::string> texts;                 // string inputs, in order ...
+  std::vector<std::vector<int32_t>> token_inputs; // ... or token-id inputs (one kind per request)
+  bool base64 = false;
+  std::optional<int64_t> dimensions;
+  size_t size() const { return texts.empty() ? token_inputs.size() : texts.size(); }
+};
+inline constexpr size_t kMaxEmbeddingInputs = 2048;
+EmbeddingsRequest parse_embeddings_request(const json& body, int32_t n_vocab);
+
 }  // namespace triad::server

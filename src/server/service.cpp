@@ -158,6 +158,10 @@ void Service::handle(HttpRequest req, std::shared_ptr<ResponseWriter> w) {
       need_post();
       return responses(req, w);
     }
+    if (path == "/v1/embeddings" || path == "/embeddings") {
+      need_post();
+      return embeddings(req, w);
+    }
     if (path.rfind("/v1/responses/", 0) == 0) return stored_response(req, path.substr(14), w);
     if (path == "/tokenize" || path == "/v1/tokenize") {
       need_post();
@@ -182,6 +186,24 @@ void Service::handle(HttpRequest req, std::shared_ptr<ResponseWriter> w) {
     log_warn("server: internal error: ", e.what());
     send_error(*w, ApiError{500, std::string("internal error: ") + e.what(), "server_error", "", "", {}});
   }
+}
+
+const char* model_kind_name(ModelKind k) {
+  switch (k) {
+    case ModelKind::kChat: return "chat";
+    case ModelKind::kBase: return "base";
+    case ModelKind::kEmbedding: return "embedding";
+  }
+  return "?";
+}
+
+ServedModel& generative_model_or_4xx(ServedModel* m, const json& body, const char* endpoint) {
+  ServedModel& s = model_or_404(m, body);
+  if (s.kind == ModelKind::kEmbedding)
+    throw ApiError{400, "The model `" + s.name + "` is an embedding model and cannot be used with " + endpoint +
+                            "; use /v1/embeddings.",
+                   "invalid_request_error", "model", "model_not_supported", {}};
+  return s;
 }
 
 ServedModel& model_or_404(ServedModel* m, const json& body) {
@@ -381,7 +403,7 @@ std::shared_ptr<grammar::Constraint> compile_constraint(ServedModel& m, const Ge
 
 void Service::chat_completions(const HttpRequest& req, std::shared_ptr<ResponseWriter> w) {
   const json body = parse_json_body(req.body);
-  ServedModel& m = model_or_404(find_model(model_name_of(body, options_.default_model)), body);
+  ServedModel& m = generative_model_or_4xx(find_model(model_name_of(body, options_.default_model)), body, "/v1/chat/completions");
   const json* msgs = field(body, "messages");
   if (!msgs) bad("messages", "'messages' is required", "missing_required_parameter");
   GenOptions opt = parse_gen_options(body, m.model->config().n_vocab, options_.max_n, /*chat=*/true);
@@ -404,7 +426,7 @@ void Service::chat_completions(const HttpRequest& req, std::shared_ptr<ResponseW
 
 void Service::completions(const HttpRequest& req, std::shared_ptr<ResponseWriter> w) {
   const json body = parse_json_body(req.body);
-  ServedModel& m = model_or_404(find_model(model_name_of(body, options_.default_model)), body);
+  ServedModel& m = generative_model_or_4xx(find_model(model_name_of(body, options_.default_model)), body, "/v1/completions");
   const json* prompt = field(body, "prompt");
   if (!prompt) bad("prompt", "'prompt' is required", "missing_required_parameter");
   std::vector<std::vector<int32_t>> prompts;
@@ -465,7 +487,7 @@ void Service::completions(const HttpRequest& req, std::shared_ptr<ResponseWriter
 
 void Service::responses(const HttpRequest& req, std::shared_ptr<ResponseWriter> w) {
   const json body = parse_json_body(req.body);
-  ServedModel& m = model_or_404(find_model(model_name_of(body, options_.default_model)), body);
+  ServedModel& m = generative_model_or_4xx(find_model(model_name_of(body, options_.default_model)), body, "/v1/responses");
   const ResponsesRequest rr = parse_responses_request(body, *responses_);
   GenOptions opt = parse_gen_options(rr.chat_body, m.model->config().n_vocab, 1, /*chat=*/true);
   ToolRequest tools = parse_tools(rr.chat_body);
@@ -513,11 +535,23 @@ void Service::stored_response(const HttpRequest& req, const std::string& rest, s
   send_json(*w, entry->response);
 }
 
+namespace {
+// A /v1/models entry: OpenAI's fields, then what the model is for, its context, and (when it
+// serves embeddings) their size and pooling.
+json model_entry(const ServedModel& m) {
+  json e{{"id", m.name}, {"object", "model"}, {"created", m.created}, {"owned_by", "triad"},
+         {"kind", model_kind_name(m.kind)}, {"max_model_len", m.engine->max_model_len()}};
+  if (m.pooling != Pooling::kNone) {
+    e["embedding_dimensions"] = m.model->config().n_embd;
+    e["pooling"] = pooling_name(m.pooling);
+  }
+  return e;
+}
+}  // namespace
+
 void Service::list_models(std::shared_ptr<ResponseWriter> w) const {
   json data = json::array();
-  for (const ServedModel* m : models_)
-    data.push_back({{"id", m->name}, {"object", "model"}, {"created", m->created}, {"owned_by", "triad"},
-                    {"max_model_len", m->engine->max_model_len()}});
+  for (const ServedModel* m : models_) data.push_back(model_entry(*m));
   send_json(*w, json{{"object", "list"}, {"data", data}});
 }
 
@@ -526,8 +560,7 @@ void Service::get_model(const std::string& id, std::shared_ptr<ResponseWriter> w
   if (!m)
     throw ApiError{404, "The model `" + id + "` does not exist or you do not have access to it.", "invalid_request_error",
                    "model", "model_not_found", {}};
-  send_json(*w, json{{"id", m->name}, {"object", "model"}, {"created", m->created}, {"owned_by", "triad"},
-                     {"max_model_len", m->engine->max_model_len()}});
+  send_json(*w, model_entry(*m));
 }
 
 void Service::health(std::shared_ptr<ResponseWriter> w) const {
@@ -573,6 +606,12 @@ void Service::metrics(std::shared_ptr<ResponseWriter> w) const {
   gauge("triad_generation_tokens_total", "counter", "Tokens generated.", [](const Row& r) { return r.s.generated_tokens; });
   gauge("triad_preemptions_total", "counter", "Requests preempted for KV space.", [](const Row& r) { return r.s.preemptions; });
   gauge("triad_engine_steps_total", "counter", "Engine steps that ran a forward pass.", [](const Row& r) { return r.s.steps; });
+  gauge("triad_embedding_requests_total", "counter", "/v1/embeddings requests answered.",
+        [](const Row& r) { return r.m->metrics->embedding_requests.load(); });
+  gauge("triad_embedding_inputs_total", "counter", "Embedding inputs computed (one request may hold many).",
+        [](const Row& r) { return r.s.embedding_requests; });
+  gauge("triad_embedding_input_tokens_total", "counter", "Tokens of the embedding inputs computed.",
+        [](const Row& r) { return r.s.embedding_tokens; });
   help("triad_requests_total", "counter", "Finished requests by outcome.");
   for (const Row& r : rows) {
     const ModelMetrics& mm = *r.m->metrics;

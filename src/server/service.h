@@ -1,7 +1,8 @@
 // The OpenAI-compatible service: routes HTTP requests to the served models' engines.
 //
 // Endpoints: POST /v1/chat/completions, POST /v1/completions, POST /v1/responses (and GET /
-// DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items), GET /v1/models, GET
+// DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items), POST /v1/embeddings
+// (embeddings.cpp), GET /v1/models, GET
 // /v1/models/{id}, GET /health, GET /ready, GET /metrics, POST /tokenize, POST /detokenize, GET
 // /tokenizer_info (as vLLM: lm-evaluation-harness tokenizes through these three).
 // Requests are validated into engine requests (every bad field is a 4xx in OpenAI's error
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "engine/engine_api.h"
+#include "model/model_config.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
 
@@ -35,8 +37,16 @@ namespace triad::server {
 class ConstraintCache;
 class ResponseStore;
 
+// What a served model is for (GET /v1/models says it as "kind"): an embedding model answers only
+// /v1/embeddings; a generative one answers the text endpoints, and /v1/embeddings too when it
+// is served with a pooling (--pooling). "chat" when the file carries a chat template.
+enum class ModelKind { kChat, kBase, kEmbedding };
+const char* model_kind_name(ModelKind k);
+
 struct ServedModel {
   std::string name;                       // the `model` string clients send
+  ModelKind kind = ModelKind::kChat;
+  Pooling pooling = Pooling::kNone;       // how /v1/embeddings pools it (kNone: it does not)
   std::string path;
   const Model* model = nullptr;
   const Tokenizer* tokenizer = nullptr;
@@ -90,6 +100,7 @@ class Service {
   void chat_completions(const HttpRequest& req, std::shared_ptr<ResponseWriter> w);
   void completions(const HttpRequest& req, std::shared_ptr<ResponseWriter> w);
   void responses(const HttpRequest& req, std::shared_ptr<ResponseWriter> w);
+  void embeddings(const HttpRequest& req, std::shared_ptr<ResponseWriter> w);
   void set_reasoning(GenOptions& opt, const ServedModel& m, const std::vector<int32_t>& prompt) const;
   void stored_response(const HttpRequest& req, const std::string& rest, std::shared_ptr<ResponseWriter> w);
   void list_models(std::shared_ptr<ResponseWriter> w) const;

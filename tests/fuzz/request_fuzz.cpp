@@ -50,6 +50,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return s;
   }();
   try {
+    (void)triad::server::parse_embeddings_request(body, 512);
+  } catch (const ApiError&) {
+  }
+  try {
     const triad::server::ResponsesRequest r = triad::server::parse_responses_request(body, store);
     (void)triad::server::parse_gen_options(r.chat_body, 512, 1, true);
     (void)triad::server::parse_tools(r.chat_body);

@@ -10,6 +10,8 @@
 #   golden_gemma        the default Gemma 3 270M Q4_K_M (skips when absent from TRIAD_MODELS_DIR)
 #   golden_convert      `triad convert` of random Hugging Face folders vs a numpy pass over their
 #                       safetensors, and their tokenizers vs PyPI tokenizers
+#   golden_embeddings   all-MiniLM-L6-v2 converted and served: 200 inputs' token ids vs PyPI
+#                       tokenizers and their embeddings vs a numpy BERT (tests/reference/bert_ref.py)
 # Reference results and the synthetic models are cached in <build>/ref-cache (keyed by model
 # sha256, inputs and the reference's source), so only a cold first run pays for the reference.
 triad_pytest(reference_selftest reference/test_reference.py)
@@ -21,8 +23,9 @@ triad_pytest(golden_kld golden/test_kld.py)
 triad_pytest(golden_online golden/test_online.py)
 triad_pytest(golden_gemma golden/test_gemma.py)
 triad_pytest(golden_convert golden/test_convert.py)
+triad_pytest(golden_embeddings golden/test_embeddings.py)
 
-foreach(t reference_selftest reference_data golden_synthetic golden_stories golden_imatrix golden_kld golden_online golden_gemma)
+foreach(t reference_selftest reference_data golden_synthetic golden_stories golden_imatrix golden_kld golden_online golden_gemma golden_embeddings)
   set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT
     "TRIAD_REF_CACHE=${CMAKE_BINARY_DIR}/ref-cache" "OPENBLAS_NUM_THREADS=1"
     "PYTHONDONTWRITEBYTECODE=1")
