@@ -2,7 +2,9 @@
 #include "convert/hf_convert.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -346,6 +348,38 @@ uint32_t file_type(DType t) {
   }
 }
 
+// RoPE scaling (config.json's rope_scaling, or rope_parameters with a rope_type) as llama.cpp's
+// converter writes it: linear (positions divided by the factor) and YaRN (with the original
+// context and beta_fast / beta_slow when given). Llama 3's frequency ramp, the dynamic (NTK)
+// kind and a non-default YaRN attention_factor are refused.
+void rope_scaling_keys(gguf::GgufWriter& w, const std::string& a, const json& rs) {
+  const std::string type = rs.contains("rope_type") && rs["rope_type"].is_string() ? rs["rope_type"].get<std::string>()
+                                                                                  : rs.value("type", "");
+  if (type == "default" || type.empty()) return;
+  if (type != "linear" && type != "yarn")
+    fail("convert: rope scaling ", q(type), " is not supported (linear and yarn are)");
+  const double factor = cfg_num(rs, "factor", 0.0);
+  if (!(factor >= 1.0) || !std::isfinite(factor)) fail("convert: rope scaling needs a factor >= 1, got ", factor);
+  w.add_string(a + ".rope.scaling.type", type);
+  w.add_f32(a + ".rope.scaling.factor", static_cast<float>(factor));
+  if (type == "yarn") {
+    const int64_t orig = cfg_int(rs, "original_max_position_embeddings", 0, true);
+    if (orig < 1) fail("convert: yarn scaling needs original_max_position_embeddings");
+    w.add_u32(a + ".rope.scaling.original_context_length", static_cast<uint32_t>(orig));
+    if (rs.contains("beta_fast") && !rs["beta_fast"].is_null())
+      w.add_f32(a + ".rope.scaling.yarn_beta_fast", static_cast<float>(cfg_num(rs, "beta_fast", 32.0)));
+    if (rs.contains("beta_slow") && !rs["beta_slow"].is_null())
+      w.add_f32(a + ".rope.scaling.yarn_beta_slow", static_cast<float>(cfg_num(rs, "beta_slow", 1.0)));
+    // HF scales cos / sin by attention_factor, by default 1 + 0.1 ln(factor), which Triad (like
+    // llama.cpp) derives from the factor; another value is refused rather than ignored.
+    const double def = 1.0 + 0.1 * std::log(factor);
+    if (rs.contains("attention_factor") && !rs["attention_factor"].is_null() &&
+        std::fabs(cfg_num(rs, "attention_factor", def) - def) > 1e-6)
+      fail("convert: yarn attention_factor ", cfg_num(rs, "attention_factor", def), " (not the default ", def,
+           ") is not supported");
+  }
+}
+
 // sentence-transformers' pooling (modules.json -> its Pooling module's config.json) as GGUF
 // pooling_type: 1 mean, 2 cls, 3 last; 0 when the folder names none.
 uint32_t pooling_type(const fs::path& dir) {
@@ -497,15 +531,13 @@ ConvertSummary convert_impl(const std::string& dir_s, const std::string& out_pat
     bert_layout(w, dir, cfg, a, n_embd, n_layer, n_ff, n_head, n_vocab, opt, ck, plan);
   } else {
     tied = cfg.value("tie_word_embeddings", false);
-    if (cfg.contains("rope_scaling") && !cfg["rope_scaling"].is_null())
-      fail("convert: rope_scaling in config.json is not supported yet");
-    // transformers 5 keeps RoPE settings under rope_parameters.
+    // RoPE: rope_theta and rope_scaling, or (transformers 5) both under rope_parameters.
     double rope_theta = cfg_num(cfg, "rope_theta", 10000.0);
+    json scaling = cfg.contains("rope_scaling") && cfg["rope_scaling"].is_object() ? cfg["rope_scaling"] : json(nullptr);
     if (cfg.contains("rope_parameters") && cfg["rope_parameters"].is_object()) {
       const json& rp = cfg["rope_parameters"];
-      const std::string type = rp.value("rope_type", "default");
-      if (type != "default") fail("convert: rope_parameters.rope_type ", q(type), " is not supported yet");
       rope_theta = cfg_num(rp, "rope_theta", rope_theta);
+      if (rp.value("rope_type", "default") != "default") scaling = rp;
     }
 
     w.add_string("general.architecture", a);
@@ -524,6 +556,7 @@ ConvertSummary convert_impl(const std::string& dir_s, const std::string& out_pat
       w.add_u32(a + ".attention.value_length", static_cast<uint32_t>(head_dim));
     }
     if (arch.name == "llama") w.add_u32(a + ".rope.dimension_count", static_cast<uint32_t>(head_dim));
+    if (scaling.is_object()) rope_scaling_keys(w, a, scaling);
     // The weights first: the embedding's real shape bounds what the tokenizer may size.
     ck = safetensors::Checkpoint::open_dir(dir_s);
     const Tensor* embd = ck->find("model.embed_tokens.weight");
@@ -558,6 +591,20 @@ ConvertSummary convert_impl(const std::string& dir_s, const std::string& out_pat
     if (!tied || ck->find("lm_head.weight")) plan.push_back({"lm_head.weight", "output.weight", {n_vocab, n_embd}, 0});
   }
 
+  // FP8 checkpoints: config.json's quantization_config names the method and the scale blocks.
+  std::array<int64_t, 2> fp8_block{128, 128};
+  if (cfg.contains("quantization_config") && cfg["quantization_config"].is_object()) {
+    const json& qc = cfg["quantization_config"];
+    const std::string method = qc.value("quant_method", "");
+    if (method != "fp8") fail("convert: quantization_config.quant_method ", q(method), " is not supported (fp8 is)");
+    if (qc.contains("weight_block_size")) {
+      const json& b = qc["weight_block_size"];
+      if (!b.is_array() || b.size() != 2 || !b[0].is_number_integer() || !b[1].is_number_integer() || b[0].get<int64_t>() < 1 ||
+          b[1].get<int64_t>() < 1 || b[0].get<int64_t>() > 65536 || b[1].get<int64_t>() > 65536)
+        fail("convert: quantization_config.weight_block_size must be two positive integers");
+      fp8_block = {b[0].get<int64_t>(), b[1].get<int64_t>()};
+    }
+  }
   std::set<std::string> used;
   ConvertSummary sum;
   sum.architecture = a;
@@ -571,9 +618,24 @@ ConvertSummary convert_impl(const std::string& dir_s, const std::string& out_pat
       for (int64_t d : pl.shape) want += (want.empty() ? "" : ", ") + std::to_string(d);
       fail("convert: tensor ", q(pl.hf), " is [", got, "] but config.json implies [", want, "]");
     }
-    if (t->dtype != safetensors::DType::kF32 && t->dtype != safetensors::DType::kF16 &&
-        t->dtype != safetensors::DType::kBF16)
-      fail("convert: tensor ", q(pl.hf), " is ", safetensors::dtype_name(t->dtype), " (F32, F16 or BF16 supported so far)");
+    // FP8 weights (DeepSeek-V3/R1, Qwen3-FP8) come with one scale per block of
+    // quantization_config.weight_block_size (default 128 x 128) in "<name>_scale_inv".
+    const Tensor* scale = nullptr;
+    if (t->dtype == safetensors::DType::kF8E4M3 || t->dtype == safetensors::DType::kF8E5M2) {
+      scale = ck->find(pl.hf + "_scale_inv");
+      if (scale == nullptr || pl.shape.size() != 2)
+        fail("convert: FP8 tensor ", q(pl.hf), " has no block scales (", q(pl.hf + "_scale_inv"), ")");
+      if (scale->dtype != safetensors::DType::kF32 && scale->dtype != safetensors::DType::kBF16)
+        fail("convert: block scales ", q(scale->name), " are ", safetensors::dtype_name(scale->dtype), " (F32 or BF16 expected)");
+      const int64_t sr = (pl.shape[0] + fp8_block[0] - 1) / fp8_block[0], sc = (pl.shape[1] + fp8_block[1] - 1) / fp8_block[1];
+      if (scale->shape != std::vector<int64_t>{sr, sc})
+        fail("convert: block scales ", q(scale->name), " do not match ", q(pl.hf), " in ", fp8_block[0], "x", fp8_block[1],
+             " blocks (expected [", sr, ", ", sc, "])");
+      used.insert(scale->name);
+    } else if (t->dtype != safetensors::DType::kF32 && t->dtype != safetensors::DType::kF16 &&
+               t->dtype != safetensors::DType::kBF16) {
+      fail("convert: tensor ", q(pl.hf), " is ", safetensors::dtype_name(t->dtype), " (F32, F16, BF16 or FP8 with block scales supported)");
+    }
     used.insert(pl.hf);
     const bool vec = pl.shape.size() == 1;
     const int64_t rows = vec ? 1 : pl.shape[0], cols = vec ? pl.shape[0] : pl.shape[1];
@@ -581,15 +643,26 @@ ConvertSummary convert_impl(const std::string& dir_s, const std::string& out_pat
     if (out == DType::kQ8_0 && cols % 32 != 0) out = DType::kF16;  // rows Q8_0 cannot hold, as llama.cpp
     const std::vector<int64_t> dims = vec ? std::vector<int64_t>{cols} : std::vector<int64_t>{cols, rows};
     const int64_t heads = pl.permute_heads;
-    w.add_tensor_producer(pl.gguf, out, dims, [t, rows, cols, out, heads, &progress, k, &plan, &pl](uint8_t* dst) {
+    const int64_t block_r = fp8_block[0], block_c = fp8_block[1];
+    w.add_tensor_producer(pl.gguf, out, dims, [t, scale, block_r, block_c, rows, cols, out, heads, &progress, k, &plan,
+                                               &pl](uint8_t* dst) {
       if (progress) progress({k, plan.size(), pl.hf, pl.gguf, out});
       // One row at a time: the source row (permuted for llama's q/k), as f32, then the output type.
       const safetensors::DType sd = t->dtype;
       const size_t es = safetensors::dtype_size(sd);
       safetensors::Tensor row = *t;
-      row.shape = {cols};
+      row.shape = scale ? std::vector<int64_t>{1, cols} : std::vector<int64_t>{cols};
       row.n_elements = static_cast<uint64_t>(cols);
       row.n_bytes = static_cast<uint64_t>(cols) * es;
+      // FP8: the row's block scales, as a 1-row scale tensor over 1 x block_c blocks.
+      safetensors::Tensor srow;
+      const int64_t n_sc = scale ? (cols + block_c - 1) / block_c : 0;
+      if (scale) {
+        srow = *scale;
+        srow.shape = {1, n_sc};
+        srow.n_elements = static_cast<uint64_t>(n_sc);
+        srow.n_bytes = static_cast<uint64_t>(n_sc) * safetensors::dtype_size(scale->dtype);
+      }
       std::vector<float> x(static_cast<size_t>(cols));
       const size_t out_row = row_bytes(out, cols);
       const int64_t hd = heads > 0 ? rows / heads : 0;
@@ -600,7 +673,12 @@ ConvertSummary convert_impl(const std::string& dir_s, const std::string& out_pat
           src = h * hd + s * (hd / 2) + j;
         }
         row.data = t->data + static_cast<uint64_t>(src) * static_cast<uint64_t>(cols) * es;
-        safetensors::to_f32(row, x.data());
+        if (scale) {
+          srow.data = scale->data + static_cast<uint64_t>(src / block_r) * srow.n_bytes;
+          safetensors::to_f32(row, x.data(), &srow, 1, block_c);
+        } else {
+          safetensors::to_f32(row, x.data());
+        }
         uint8_t* o = dst + static_cast<size_t>(r) * out_row;
         if (out == DType::kF32) {
           std::memcpy(o, x.data(), x.size() * sizeof(float));

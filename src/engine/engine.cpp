@@ -41,7 +41,9 @@ kv::KvManagerConfig kv_manager_config(const EngineConfig& c, const KvMemoryPlan&
 // in the K dtype, so a V dtype is set equal to it (and said once) rather than silently ignored.
 // An encoder's sequences are computed whole, each in one step, and their K/V (which depend on
 // the whole sequence) are never shared: the context is at most its positions, a step holds at
-// least one full-length input, and there is no prefix cache.
+// least one full-length input, and there is no prefix cache. Their K/V live only during their
+// step, so they are kept exact, in F32, whatever --cache-type-k/v say (the pool stays small: one
+// step's tokens).
 EngineConfig for_model(const Model& m, EngineConfig c) {
   if (m.config().is_mla() && c.v_type != c.k_type) {
     log_info("--cache-type-v ", dtype_name(c.v_type), " does not apply to ", m.config().arch_name,
@@ -60,6 +62,9 @@ EngineConfig for_model(const Model& m, EngineConfig c) {
       c.max_batched_tokens = c.max_model_len;
     }
     c.enable_prefix_caching = false;
+    if (c.k_type != DType::kF32 || c.v_type != DType::kF32)
+      log_info(m.config().arch_name, ": K/V kept in f32 (an encoder's K/V last one step)");
+    c.k_type = c.v_type = DType::kF32;
   }
   return c;
 }

@@ -251,7 +251,8 @@ def test_bad_folders_are_clear_errors(tmp_path):
 
 
 def test_rope_parameters_of_newer_configs(tmp_path):
-    """transformers 5 writes RoPE settings under rope_parameters: its rope_theta is used."""
+    """transformers 5 writes RoPE settings under rope_parameters: its rope_theta is used, and its
+    scaling (like rope_scaling in older configs) becomes llama.cpp's rope.scaling.* keys."""
     import gguf
     m = make_folder(tmp_path / "hf", "qwen2", seed=6)
     cfg = dict(m["cfg"])
@@ -262,10 +263,44 @@ def test_rope_parameters_of_newer_configs(tmp_path):
     assert convert(tmp_path / "hf", out).returncode == 0
     r = gguf.GGUFReader(str(out))
     assert float(r.fields["qwen2.rope.freq_base"].parts[-1][0]) == theta
-    cfg["rope_parameters"]["rope_type"] = "yarn"
+    assert "qwen2.rope.scaling.type" not in r.fields
+    cfg["rope_parameters"] = {"rope_type": "yarn", "rope_theta": theta, "factor": 4.0,
+                              "original_max_position_embeddings": 64, "beta_fast": 16.0}
     (tmp_path / "hf" / "config.json").write_text(json.dumps(cfg))
-    p = convert(tmp_path / "hf", out)
-    assert p.returncode != 0 and "rope_type 'yarn' is not supported" in p.stderr
+    assert convert(tmp_path / "hf", out).returncode == 0
+    r = gguf.GGUFReader(str(out))
+    assert r.fields["qwen2.rope.scaling.type"].contents() == "yarn"
+    assert r.fields["qwen2.rope.scaling.factor"].contents() == 4.0
+    assert r.fields["qwen2.rope.scaling.original_context_length"].contents() == 64
+    assert r.fields["qwen2.rope.scaling.yarn_beta_fast"].contents() == 16.0
+    assert "qwen2.rope.scaling.yarn_beta_slow" not in r.fields
+
+
+def test_rope_scaling_of_older_configs(tmp_path):
+    """rope_scaling (with "type" or "rope_type") as llama.cpp writes it; kinds Triad cannot run are
+    clear errors."""
+    import gguf
+    m = make_folder(tmp_path / "hf", "llama", seed=7)
+    out = tmp_path / "m.gguf"
+
+    def with_scaling(rs):
+        cfg = dict(m["cfg"])
+        cfg["rope_scaling"] = rs
+        (tmp_path / "hf" / "config.json").write_text(json.dumps(cfg))
+        return convert(tmp_path / "hf", out)
+
+    assert with_scaling({"type": "linear", "factor": 2.0}).returncode == 0
+    r = gguf.GGUFReader(str(out))
+    assert r.fields["llama.rope.scaling.type"].contents() == "linear"
+    assert r.fields["llama.rope.scaling.factor"].contents() == 2.0
+    for rs, needle in [({"rope_type": "llama3", "factor": 8.0}, "rope scaling 'llama3' is not supported"),
+                       ({"type": "dynamic", "factor": 2.0}, "rope scaling 'dynamic' is not supported"),
+                       ({"type": "yarn", "factor": 4.0}, "original_max_position_embeddings"),
+                       ({"type": "linear"}, "factor >= 1"),
+                       ({"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64,
+                         "attention_factor": 0.5}, "attention_factor")]:
+        p = with_scaling(rs)
+        assert p.returncode != 0 and needle in p.stderr, (rs, p.stderr)
 
 
 def test_a_folder_is_served_through_a_cached_conversion(tmp_path):
