@@ -302,8 +302,21 @@ bool is_float(DType t) {
 void to_f32(const Tensor& t, float* out, const Tensor* scale_inv, int64_t block_rows, int64_t block_cols) {
   TRIAD_CHECK(is_float(t.dtype), "safetensors: tensor ", q(t.name), " is ", dtype_name(t.dtype), ", not a float type");
   if (scale_inv == nullptr) {
-    for (uint64_t i = 0; i < t.n_elements; ++i) out[i] = element_f32(t, i);
-    return;
+    // The dtype decided once per tensor (a converter's inner loop; the file is little-endian).
+    const uint8_t* p = t.data;
+    const uint64_t n = t.n_elements;
+    switch (t.dtype) {
+      case DType::kF32: std::memcpy(out, p, n * 4); return;
+      case DType::kBF16:
+        for (uint64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(static_cast<uint16_t>(p[2 * i] | p[2 * i + 1] << 8));
+        return;
+      case DType::kF16:
+        for (uint64_t i = 0; i < n; ++i) out[i] = fp16_to_f32(static_cast<uint16_t>(p[2 * i] | p[2 * i + 1] << 8));
+        return;
+      default:
+        for (uint64_t i = 0; i < n; ++i) out[i] = element_f32(t, i);
+        return;
+    }
   }
   TRIAD_CHECK(t.dtype == DType::kF8E4M3 || t.dtype == DType::kF8E5M2, "safetensors: block scales go with FP8 weights, not ",
               dtype_name(t.dtype), " (tensor ", q(t.name), ")");
