@@ -88,8 +88,9 @@ Arch arch_of(const json& cfg) {
   if (a == "Qwen3ForCausalLM") return {"qwen3", false, false, true};
   if (a == "LlamaForCausalLM" || a == "MistralForCausalLM") return {"llama", true, false, false};
   if (a == "BertModel" || a == "BertForMaskedLM") return {"bert", false, true, false, true};
+  if (a == "NomicBertModel") return {"nomic-bert", false, false, false, true};
   fail("convert: architecture ", q(a), " is not supported yet (supported: Qwen2ForCausalLM, Qwen3ForCausalLM, "
-       "LlamaForCausalLM, MistralForCausalLM, BertModel)");
+       "LlamaForCausalLM, MistralForCausalLM, BertModel, NomicBertModel)");
 }
 
 // Known byte-level BPE split patterns -> llama.cpp's tokenizer.ggml.pre names.
@@ -404,16 +405,72 @@ uint32_t pooling_type(const fs::path& dir) {
   return 0;
 }
 
+// nomic-bert's tensors in llama.cpp's names: the fused Wqkv stays one attn_qkv matrix, fc11 /
+// fc12 are the FFN's up / gate.
+void nomic_plan(const safetensors::Checkpoint& ck, gguf::GgufWriter& w, const fs::path& dir, const json& cfg,
+                int64_t n_embd, int64_t n_layer, int64_t n_ff, int64_t n_types, int64_t n_vocab, std::vector<Plan>& plan) {
+  const Tensor* embd = ck.find("embeddings.word_embeddings.weight");
+  TRIAD_CHECK(embd && embd->shape == (std::vector<int64_t>{n_vocab, n_embd}), "convert: embeddings.word_embeddings.weight is ",
+              embd ? "misshapen" : "missing", " (config.json implies [", n_vocab, ", ", n_embd, "])");
+  write_tokenizer(w, dir, cfg, n_vocab);
+  plan.push_back({"embeddings.word_embeddings.weight", "token_embd.weight", {n_vocab, n_embd}, 0});
+  plan.push_back({"embeddings.token_type_embeddings.weight", "token_types.weight", {n_types, n_embd}, 0, true});
+  plan.push_back({"emb_ln.weight", "token_embd_norm.weight", {n_embd}, 0});
+  plan.push_back({"emb_ln.bias", "token_embd_norm.bias", {n_embd}, 0});
+  for (int64_t i = 0; i < n_layer; ++i) {
+    const std::string p = "encoder.layers." + std::to_string(i) + ".", b = "blk." + std::to_string(i) + ".";
+    plan.push_back({p + "attn.Wqkv.weight", b + "attn_qkv.weight", {3 * n_embd, n_embd}, 0});
+    plan.push_back({p + "attn.out_proj.weight", b + "attn_output.weight", {n_embd, n_embd}, 0});
+    plan.push_back({p + "norm1.weight", b + "attn_output_norm.weight", {n_embd}, 0});
+    plan.push_back({p + "norm1.bias", b + "attn_output_norm.bias", {n_embd}, 0});
+    plan.push_back({p + "mlp.fc11.weight", b + "ffn_up.weight", {n_ff, n_embd}, 0});
+    plan.push_back({p + "mlp.fc12.weight", b + "ffn_gate.weight", {n_ff, n_embd}, 0});
+    plan.push_back({p + "mlp.fc2.weight", b + "ffn_down.weight", {n_embd, n_ff}, 0});
+    plan.push_back({p + "norm2.weight", b + "layer_output_norm.weight", {n_embd}, 0});
+    plan.push_back({p + "norm2.bias", b + "layer_output_norm.bias", {n_embd}, 0});
+  }
+}
+
 // BERT (bert): metadata with llama.cpp's keys and the tensor plan in its names. HF names may
 // carry a "bert." prefix (BertForMaskedLM); LayerNorm parameters may be gamma / beta.
 void bert_layout(gguf::GgufWriter& w, const fs::path& dir, const json& cfg, const std::string& a, int64_t n_embd,
                  int64_t n_layer, int64_t n_ff, int64_t n_head, int64_t n_vocab, const ConvertOptions& opt,
                  std::unique_ptr<safetensors::Checkpoint>& ck, std::vector<Plan>& plan) {
-  const std::string act = cfg.value("hidden_act", "gelu");
-  if (act != "gelu") fail("convert: bert with hidden_act ", q(act), " is not supported (only the exact \"gelu\")");
-  const std::string pos_type = cfg.value("position_embedding_type", "absolute");
-  if (pos_type != "absolute") fail("convert: bert with position_embedding_type ", q(pos_type), " is not supported");
-  const int64_t n_pos = cfg_int(cfg, "max_position_embeddings", 512, false);
+  const bool nomic = a == "nomic-bert";
+  int64_t n_pos = 0;
+  double rope_base = 0;
+  if (nomic) {
+    // nomic-bert (NomicBertModel): as llama.cpp converts it, only its post-norm, bias-free,
+    // SwiGLU form with rotary over whole heads; anything else is named and refused.
+    auto need = [&](const char* key, const json& want) {
+      if (!cfg.contains(key) || cfg[key] != want)
+        fail("convert: nomic-bert with ", key, " = ", cfg.contains(key) ? cfg[key].dump() : std::string("(absent)"),
+             " is not supported (", want.dump(), " is)");
+    };
+    need("activation_function", "swiglu");
+    need("prenorm", false);
+    need("rotary_emb_fraction", 1.0);
+    need("rotary_emb_interleaved", false);
+    need("qkv_proj_bias", false);
+    need("mlp_fc1_bias", false);
+    need("mlp_fc2_bias", false);
+    if (cfg.value("causal", false)) fail("convert: a causal nomic-bert is not supported");
+    if (cfg.contains("moe_every_n_layers") && cfg["moe_every_n_layers"].is_number() && cfg["moe_every_n_layers"] != 0)
+      fail("convert: nomic-bert with experts (moe_every_n_layers) is not supported");
+    if (cfg.contains("rotary_emb_scale_base") && !cfg["rotary_emb_scale_base"].is_null())
+      fail("convert: nomic-bert with rotary_emb_scale_base is not supported");
+    // nomic-embed-text v1 / v1.5 say 8192 positions but were trained for 2048 (llama.cpp's rule).
+    n_pos = cfg_int(cfg, "n_positions", 2048, false);
+    if (n_pos == 8192 && cfg_int(cfg, "max_trained_positions", 2048, false) == 2048) n_pos = 2048;
+    rope_base = cfg_num(cfg, "rotary_emb_base", 10000.0);
+    if (!(rope_base > 0) || !std::isfinite(rope_base)) fail("convert: rotary_emb_base must be positive");
+  } else {
+    const std::string act = cfg.value("hidden_act", "gelu");
+    if (act != "gelu") fail("convert: bert with hidden_act ", q(act), " is not supported (only the exact \"gelu\")");
+    const std::string pos_type = cfg.value("position_embedding_type", "absolute");
+    if (pos_type != "absolute") fail("convert: bert with position_embedding_type ", q(pos_type), " is not supported");
+    n_pos = cfg_int(cfg, "max_position_embeddings", 512, false);
+  }
   const int64_t n_types = cfg_int(cfg, "type_vocab_size", 2, false);
   TRIAD_CHECK(n_pos > 0 && n_pos <= (int64_t{1} << 20) && n_types > 0 && n_types <= 1024,
               "convert: config.json's max_position_embeddings (", n_pos, ") or type_vocab_size (", n_types,
@@ -426,12 +483,18 @@ void bert_layout(gguf::GgufWriter& w, const fs::path& dir, const json& cfg, cons
   w.add_u32(a + ".block_count", static_cast<uint32_t>(n_layer));
   w.add_u32(a + ".feed_forward_length", static_cast<uint32_t>(n_ff));
   w.add_u32(a + ".attention.head_count", static_cast<uint32_t>(n_head));
-  w.add_f32(a + ".attention.layer_norm_epsilon", static_cast<float>(cfg_num(cfg, "layer_norm_eps", 1e-12)));
+  w.add_f32(a + ".attention.layer_norm_epsilon",
+            static_cast<float>(cfg_num(cfg, cfg.contains("layer_norm_eps") ? "layer_norm_eps" : "layer_norm_epsilon", 1e-12)));
   w.add_bool(a + ".attention.causal", false);
+  if (nomic) w.add_f32(a + ".rope.freq_base", static_cast<float>(rope_base));
   if (const uint32_t pooling = pooling_type(dir); pooling != 0) w.add_u32(a + ".pooling_type", pooling);
   w.add_u32("tokenizer.ggml.token_type_count", static_cast<uint32_t>(n_types));
 
   ck = safetensors::Checkpoint::open_dir(dir.string());
+  if (nomic) {
+    nomic_plan(*ck, w, dir, cfg, n_embd, n_layer, n_ff, n_types, n_vocab, plan);
+    return;
+  }
   const std::string pre = ck->find("bert.embeddings.word_embeddings.weight") ? "bert." : "";
   auto hf = [&](const std::string& name) { return pre + name; };
   // LayerNorm parameters: weight/bias, or gamma/beta in older checkpoints.
@@ -509,8 +572,12 @@ ConvertSummary convert_impl(const std::string& dir_s, const std::string& out_pat
   const json cfg = read_json(dir / "config.json", true);
   const Arch arch = arch_of(cfg);
   const std::string& a = arch.name;
-  const int64_t n_embd = cfg_int(cfg, "hidden_size", 0, true), n_layer = cfg_int(cfg, "num_hidden_layers", 0, true),
-                n_ff = cfg_int(cfg, "intermediate_size", 0, true), n_head = cfg_int(cfg, "num_attention_heads", 0, true),
+  // Sizes under their usual names, or the GPT-2 style names some configs use (nomic-bert).
+  auto size = [&](const char* key, const char* alt) {
+    return cfg_int(cfg, cfg.contains(key) || !cfg.contains(alt) ? key : alt, 0, true);
+  };
+  const int64_t n_embd = size("hidden_size", "n_embd"), n_layer = size("num_hidden_layers", "n_layer"),
+                n_ff = size("intermediate_size", "n_inner"), n_head = size("num_attention_heads", "n_head"),
                 n_kv = cfg_int(cfg, "num_key_value_heads", n_head, false), n_vocab = cfg_int(cfg, "vocab_size", 0, true);
   TRIAD_CHECK(n_embd > 0 && n_layer > 0 && n_ff > 0 && n_head > 0 && n_kv > 0 && n_vocab > 0 && n_head % n_kv == 0,
               "convert: config.json's sizes are inconsistent (hidden ", n_embd, ", layers ", n_layer, ", heads ", n_head,

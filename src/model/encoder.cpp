@@ -1,11 +1,14 @@
-// The encoder block of bert (BERT, all-MiniLM, BGE, E5): Model::encoder_block. The embeddings
-// (token + position + token type, LayerNorm) are Model::embed's; the pass's frame (rows, slots,
-// hidden outputs) is forward_batch's, shared with the decoders.
+// The encoder block of bert (BERT, all-MiniLM, BGE, E5) and nomic-bert (nomic-embed-text):
+// Model::encoder_block. The embeddings (token + token type (+ learned position), LayerNorm) are
+// Model::embed's; the pass's frame (rows, slots, hidden outputs) is forward_batch's, shared with
+// the decoders.
 //
 // A block, post-norm as in BERT:
-//   q, k, v = x Wq + bq, x Wk + bk, x Wv + bv     (no RoPE: positions were added to the input)
+//   q, k, v = x Wq + bq, x Wk + bk, x Wv + bv     (biases: bert; nomic-bert has none, and RoPE
+//                                                  rotates q and k instead of learned positions)
 //   x = LayerNorm(x + softmax(q k^T / sqrt(d)) v Wo + bo)          (every token sees every token)
-//   x = LayerNorm(x + gelu(x Wup + bup) Wdown + bdown)             (exact erf GELU, no gate)
+//   x = LayerNorm(x + ffn(x))    bert: gelu(x Wup + bup) Wdown + bdown (exact erf GELU)
+//                                nomic-bert: (silu(x Wgate) * x Wup) Wdown
 // The attention runs through the paged kernel like a decoder's: K/V rows are written into the
 // sequence's blocks, and each query is placed at its sequence's last position (s.attn_pos), so
 // the causal mask shows it every key. A sequence's rows thus depend on its own tokens only,
@@ -42,11 +45,18 @@ void Model::encoder_block(int32_t il, const ForwardBatch& b, KvStorage& kv, Forw
   mm(s, L.wq, s.x.data(), n, E, s.q.data(), Q, pool);
   mm(s, L.wk, s.x.data(), n, E, s.k.data(), KV, pool);
   mm(s, L.wv, s.x.data(), n, E, s.v.data(), KV, pool);
+  const kernels::RopeParams rope = c.rope_params(il);
   pool.parallel_for(n, [&](int64_t lo, int64_t hi) {
     for (int64_t t = lo; t < hi; ++t) {
-      kernels::add_inplace(s.q.data() + t * Q, L.bq, Q);
-      kernels::add_inplace(s.k.data() + t * KV, L.bk, KV);
-      kernels::add_inplace(s.v.data() + t * KV, L.bv, KV);
+      float* q = s.q.data() + t * Q;
+      float* k = s.k.data() + t * KV;
+      if (L.bq) kernels::add_inplace(q, L.bq, Q);
+      if (L.bk) kernels::add_inplace(k, L.bk, KV);
+      if (L.bv) kernels::add_inplace(s.v.data() + t * KV, L.bv, KV);
+      if (c.rope_dim > 0) {
+        kernels::rope(q, c.n_heads, c.head_dim, b.positions[static_cast<size_t>(t)], rope);
+        kernels::rope(k, c.n_kv_heads, c.head_dim, b.positions[static_cast<size_t>(t)], rope);
+      }
     }
   });
   store_kv(il, n, kv, s, pool);
@@ -59,14 +69,22 @@ void Model::encoder_block(int32_t il, const ForwardBatch& b, KvStorage& kv, Forw
   add_rows(s.proj.data(), L.bo, n, E, pool);
   residual_layernorm(s.x.data(), s.proj.data(), L.attn_out_norm, L.attn_out_norm_b, c.norm_eps, n, E, pool);
 
-  mm(s, L.w_up, s.x.data(), n, E, s.gate.data(), F, pool);
-  pool.parallel_for(n, [&](int64_t lo, int64_t hi) {
-    for (int64_t t = lo; t < hi; ++t) {
-      float* u = s.gate.data() + t * F;
-      kernels::add_inplace(u, L.b_up, F);
-      kernels::gelu_erf_mul(u, nullptr, u, F);
-    }
-  });
+  if (L.w_gate.data != nullptr) {  // nomic-bert: SwiGLU
+    mm(s, L.w_gate, s.x.data(), n, E, s.gate.data(), F, pool);
+    mm(s, L.w_up, s.x.data(), n, E, s.up.data(), F, pool);
+    pool.parallel_for(n, [&](int64_t lo, int64_t hi) {
+      for (int64_t t = lo; t < hi; ++t) kernels::silu_mul(s.gate.data() + t * F, s.up.data() + t * F, s.gate.data() + t * F, F);
+    });
+  } else {
+    mm(s, L.w_up, s.x.data(), n, E, s.gate.data(), F, pool);
+    pool.parallel_for(n, [&](int64_t lo, int64_t hi) {
+      for (int64_t t = lo; t < hi; ++t) {
+        float* u = s.gate.data() + t * F;
+        if (L.b_up) kernels::add_inplace(u, L.b_up, F);
+        kernels::gelu_erf_mul(u, nullptr, u, F);
+      }
+    });
+  }
   mm(s, L.w_down, s.gate.data(), n, F, s.proj.data(), E, pool);
   add_rows(s.proj.data(), L.b_down, n, E, pool);
   residual_layernorm(s.x.data(), s.proj.data(), L.out_norm, L.out_norm_b, c.norm_eps, n, E, pool);

@@ -125,8 +125,10 @@ void Model::embed(std::span<const int32_t> tokens, std::span<const int32_t> posi
       kernels::dequantize_row(weights_.token_embd.type, row_of(weights_.token_embd, tokens[t]), dst, E);
       if (c.embd_scale != 1.f) kernels::scale_inplace(dst, c.embd_scale, E);
       if (!c.encoder) continue;
-      kernels::dequantize_row(weights_.pos_embd.type, row_of(weights_.pos_embd, positions[t]), extra.data(), E);
-      kernels::add_inplace(dst, extra.data(), E);
+      if (weights_.pos_embd.data != nullptr) {
+        kernels::dequantize_row(weights_.pos_embd.type, row_of(weights_.pos_embd, positions[t]), extra.data(), E);
+        kernels::add_inplace(dst, extra.data(), E);
+      }
       kernels::dequantize_row(weights_.token_types.type, row_of(weights_.token_types, 0), extra.data(), E);
       kernels::add_inplace(dst, extra.data(), E);
       kernels::layernorm(dst, weights_.embd_norm, weights_.embd_norm_b, c.norm_eps, dst, E);
@@ -488,7 +490,7 @@ void Model::forward_batch(const ForwardBatch& b, KvStorage& kv, ForwardScratch& 
     const int64_t n_kv = q.pos0 + q.n_rows;
     TRIAD_CHECK(c.causal || q.pos0 == 0, "forward_batch: sequence ", i, " of a bidirectional model starts at position ",
                 q.pos0, " (it must be computed whole in one step)");
-    TRIAD_CHECK(!c.encoder || n_kv <= c.n_ctx_train, "forward_batch: sequence ", i, " has ", n_kv,
+    TRIAD_CHECK(weights_.pos_embd.data == nullptr || n_kv <= c.n_ctx_train, "forward_batch: sequence ", i, " has ", n_kv,
                 " tokens; the model has ", c.n_ctx_train, " positions");
     for (size_t g = 0; g < n_groups; ++g) {
       const auto& table = q.block_tables[g];

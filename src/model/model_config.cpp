@@ -21,9 +21,10 @@ Arch parse_arch(const std::string& a) {
   if (a == "glm4moe") return Arch::kGlm4Moe;
   if (a == "gpt-oss") return Arch::kGptOss;
   if (a == "bert") return Arch::kBert;
+  if (a == "nomic-bert") return Arch::kNomicBert;
   fail("unsupported architecture '", a,
        "' (general.architecture); supported: llama, qwen2, qwen3, gemma3, qwen3moe, qwen2moe, deepseek2, glm4moe, "
-       "gpt-oss, bert");
+       "gpt-oss, bert, nomic-bert");
 }
 
 // An optional integer key in [lo, hi] (def when absent), checked before narrowing.
@@ -182,8 +183,9 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
                 ") is not a multiple of attention.head_count (", c.n_heads, ")");
     c.head_dim = c.n_embd / c.n_heads;
   }
-  c.norm_eps = static_cast<float>(c.arch == Arch::kBert ? f.get_float(p + "attention.layer_norm_epsilon", 1e-12)
-                                                        : f.get_float(p + "attention.layer_norm_rms_epsilon", 1e-5));
+  const bool layer_norm = c.arch == Arch::kBert || c.arch == Arch::kNomicBert;
+  c.norm_eps = static_cast<float>(layer_norm ? f.get_float(p + "attention.layer_norm_epsilon", 1e-12)
+                                             : f.get_float(p + "attention.layer_norm_rms_epsilon", 1e-5));
   TRIAD_CHECK(c.norm_eps > 0 && c.norm_eps < 1, "model metadata: layer_norm_rms_epsilon out of range");
 
   // RoPE
@@ -289,12 +291,18 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
       c.rope_base_local = static_cast<float>(f.get_float(p + "rope.freq_base_swa", c.rope_base));
       break;
     }
-    case Arch::kBert: {
+    case Arch::kBert:
+    case Arch::kNomicBert: {
       c.encoder = true;
       c.causal = f.has(p + "attention.causal") && f.get_bool(p + "attention.causal");
-      TRIAD_CHECK(!c.causal, "model metadata '", p, "attention.causal' = true: a causal bert is not supported");
-      c.qkv_bias = true;
-      c.rope_dim = 0;  // learned absolute positions
+      TRIAD_CHECK(!c.causal, "model metadata '", p, "attention.causal' = true: a causal ", c.arch_name, " is not supported");
+      if (c.arch == Arch::kBert) {
+        c.qkv_bias = true;
+        c.rope_dim = 0;  // learned absolute positions
+      } else {
+        c.rope_layout = kernels::RopeLayout::kNeox;  // rotary over the whole head
+        c.ffn_act = FfnActivation::kSilu;
+      }
       const int64_t pooling = f.get_int(p + "pooling_type", 0);
       TRIAD_CHECK(pooling >= 0 && pooling <= 3, "model metadata '", p, "pooling_type' = ", pooling,
                   " is not supported (0 none, 1 mean, 2 cls, 3 last)");

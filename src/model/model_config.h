@@ -4,8 +4,8 @@
 // One decoder-only transformer family covers llama (and Mixtral: llama with experts), qwen2, qwen3,
 // gemma3, qwen3moe, qwen2moe, deepseek2 (multi-head latent attention), glm4moe and gpt-oss; the
 // differences between them are the feature fields below, set per architecture in
-// model_config.cpp. bert (BERT, all-MiniLM, BGE, E5) is the one encoder: bidirectional
-// attention, post-LayerNorm blocks, learned absolute positions, no output head (see `encoder`).
+// model_config.cpp. bert (BERT, all-MiniLM, BGE, E5) and nomic-bert (nomic-embed-text) are the
+// encoders: bidirectional attention, post-LayerNorm blocks, no output head (see `encoder`).
 #pragma once
 
 #include <cstdint>
@@ -17,7 +17,7 @@
 namespace triad {
 namespace gguf { class GgufFile; }
 
-enum class Arch { kLlama, kQwen2, kQwen3, kGemma3, kQwen3Moe, kQwen2Moe, kDeepseek2, kGlm4Moe, kGptOss, kBert };
+enum class Arch { kLlama, kQwen2, kQwen3, kGemma3, kQwen3Moe, kQwen2Moe, kDeepseek2, kGlm4Moe, kGptOss, kBert, kNomicBert };
 
 // How a sequence's final hidden states become one embedding (GGUF {arch}.pooling_type, llama.cpp's
 // numbering): the mean over its tokens, its first token's ([CLS]), or its last token's.
@@ -73,11 +73,13 @@ struct ModelConfig {
   FfnActivation ffn_act = FfnActivation::kSilu;
   bool tied_output = false;   // no output.weight: logits use token_embd
 
-  // Encoders (bert). Every token attends to every token of its sequence (not causal), so a
-  // sequence is computed whole in one step and its K/V are never shared through the prefix
-  // cache. Embeddings are token + position (position_embd, n_ctx_train rows) + token type 0
-  // (token_types) through a LayerNorm; each block is post-norm: x = LN(x + attn(x)), x = LN(x +
-  // down(gelu(up x))), with biases everywhere and the exact (erf) GELU. No output head: the
+  // Encoders (bert, nomic-bert). Every token attends to every token of its sequence (not
+  // causal), so a sequence is computed whole in one step and its K/V are never shared through
+  // the prefix cache. Embeddings are token + token type 0 (token_types) + (bert) a learned
+  // position (position_embd, n_ctx_train rows), through a LayerNorm; each block is post-norm:
+  // x = LN(x + attn(x)), x = LN(x + ffn(x)). bert: biases everywhere, ffn = down(gelu(up x))
+  // with the exact (erf) GELU. nomic-bert: q/k/v from one fused matrix (attn_qkv), neox RoPE
+  // on q and k (rope_dim > 0), no biases, ffn = down(silu(gate x) * up x). No output head: the
   // model gives hidden states (embeddings), never logits.
   bool encoder = false;
   bool causal = true;          // {arch}.attention.causal (false for bert)

@@ -190,8 +190,9 @@ ModelWeights ModelWeights::bind_encoder(const gguf::GgufFile& f, ModelConfig& c)
               "tensor 'token_types.weight' is ", types ? "misshapen" : "missing", " (expected [", c.n_embd,
               ", token types])");
   c.n_token_types = static_cast<int32_t>(types->ne[1]);
+  const bool bert = c.arch == Arch::kBert;  // learned positions, biases, GELU (nomic-bert: none, RoPE, SwiGLU)
   w.token_embd = w.matrix(f, "token_embd.weight", c.n_vocab, c.n_embd);
-  w.pos_embd = w.matrix(f, "position_embd.weight", c.n_ctx_train, c.n_embd);
+  if (bert) w.pos_embd = w.matrix(f, "position_embd.weight", c.n_ctx_train, c.n_embd);
   w.token_types = w.matrix(f, "token_types.weight", c.n_token_types, c.n_embd);
   const uint64_t lookup_bytes = w.matrix_bytes;  // one row of each per token
   const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff;
@@ -202,20 +203,31 @@ ModelWeights ModelWeights::bind_encoder(const gguf::GgufFile& f, ModelConfig& c)
   for (int32_t il = 0; il < c.n_layers; ++il) {
     LayerWeights& L = w.layers[il];
     const std::string b = "blk." + std::to_string(il) + ".";
-    L.wq = w.matrix(f, b + "attn_q.weight", Q, E);
-    L.wk = w.matrix(f, b + "attn_k.weight", KV, E);
-    L.wv = w.matrix(f, b + "attn_v.weight", KV, E);
+    if (f.find_tensor(b + "attn_qkv.weight") != nullptr) {
+      // One fused [q; k; v] matrix: three row ranges of it, without a copy.
+      const kernels::WeightMatrix qkv = w.matrix(f, b + "attn_qkv.weight", Q + 2 * KV, E);
+      const uint64_t rb = row_bytes(qkv.type, static_cast<uint64_t>(E));
+      const auto* base = static_cast<const uint8_t*>(qkv.data);
+      L.wq = kernels::WeightMatrix{qkv.type, base, Q, E};
+      L.wk = kernels::WeightMatrix{qkv.type, base + rb * static_cast<uint64_t>(Q), KV, E};
+      L.wv = kernels::WeightMatrix{qkv.type, base + rb * static_cast<uint64_t>(Q + KV), KV, E};
+    } else {
+      L.wq = w.matrix(f, b + "attn_q.weight", Q, E);
+      L.wk = w.matrix(f, b + "attn_k.weight", KV, E);
+      L.wv = w.matrix(f, b + "attn_v.weight", KV, E);
+    }
     L.wo = w.matrix(f, b + "attn_output.weight", E, Q);
-    L.bq = w.vector_f32(f, b + "attn_q.bias", Q, true);
-    L.bk = w.vector_f32(f, b + "attn_k.bias", KV, true);
-    L.bv = w.vector_f32(f, b + "attn_v.bias", KV, true);
-    L.bo = w.vector_f32(f, b + "attn_output.bias", E, true);
+    L.bq = w.vector_f32(f, b + "attn_q.bias", Q, bert);
+    L.bk = w.vector_f32(f, b + "attn_k.bias", KV, bert);
+    L.bv = w.vector_f32(f, b + "attn_v.bias", KV, bert);
+    L.bo = w.vector_f32(f, b + "attn_output.bias", E, bert);
     L.attn_out_norm = w.vector_f32(f, b + "attn_output_norm.weight", E, true);
     L.attn_out_norm_b = w.vector_f32(f, b + "attn_output_norm.bias", E, true);
+    if (!bert) L.w_gate = w.matrix(f, b + "ffn_gate.weight", F, E);
     L.w_up = w.matrix(f, b + "ffn_up.weight", F, E);
-    L.b_up = w.vector_f32(f, b + "ffn_up.bias", F, true);
+    L.b_up = w.vector_f32(f, b + "ffn_up.bias", F, bert);
     L.w_down = w.matrix(f, b + "ffn_down.weight", E, F);
-    L.b_down = w.vector_f32(f, b + "ffn_down.bias", E, true);
+    L.b_down = w.vector_f32(f, b + "ffn_down.bias", E, bert);
     L.out_norm = w.vector_f32(f, b + "layer_output_norm.weight", E, true);
     L.out_norm_b = w.vector_f32(f, b + "layer_output_norm.bias", E, true);
   }

@@ -12,6 +12,8 @@
 #                       safetensors, and their tokenizers vs PyPI tokenizers
 #   golden_embeddings   all-MiniLM-L6-v2 converted and served: 200 inputs' token ids vs PyPI
 #                       tokenizers and their embeddings vs a numpy BERT (tests/reference/bert_ref.py)
+#   golden_nomic_bert   a random-weight NomicBertModel folder converted and served vs a numpy
+#                       nomic-bert (tests/reference/nomic_bert_ref.py)
 # Reference results and the synthetic models are cached in <build>/ref-cache (keyed by model
 # sha256, inputs and the reference's source), so only a cold first run pays for the reference.
 triad_pytest(reference_selftest reference/test_reference.py)
@@ -24,8 +26,9 @@ triad_pytest(golden_online golden/test_online.py)
 triad_pytest(golden_gemma golden/test_gemma.py)
 triad_pytest(golden_convert golden/test_convert.py)
 triad_pytest(golden_embeddings golden/test_embeddings.py)
+triad_pytest(golden_nomic_bert golden/test_nomic_bert.py)
 
-foreach(t reference_selftest reference_data golden_synthetic golden_stories golden_imatrix golden_kld golden_online golden_gemma golden_embeddings)
+foreach(t reference_selftest reference_data golden_synthetic golden_stories golden_imatrix golden_kld golden_online golden_gemma golden_embeddings golden_nomic_bert)
   set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT
     "TRIAD_REF_CACHE=${CMAKE_BINARY_DIR}/ref-cache" "OPENBLAS_NUM_THREADS=1"
     "PYTHONDONTWRITEBYTECODE=1")

@@ -415,3 +415,234 @@ def test_tokenizer_round_trips_llama_cpp_vocabularies(tmp_path, vocab, where, sp
         if got != [int(t) for t in ids.split()]:
             bad.append((text, got, ids))
     assert not bad, f"{len(bad)} of {len(cases)} differ, e.g. {bad[:2]}"
+
+
+# ----------------------------------------------------------------------------------------------
+# FP8 checkpoints (DeepSeek-V3 / Qwen3-FP8 style): F8_E4M3 linear weights with block scales
+# ----------------------------------------------------------------------------------------------
+#
+# The 2-D linear weights (q/k/v/o, gate/up/down) are stored as safetensors F8_E4M3 (OCP E4M3FN:
+# 1 sign, 4 exponent bits with bias 7, 3 mantissa bits, subnormals, no infinities, S.1111.111 is
+# NaN, largest 448), each with "<name>_scale_inv" (F32 or BF16) holding one factor per block of
+# quantization_config.weight_block_size = [rows, cols] (128 x 128 when absent): the real weight is
+# fp8_value * scale_inv[r // rows, c // cols], the scale tensor [ceil(R / rows), ceil(C / cols)].
+# numpy has no FP8, so the codes are made here from their definition and the files are written by
+# hand (8-byte little-endian header length, JSON header, data), as the safetensors format defines.
+# The expected model is the dequantized one: its logits from hf_forward must match the GGUF's.
+
+import struct  # noqa: E402
+
+
+def e4m3_values() -> np.ndarray:
+    """The float64 value of each of the 256 E4M3FN codes (NaN for 0x7F and 0xFF)."""
+    out = np.empty(256, dtype=np.float64)
+    for c in range(256):
+        s, e, m = c >> 7, (c >> 3) & 0xF, c & 7
+        if (c & 0x7F) == 0x7F:
+            v = np.nan
+        elif e == 0:
+            v = m / 8.0 * 2.0 ** -6           # subnormal: 0.mmm x 2^(1 - 7)
+        else:
+            v = (1.0 + m / 8.0) * 2.0 ** (e - 7)
+        out[c] = -v if s else v
+    return out
+
+
+E4M3 = e4m3_values()
+
+
+def e4m3_encode(x: np.ndarray) -> np.ndarray:
+    """uint8 codes of the E4M3FN values nearest to x (|x| clipped to 448; never a NaN code)."""
+    mags = E4M3[:0x7F]                         # codes 0x00..0x7E: 0 .. 448, increasing
+    assert np.all(np.diff(mags) > 0) and mags[-1] == 448.0
+    a = np.minimum(np.abs(np.asarray(x, dtype=np.float64)), 448.0)
+    hi = np.clip(np.searchsorted(mags, a), 1, 0x7E)
+    lo = hi - 1
+    code = np.where(a - mags[lo] <= mags[hi] - a, lo, hi).astype(np.uint8)
+    return np.where(np.signbit(x), code | 0x80, code).astype(np.uint8)
+
+
+def bf16_bytes(x: np.ndarray) -> bytes:
+    """x (already exactly representable in BF16) as little-endian BF16."""
+    bits = np.ascontiguousarray(x, dtype="<f4").view("<u4")
+    assert np.all(bits & 0xFFFF == 0), "not a BF16 value"
+    return (bits >> 16).astype("<u2").tobytes()
+
+
+def write_safetensors(path, tensors: dict):
+    """A safetensors file from {name: (dtype, shape, raw little-endian bytes)}, written as the
+    format defines it (wider dtypes first, so every tensor stays aligned to its element size)."""
+    width = {"F32": 4, "BF16": 2, "F16": 2, "F8_E4M3": 1}
+    header, blobs, off = {"__metadata__": {"format": "pt"}}, [], 0
+    for name in sorted(tensors, key=lambda n: -width[tensors[n][0]]):
+        dtype, shape, data = tensors[name]
+        assert len(data) == int(np.prod(shape, dtype=np.int64)) * width[dtype], name
+        header[name] = {"dtype": dtype, "shape": [int(d) for d in shape], "data_offsets": [off, off + len(data)]}
+        blobs.append(data)
+        off += len(data)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+FP8_LINEAR = ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight", "self_attn.o_proj.weight",
+              "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight")
+# Codes every FP8 weight gets a few of: zeros of both signs, the smallest and largest subnormals,
+# the smallest normal, and +-448.
+FP8_SPECIAL = np.array([0x00, 0x80, 0x01, 0x81, 0x07, 0x87, 0x08, 0x88, 0x7E, 0xFE], dtype=np.uint8)
+
+
+def fp8_quantize(w: np.ndarray, block, rng, scale_dtype: str):
+    """(codes uint8 [R, C], scale_inv float64 [ceil(R/br), ceil(C/bc)], dequantized float64 [R, C]).
+    The block scales vary by up to 2^+-1.5 between blocks (so a block read from the wrong place
+    shows); with BF16 scales, each is a BF16 value."""
+    R, C = w.shape
+    br, bc = block
+    nbr, nbc = -(-R // br), -(-C // bc)
+    base = float(np.abs(w).std()) / 100.0          # fp8 values ~ N(0, 100^2)
+    scale = base * 2.0 ** rng.uniform(-1.5, 1.5, (nbr, nbc))
+    if scale_dtype == "BF16":
+        scale = (scale.astype("<f4").view("<u4") & 0xFFFF0000).view("<f4").astype(np.float64)
+    else:
+        scale = scale.astype(np.float32).astype(np.float64)
+    codes = e4m3_encode(w / base)
+    pick = rng.random(w.shape) < 0.02
+    codes[pick] = rng.choice(FP8_SPECIAL, int(pick.sum()))
+    full = np.repeat(np.repeat(scale, br, axis=0), bc, axis=1)[:R, :C]
+    deq = E4M3[codes] * full
+    assert np.all(np.isfinite(deq))
+    return codes, scale, deq
+
+
+def fp8_folder(path, arch: str, seed: int, block=(20, 28), scale_dtype: str = "F32", shards: bool = False,
+               keep_f32=(), block_key: bool = True) -> dict:
+    """make_folder's model with its linear weights stored as FP8 + block scales (except the names in
+    keep_f32, left F32 as checkpoints leave some modules unquantized); returns make_folder's dict
+    with "w" the dequantized weights (what the checkpoint means) and "st" the stored tensors."""
+    m = make_folder(path, arch, seed)
+    rng = np.random.default_rng(seed + 1000)
+    st, deq = {}, {}
+    for name, w in m["w"].items():
+        if name.endswith(FP8_LINEAR) and name not in keep_f32:
+            codes, scale, d = fp8_quantize(w, block, rng, scale_dtype)
+            st[name] = ("F8_E4M3", w.shape, codes.tobytes())
+            sb = scale.astype("<f4").tobytes() if scale_dtype == "F32" else bf16_bytes(scale.astype(np.float32))
+            st[name + "_scale_inv"] = (scale_dtype, scale.shape, sb)
+            deq[name] = d
+        else:
+            st[name] = ("F32", w.shape, np.ascontiguousarray(w, dtype="<f4").tobytes())
+            deq[name] = w
+    for f in os.listdir(path):
+        if f.endswith(".safetensors") or f.endswith(".safetensors.index.json"):
+            os.remove(os.path.join(path, f))
+    if shards:
+        # Sorted names split in two, moved by one so that a weight and its scales land in
+        # different shards (a checkpoint's index may do that).
+        names = sorted(st)
+        cut = names.index("model.layers.0.mlp.down_proj.weight") + 1
+        assert names[cut] == "model.layers.0.mlp.down_proj.weight_scale_inv"
+        files = {"model-00001-of-00002.safetensors": names[:cut], "model-00002-of-00002.safetensors": names[cut:]}
+        for fname, ns in files.items():
+            write_safetensors(os.path.join(path, fname), {n: st[n] for n in ns})
+        with open(os.path.join(path, "model.safetensors.index.json"), "w") as f:
+            json.dump({"metadata": {}, "weight_map": {n: fn for fn, ns in files.items() for n in ns}}, f)
+    else:
+        write_safetensors(os.path.join(path, "model.safetensors"), st)
+    qc = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8"}
+    if block_key:
+        qc["weight_block_size"] = list(block)
+    m["cfg"] = {**m["cfg"], "quantization_config": qc}
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump(m["cfg"], f)
+    return {**m, "w": deq, "st": st}
+
+
+def test_e4m3_table_is_the_ocp_definition():
+    """The FP8 codes the tests write (no binary): known values of the OCP E4M3FN format."""
+    known = {0x00: 0.0, 0x01: 2.0 ** -9, 0x07: 7 * 2.0 ** -9, 0x08: 2.0 ** -6, 0x30: 0.5, 0x38: 1.0, 0x40: 2.0,
+             0x44: 3.0, 0x7E: 448.0, 0xB8: -1.0, 0xFE: -448.0}
+    for c, v in known.items():
+        assert E4M3[c] == v, hex(c)
+    assert np.isnan(E4M3[0x7F]) and np.isnan(E4M3[0xFF]) and np.sum(np.isnan(E4M3)) == 2
+    codes = np.array([c for c in range(256) if (c & 0x7F) != 0x7F], dtype=np.uint8)
+    finite = E4M3[codes]
+    assert np.array_equal(e4m3_encode(finite), codes), "every finite value encodes to its own code"
+    x = np.random.default_rng(0).uniform(-500, 500, 10000)
+    got = E4M3[e4m3_encode(x)]
+    best = np.abs(np.clip(x, -448, 448)[:, None] - finite[None, :]).min(axis=1)
+    assert np.allclose(np.abs(got - np.clip(x, -448, 448)), best), "not the nearest code"
+
+
+FP8_CASES = [  # (id, arch, fp8_folder keywords)
+    ("qwen2-20x28-f32-scales", "qwen2", dict(block=(20, 28), keep_f32=("model.layers.1.mlp.down_proj.weight",))),
+    ("llama-20x28-bf16-scales-shards", "llama", dict(block=(20, 28), scale_dtype="BF16", shards=True)),
+    ("qwen2-16x24", "qwen2", dict(block=(16, 24))),
+    ("qwen2-default-128x128", "qwen2", dict(block=(128, 128), block_key=False)),
+]
+
+
+@pytest.mark.parametrize("arch,kw", [c[1:] for c in FP8_CASES], ids=[c[0] for c in FP8_CASES])
+def test_fp8_block_scaled_checkpoint_matches_its_dequantized_model(tmp_path, arch, kw):
+    """hidden 64, ffn 96, kv rows 32 against blocks 20 x 28 (every shape has tail blocks in both
+    directions) or 16 x 24 (tails only across 64 columns), and the default 128 x 128 (one block)."""
+    m = fp8_folder(tmp_path / "hf", arch, seed=11 + len(arch), **kw)
+    br, bc = kw["block"]
+    sc = m["st"]["model.layers.0.mlp.down_proj.weight_scale_inv"]
+    assert list(sc[1]) == [-(-64 // br), -(-96 // bc)]
+    out = tmp_path / "model.gguf"
+    p = convert(tmp_path / "hf", out)
+    assert p.returncode == 0, p.stderr
+    assert f"{arch}," in p.stdout
+    import gguf
+    r = gguf.GGUFReader(str(out))
+    names = {t.name for t in r.tensors}
+    assert not any("scale" in n for n in names), sorted(names)
+    kinds = {gguf.GGMLQuantizationType(int(t.tensor_type)).name for t in r.tensors}
+    assert kinds == {"F32"}, f"--outtype f32 wrote {kinds}"
+    tokens = list(np.random.default_rng(7).integers(0, m["cfg"]["vocab_size"], 24))
+    got = gu.eval_logits(str(out), tokens, m["cfg"]["vocab_size"])
+    ref = hf_forward(m, tokens)
+    err = np.abs(got - ref).max() / max(1.0, np.abs(ref).max())
+    assert err < 1e-4, f"{arch} {kw}: max relative error {err:.2e} against the dequantized model"
+    # The stored FP8 values without their scales are a different model: the test can tell.
+    raw = {**m, "w": {n: (E4M3[np.frombuffer(m["st"][n][2], np.uint8)].reshape(m["st"][n][1]) if m["st"][n][0] == "F8_E4M3"
+                          else m["w"][n]) for n in m["w"]}}
+    with np.errstate(over="ignore"):  # unscaled values reach 448: silu's exp overflows to a harmless 0
+        assert np.abs(hf_forward(raw, tokens) - ref).max() / max(1.0, np.abs(ref).max()) > 1e-2
+
+
+def test_fp8_checkpoint_errors(tmp_path):
+    m = fp8_folder(tmp_path / "hf", "qwen2", seed=21, block=(20, 28))
+    src = tmp_path / "hf"
+    out = tmp_path / "out.gguf"
+
+    def expect(*needles):
+        p = convert(src, out)
+        assert p.returncode != 0, p.stdout
+        for n in needles:
+            assert n in p.stderr, (n, p.stderr)
+        assert not out.exists()
+
+    # A weight without its scales.
+    st = dict(m["st"])
+    del st["model.layers.1.self_attn.k_proj.weight_scale_inv"]
+    write_safetensors(src / "model.safetensors", st)
+    expect("block scales", "model.layers.1.self_attn.k_proj.weight")
+    # Scales of the wrong shape: transposed, one block short, one block too many.
+    for shape in ([5, 4], [4, 4], [4, 6]):  # q_proj [64, 64] in 20 x 28 blocks is [4, 3]
+        st = dict(m["st"])
+        st["model.layers.0.self_attn.q_proj.weight_scale_inv"] = ("F32", shape, np.ones(shape, "<f4").tobytes())
+        write_safetensors(src / "model.safetensors", st)
+        expect("model.layers.0.self_attn.q_proj.weight_scale_inv")
+    write_safetensors(src / "model.safetensors", m["st"])
+    # A quantization method other than fp8.
+    cfg = dict(m["cfg"])
+    (src / "config.json").write_text(json.dumps({**cfg, "quantization_config": {"quant_method": "awq", "bits": 4}}))
+    expect("quant_method", "awq")
+    # The weight_block_size that does not fit the stored scales ([4, 3] blocks of 20 x 28).
+    (src / "config.json").write_text(json.dumps({**cfg, "quantization_config": {"quant_method": "fp8",
+                                                                                "weight_block_size": [128, 128]}}))
+    expect("_scale_inv")
+    (src / "config.json").write_text(json.dumps(cfg))
+    assert convert(src, out).returncode == 0  # the folder itself was fine
