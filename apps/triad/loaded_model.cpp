@@ -5,6 +5,7 @@
 #include <optional>
 #include <sstream>
 
+#include "catalog/catalog.h"
 #include "convert/hf_convert.h"
 #include "base/error.h"
 #include "base/log.h"
@@ -25,10 +26,12 @@ LoadedModel load_model(const std::string& path, const std::string& weight_type, 
   LoadedModel m;
   std::optional<DType> online;
   if (!weight_type.empty()) online = quant::parse_weight_type(weight_type);
-  // A Hugging Face folder is converted once and its GGUF cached (convert/hf_convert.h).
-  const std::string file = convert::is_hf_folder(path)
-                               ? convert::converted_model_path(path, [](const std::string& s) { log_info(s); })
-                               : path;
+  // A catalog name is pulled once (catalog/catalog.h); a Hugging Face folder is converted once
+  // and its GGUF cached (convert/hf_convert.h).
+  const std::string local = catalog::resolve_model(path, [](const std::string& s) { log_info(s); });
+  const std::string file = convert::is_hf_folder(local)
+                               ? convert::converted_model_path(local, [](const std::string& s) { log_info(s); })
+                               : local;
   m.model = Model::load(file, quant::online_transform(online, threads));
   m.tokenizer = Tokenizer::from_gguf(m.model->file());
   const ModelConfig& c = m.model->config();

@@ -12,8 +12,10 @@
 namespace triad::app {
 
 void CommonOptions::add_to(CLI::App& cmd, bool with_ctx, bool model_required, const char* ctx_help) {
-  CLI::Option* m = cmd.add_option("-m,--model", model, "GGUF model file, or Hugging Face model folder (converted once and cached)")
-                       ->check(CLI::ExistingPath);
+  CLI::Option* m = cmd.add_option("-m,--model", model,
+                                  "GGUF model file, Hugging Face model folder (converted once and cached), or a catalog "
+                                  "name (`triad list`; pulled on first use)")
+                       ->check(model_ref());
   if (model_required) m->required();
   cmd.add_option("-t,--threads", threads, "worker threads (default: physical cores)")
       ->check(CLI::Range(0, 1024));
@@ -48,7 +50,8 @@ int main(int argc, char** argv) {
                         add_gguf(app),     add_tokenize(app),   add_eval_logits(app),
                         add_template(app), add_serve(app),    add_quantize(app),
                         add_imatrix(app),
-                        add_tradeoff(app), add_convert(app)};
+                        add_tradeoff(app), add_convert(app), add_pull(app),
+                        add_list(app),     add_rm(app)};
   CLI11_PARSE(app, argc, argv);
   if (verbose) triad::set_log_level(triad::LogLevel::kDebug);
   if (quiet) triad::set_log_level(triad::LogLevel::kWarn);
