@@ -22,6 +22,8 @@
 #include "base/log.h"
 #include "kernels/matmul.h"
 #include "catalog/catalog.h"
+#include "quant/mix.h"
+#include <map>
 #include "collect_sink.h"
 #include "commands.h"
 #include "engine/engine_api.h"
@@ -86,6 +88,29 @@ std::string system_fingerprint(const Model& model, const std::string& weight_typ
     out += hex[md[i] & 15];
   }
   return out;
+}
+
+// What /stats calls the model's weights: the online type (--weight-type), else the file's mix
+// (general.file_type, as llama.cpp names it), else the type most matrix bytes are in.
+std::string weight_type_label(const Model& m, const std::string& online) {
+  if (!online.empty()) {
+    std::string u = online;
+    for (char& c : u) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    return u;
+  }
+  const int64_t ft = m.file().get_int("general.file_type", -1);
+  for (const quant::Mix& mix : quant::mixes())
+    if (static_cast<int64_t>(mix.file_type) == ft) return mix.name;
+  std::map<DType, uint64_t> bytes;
+  for (const gguf::TensorInfo& t : m.file().tensors())
+    if (t.n_dims >= 2) bytes[t.type] += t.n_bytes;
+  DType best = DType::kF32;
+  uint64_t most = 0;
+  for (const auto& [t, n] : bytes)
+    if (n > most) most = n, best = t;
+  std::string s(dtype_name(best));
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
 }
 
 }  // namespace
@@ -225,6 +250,14 @@ int run(const ServeOptions& o) {
     s.sm.engine = s.engine.get();
     s.sm.created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
     s.sm.fingerprint = system_fingerprint(*s.lm.model, o.common.weight_type);
+    s.sm.weight_type = weight_type_label(*s.lm.model, o.common.weight_type);
+    s.sm.weights_bytes = s.lm.model->weights().matrix_bytes;
+    {
+      const engine::EngineConfig& ecfg = s.engine->config();
+      s.sm.kv_dtype = std::string(dtype_name(ecfg.k_type)) + "/" + std::string(dtype_name(ecfg.v_type));
+      for (const KvLayerGroup& g : kv_layer_groups(s.lm.model->config()))
+        s.sm.kv_bytes_per_token += KvStorage::token_bytes(s.lm.model->config(), g, ecfg.k_type, ecfg.v_type);
+    }
     const Tokenizer& tok = *s.lm.tokenizer;
     if (s.sm.kind == server::ModelKind::kEmbedding) {
       log_info(s.sm.name, ": embedding model, ", mc.n_embd, " dimensions, ", pooling_name(s.sm.pooling), " pooling; ",
@@ -342,6 +375,14 @@ int run(const ServeOptions& o) {
   std::printf("triad: serving %zu model(s) on http://%s:%u/v1 :", served.size(), o.host.c_str(), http.port());
   for (auto& s : served) std::printf(" %s", s->sm.name.c_str());
   std::printf("\n");
+  std::printf("triad: chat page http://%s:%u/  dashboard http://%s:%u/dashboard  stats http://%s:%u/stats\n",
+              o.host.c_str(), http.port(), o.host.c_str(), http.port(), o.host.c_str(), http.port());
+  for (auto& s : served)
+    std::printf("triad:   %-32s %-9s %s weights %.0f MiB, KV %.0f MiB (%s, %llu bytes/token), context %d\n",
+                s->sm.name.c_str(), server::model_kind_name(s->sm.kind), s->sm.weight_type.c_str(),
+                static_cast<double>(s->sm.weights_bytes) / (1 << 20),
+                static_cast<double>(s->engine->kv_plan().total_bytes) / (1 << 20), s->sm.kv_dtype.c_str(),
+                static_cast<unsigned long long>(s->sm.kv_bytes_per_token), s->engine->max_model_len());
   std::fflush(stdout);
   http.run();
   if (drainer.joinable()) drainer.join();

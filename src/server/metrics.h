@@ -1,12 +1,18 @@
 // Prometheus metrics of the server, per served model: latency histograms (time to first token,
 // inter-token latency, end-to-end latency, queue time) and request counters. Engine gauges
 // (running / waiting requests, KV usage, prefix-cache hits, token counters) are read from
-// Engine::stats() when /metrics is scraped.
+// Engine::stats() when /metrics is scraped. Each histogram also keeps its recent observations
+// (the last kRecentSeconds, at most kRecentMax) for the percentiles of /stats.
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
+#include <cmath>
+#include <deque>
+#include <optional>
 #include <cstdint>
 #include <mutex>
 #include <sstream>
@@ -18,6 +24,11 @@ namespace triad::server {
 class Histogram {
  public:
   explicit Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+  static constexpr double kRecentSeconds = 300;
+  static constexpr size_t kRecentMax = 100000;
+  static double now_s() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
   void observe(double v) {
     std::lock_guard<std::mutex> lk(mu_);
     size_t i = 0;
@@ -25,6 +36,36 @@ class Histogram {
     ++counts_[i];
     sum_ += v;
     ++n_;
+    const double t = now_s();
+    recent_.emplace_back(t, v);
+    while (!recent_.empty() && (recent_.size() > kRecentMax || recent_.front().first < t - kRecentSeconds))
+      recent_.pop_front();
+  }
+  // Percentiles (0..100, nearest rank) of the observations of the last window_s seconds, and
+  // their count; nullopt values when there are none.
+  struct Recent {
+    size_t count = 0;
+    std::vector<std::optional<double>> values;
+  };
+  Recent recent(double window_s, const std::vector<double>& percentiles) const {
+    std::vector<double> v;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      const double from = now_s() - window_s;
+      for (auto it = recent_.rbegin(); it != recent_.rend() && it->first >= from; ++it) v.push_back(it->second);
+    }
+    Recent r;
+    r.count = v.size();
+    std::sort(v.begin(), v.end());
+    for (double p : percentiles) {
+      if (v.empty()) {
+        r.values.emplace_back();
+        continue;
+      }
+      const auto k = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size())));
+      r.values.emplace_back(v[std::min(v.size() - 1, k == 0 ? 0 : k - 1)]);
+    }
+    return r;
   }
   // Appends the _bucket / _sum / _count lines of `name` with label set `labels` ("k=\"v\"").
   void render(std::ostringstream& o, const std::string& name, const std::string& labels) const {
@@ -46,6 +87,7 @@ class Histogram {
   std::vector<uint64_t> counts_;
   double sum_ = 0;
   uint64_t n_ = 0;
+  std::deque<std::pair<double, double>> recent_;  // (steady seconds, value), oldest first
 };
 
 struct ModelMetrics {

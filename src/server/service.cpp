@@ -18,6 +18,7 @@
 #include "server/endpoints.h"
 #include "server/openai_request.h"
 #include "server/responses.h"
+#include "server/stats.h"
 #include "server/tool_calls.h"
 #include "template/template.h"
 #include "tokenizer/chat_format.h"
@@ -27,7 +28,10 @@ namespace triad::server {
 
 Service::Service(std::vector<ServedModel*> models, ServiceOptions options)
     : models_(std::move(models)), options_(std::move(options)),
-      responses_(std::make_shared<ResponseStore>(options_.responses_max, options_.responses_max_bytes)) {}
+      responses_(std::make_shared<ResponseStore>(options_.responses_max, options_.responses_max_bytes)),
+      sampler_(make_stats_sampler(models_)) {}
+
+Service::~Service() = default;
 
 ServedModel* Service::find_model(const std::string& name) const {
   for (ServedModel* m : models_)
@@ -126,6 +130,7 @@ void Service::handle(HttpRequest req, std::shared_ptr<ResponseWriter> w) {
   }
   try {
     if (path == "/health") return health(w);
+    if (req.method == "GET" && page(path, *w)) return;
     if (path == "/ready") return send_json(*w, json{{"status", "ready"}});
     if (path == "/metrics") return metrics(w);
     if (!options_.api_key.empty()) {
@@ -136,6 +141,10 @@ void Service::handle(HttpRequest req, std::shared_ptr<ResponseWriter> w) {
         throw ApiError{401, auth.empty() ? "You didn't provide an API key. Provide it in an Authorization header: Bearer YOUR_KEY."
                                          : "Incorrect API key provided.",
                        "invalid_request_error", "", "invalid_api_key", {}};
+    }
+    if (path == "/stats" || path == "/v1/stats") {
+      if (req.method != "GET") throw ApiError{405, "use GET for " + path, "invalid_request_error", "", "method_not_allowed", {}};
+      return stats(w);
     }
     if (path == "/v1/models" || path == "/models") {
       if (req.method != "GET") throw ApiError{405, "use GET for " + path, "invalid_request_error", "", "method_not_allowed", {}};

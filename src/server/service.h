@@ -4,7 +4,9 @@
 // DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items), POST /v1/embeddings
 // (embeddings.cpp), GET /v1/models, GET
 // /v1/models/{id}, GET /health, GET /ready, GET /metrics, POST /tokenize, POST /detokenize, GET
-// /tokenizer_info (as vLLM: lm-evaluation-harness tokenizes through these three).
+// /tokenizer_info (as vLLM: lm-evaluation-harness tokenizes through these three), GET /stats
+// (the dashboard's JSON: stats.cpp), and the pages GET / (chat) and GET /dashboard (web/,
+// embedded at build time; public, like /health: they hold no data and ask for the key).
 // Requests are validated into engine requests (every bad field is a 4xx in OpenAI's error
 // shape naming it); the engine's tokens come back through a sink that detokenizes them
 // incrementally, applies stop strings, and answers as one JSON object or as server-sent events.
@@ -36,6 +38,7 @@ namespace triad::server {
 
 class ConstraintCache;
 class ResponseStore;
+class StatsSampler;
 
 // What a served model is for (GET /v1/models says it as "kind"): an embedding model answers only
 // /v1/embeddings; a generative one answers the text endpoints, and /v1/embeddings too when it
@@ -64,6 +67,11 @@ struct ServedModel {
   // system_fingerprint: changes with the build, the model's weights and the kernel settings
   // that decide its arithmetic (ISA level, batch invariance).
   std::string fingerprint = "fp_triad";
+  // What /stats reports about the model (set at load).
+  std::string weight_type;                // "Q4_K_M", "F32", "FP8_E4M3" (online) ...
+  uint64_t weights_bytes = 0;
+  std::string kv_dtype;                   // "f16/f16" (K/V)
+  uint64_t kv_bytes_per_token = 0;
   std::unique_ptr<ModelMetrics> metrics = std::make_unique<ModelMetrics>();
   std::shared_ptr<ConstraintCache> constraints;  // compiled grammars over this model's vocabulary
 };
@@ -87,6 +95,7 @@ struct ServiceOptions {
 class Service {
  public:
   Service(std::vector<ServedModel*> models, ServiceOptions options);
+  ~Service();  // stops the stats sampler
   void handle(HttpRequest req, std::shared_ptr<ResponseWriter> w);
   // Number of requests in flight (accepted and not finished).
   int64_t in_flight() const { return in_flight_.load(); }
@@ -107,6 +116,9 @@ class Service {
   void get_model(const std::string& id, std::shared_ptr<ResponseWriter> w) const;
   void metrics(std::shared_ptr<ResponseWriter> w) const;
   void health(std::shared_ptr<ResponseWriter> w) const;
+  void stats(std::shared_ptr<ResponseWriter> w) const;
+  // GET / and /dashboard: true when `path` is one of the embedded pages (then answered).
+  bool page(const std::string& path, ResponseWriter& w) const;
   void tokenize(const HttpRequest& req, std::shared_ptr<ResponseWriter> w);
   void detokenize(const HttpRequest& req, std::shared_ptr<ResponseWriter> w);
   void tokenizer_info(const HttpRequest& req, std::shared_ptr<ResponseWriter> w);
@@ -117,6 +129,7 @@ class Service {
   std::vector<ServedModel*> models_;
   ServiceOptions options_;
   std::shared_ptr<ResponseStore> responses_;
+  std::unique_ptr<StatsSampler> sampler_;  // once a second: each model's history for /stats
 };
 
 }  // namespace triad::server
