@@ -44,17 +44,23 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "triad 0.1.0");
   bool verbose = false, quiet = false;
+  std::string log_format = "text";
   app.add_flag("-v,--verbose", verbose, "debug logging");
   app.add_flag("-q,--quiet", quiet, "warnings and errors only");
+  app.add_option("--log-format", log_format, "text, or json: one JSON object per log line (serve: one per request)")
+      ->check(CLI::IsMember({"text", "json"}));
   Command commands[] = {add_run(app),      add_perplexity(app), add_bench(app),
                         add_gguf(app),     add_tokenize(app),   add_eval_logits(app),
                         add_template(app), add_serve(app),    add_quantize(app),
                         add_imatrix(app),
                         add_tradeoff(app), add_convert(app), add_pull(app),
                         add_list(app),     add_rm(app)};
+  // -v, -q and --log-format also work after the subcommand ("triad serve --log-format json").
+  for (CLI::App* sub : app.get_subcommands({})) sub->fallthrough();
   CLI11_PARSE(app, argc, argv);
   if (verbose) triad::set_log_level(triad::LogLevel::kDebug);
   if (quiet) triad::set_log_level(triad::LogLevel::kWarn);
+  if (log_format == "json") triad::set_log_format(triad::LogFormat::kJson);
   try {
     size_t i = 0;
     for (CLI::App* sub : app.get_subcommands({})) {

@@ -1,23 +1,99 @@
 #include "base/log.h"
 
 #include <atomic>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <mutex>
 
 namespace triad {
 namespace {
 std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
+std::atomic<int> g_format{static_cast<int>(LogFormat::kText)};
 std::mutex g_mu;
+const char* const kNames[] = {"debug", "info", "warn", "error"};
+
+// A JSON string literal of arbitrary bytes (control characters escaped; other bytes as they are).
+std::string quote(const std::string& s) {
+  std::string o = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': o += "\\\""; break;
+      case '\\': o += "\\\\"; break;
+      case '\n': o += "\\n"; break;
+      case '\r': o += "\\r"; break;
+      case '\t': o += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char b[8];
+          std::snprintf(b, sizeof b, "\\u%04x", c);
+          o += b;
+        } else {
+          o += static_cast<char>(c);
+        }
+    }
+  }
+  return o + "\"";
+}
+
+std::string now_iso() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t t = std::chrono::system_clock::to_time_t(now);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char b[96];
+  std::snprintf(b, sizeof b, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
+  return b;
+}
+
+void write(const std::string& line) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  std::fprintf(stderr, "%s\n", line.c_str());
+}
 }  // namespace
 
 void set_log_level(LogLevel level) { g_level.store(static_cast<int>(level)); }
 LogLevel log_level() { return static_cast<LogLevel>(g_level.load()); }
+void set_log_format(LogFormat format) { g_format.store(static_cast<int>(format)); }
+LogFormat log_format() { return static_cast<LogFormat>(g_format.load()); }
 
 void log_line(LogLevel level, const std::string& message) {
   if (static_cast<int>(level) < g_level.load()) return;
-  static const char* const kNames[] = {"debug", "info", "warn", "error"};
-  std::lock_guard<std::mutex> lock(g_mu);
-  std::fprintf(stderr, "[triad] %s: %s\n", kNames[static_cast<int>(level)], message.c_str());
+  const char* name = kNames[static_cast<int>(level)];
+  std::string line;
+  if (log_format() == LogFormat::kJson) {
+    line.append("{\"ts\":\"").append(now_iso()).append("\",\"level\":\"").append(name).append("\",\"msg\":");
+    line.append(quote(message)).append("}");
+  } else {
+    line.append("[triad] ").append(name).append(": ").append(message);
+  }
+  write(line);
+}
+
+LogField log_field(const std::string& key, const std::string& value) { return {key, value, false}; }
+LogField log_field(const std::string& key, double value) {
+  if (!std::isfinite(value)) return {key, "null", true};
+  char b[32];
+  std::snprintf(b, sizeof b, "%.6g", value);
+  return {key, b, true};
+}
+LogField log_field(const std::string& key, int64_t value) { return {key, std::to_string(value), true}; }
+
+void log_event(const std::string& event, const std::vector<LogField>& fields) {
+  if (g_level.load() > static_cast<int>(LogLevel::kInfo)) return;
+  std::string line;
+  if (log_format() == LogFormat::kJson) {
+    line.append("{\"ts\":\"").append(now_iso()).append("\",\"level\":\"info\",\"event\":").append(quote(event));
+    for (const LogField& f : fields) line.append(",").append(quote(f.key)).append(":").append(f.number ? f.value : quote(f.value));
+    line.append("}");
+  } else {
+    line.append("[triad] info: ").append(event);
+    for (const LogField& f : fields) line.append(" ").append(f.key).append("=").append(f.value);
+  }
+  write(line);
 }
 
 }  // namespace triad

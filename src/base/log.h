@@ -1,7 +1,10 @@
-// Minimal leveled logging to stderr. Thread-safe (one line per call is written atomically).
+// Minimal leveled logging to stderr, as text ("[triad] info: message") or, for machines, as one
+// JSON object per line ({"ts": ISO-8601 UTC, "level", "msg"}; events carry their fields instead
+// of a message). Thread-safe (one line per call is written atomically).
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "base/error.h"
 
@@ -11,6 +14,21 @@ enum class LogLevel { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3, kOff = 4 };
 
 void set_log_level(LogLevel level);
 LogLevel log_level();
+enum class LogFormat { kText, kJson };
+void set_log_format(LogFormat format);
+LogFormat log_format();
+
+// One field of a structured event: numbers are written bare in JSON, text quoted.
+struct LogField {
+  std::string key;
+  std::string value;
+  bool number = false;
+};
+LogField log_field(const std::string& key, const std::string& value);
+LogField log_field(const std::string& key, double value);
+LogField log_field(const std::string& key, int64_t value);
+// An info-level event: "[triad] info: EVENT key=value ..." or {"ts", "level", "event", fields...}.
+void log_event(const std::string& event, const std::vector<LogField>& fields);
 // Writes "[triad] LEVEL message" to stderr when level >= the current level.
 void log_line(LogLevel level, const std::string& message);
 

@@ -100,8 +100,13 @@ struct EmbeddingJob : std::enable_shared_from_this<EmbeddingJob> {
       cancelled = true;
     }
     if (--remaining > 0) return;
-    model->metrics->e2e.observe(std::chrono::duration<double>(Clock::now() - t0).count());
+    const double e2e = std::chrono::duration<double>(Clock::now() - t0).count();
+    model->metrics->e2e.observe(e2e);
     --service->in_flight_;
+    log_event("request", {log_field("id", "req-" + std::to_string(++service->request_seq_)), log_field("model", model->name),
+                          log_field("endpoint", std::string("embeddings")), log_field("inputs", static_cast<int64_t>(pooled.size())),
+                          log_field("prompt_tokens", prompt_tokens), log_field("e2e_ms", e2e * 1e3),
+                          log_field("outcome", std::string(failed ? "error" : cancelled ? "cancelled" : "ok"))});
     if (failed) {
       ++model->metrics->requests_error;
       send_error(*writer, ApiError{500, "embedding failed: " + error, "server_error", "", "", {}});

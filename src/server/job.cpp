@@ -3,6 +3,8 @@
 // the encoder writes the answer. Also cancellation on disconnect, errors and metrics.
 #include "server/job.h"
 
+#include "base/log.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -55,6 +57,8 @@ struct Service::Job : std::enable_shared_from_this<Service::Job> {
   bool failed_cancelled = false;  // a choice was cancelled by the client leaving or shutdown
   std::string error_message;
   Clock::time_point t0 = Clock::now();
+  double ttft_s = -1;       // the first token of any choice (the request log line)
+  std::string log_id;       // "req-N", the request log line's id
   std::mutex mu;  // sinks of one engine run on one thread, but cancel/disconnect come from others
 
   json token_logprob_entry(const engine::TokenOutput& t) const {
@@ -154,6 +158,7 @@ struct Service::Job : std::enable_shared_from_this<Service::Job> {
     const auto now = Clock::now();
     if (c.out.completion_tokens == 0) {
       model->metrics->ttft.observe(std::chrono::duration<double>(now - t0).count());
+      if (ttft_s < 0) ttft_s = std::chrono::duration<double>(now - t0).count();
     } else {
       model->metrics->itl.observe(std::chrono::duration<double>(now - c.last_token).count());
     }
@@ -259,9 +264,25 @@ struct Service::Job : std::enable_shared_from_this<Service::Job> {
     finish_all();
   }
 
+  // One line per request (--log-format json makes it an object): what operators grep for.
+  void log_request(const char* outcome) const {
+    int64_t completion = 0;
+    for (const ChoiceState& c : choices) completion += c.out.completion_tokens;
+    const double e2e = std::chrono::duration<double>(Clock::now() - t0).count();
+    log_event("request", {log_field("id", log_id), log_field("model", model->name),
+                          log_field("prompt_tokens", static_cast<int64_t>(prompt_tokens)),
+                          log_field("cached_tokens", static_cast<int64_t>(cached_tokens)),
+                          log_field("completion_tokens", completion), log_field("choices", static_cast<int64_t>(choices.size())),
+                          log_field("ttft_ms", ttft_s < 0 ? -1.0 : ttft_s * 1e3), log_field("e2e_ms", e2e * 1e3),
+                          log_field("finish", choices.empty() || choices[0].out.finish.empty() ? std::string(outcome)
+                                                                                                 : choices[0].out.finish),
+                          log_field("outcome", outcome)});
+  }
+
   void finish_all() {
     model->metrics->e2e.observe(std::chrono::duration<double>(Clock::now() - t0).count());
     --service->in_flight_;
+    log_request(failed ? "error" : failed_cancelled ? "cancelled" : "ok");
     if (failed) {
       ++model->metrics->requests_error;
       enc->failed({500, "generation failed: " + error_message, "server_error", "", "", {}});
@@ -399,6 +420,7 @@ void start_job(Service& svc, JobSpec spec) {
   job->prompts = std::move(spec.prompts);
   job->completion_defaults = spec.completion_defaults;
   job->constraint = std::move(spec.constraint);
+  job->log_id = "req-" + std::to_string(++svc.request_seq_);
   validate_prompts(*job);
   // The stream's headers and first events go out before any token can: all are posted to the
   // connection in order.

@@ -103,6 +103,7 @@ class Service {
   // Implementation details used by the request objects in job.cpp.
   struct Job;
   std::atomic<int64_t> in_flight_{0};
+  std::atomic<uint64_t> request_seq_{0};  // numbers the request log lines
 
  private:
   ServedModel* find_model(const std::string& name) const;

@@ -50,7 +50,8 @@ struct StatsSampler::Impl {
   std::vector<int64_t> last_generated;
   std::thread thread;
 
-  void sample_all(double dt) {
+  // One sample of every model; `record` false only sets the token counters' baseline.
+  void sample_all(double dt, bool record) {
     std::vector<StatsSample> now(models.size());
     const double t = unix_seconds();
     for (size_t i = 0; i < models.size(); ++i) {
@@ -66,6 +67,7 @@ struct StatsSampler::Impl {
       x.ttft_p50_s = models[i]->metrics->ttft.recent(10, {50}).values[0];
       x.itl_p50_s = models[i]->metrics->itl.recent(10, {50}).values[0];
     }
+    if (!record) return;
     std::lock_guard<std::mutex> lk(mu);
     for (size_t i = 0; i < models.size(); ++i) {
       history[i].push_back(now[i]);
@@ -81,7 +83,7 @@ struct StatsSampler::Impl {
         if (cv.wait_for(lk, std::chrono::seconds(1), [&] { return stop; })) return;
       }
       const auto t = std::chrono::steady_clock::now();
-      sample_all(std::chrono::duration<double>(t - last).count());
+      sample_all(std::chrono::duration<double>(t - last).count(), true);
       last = t;
     }
   }
@@ -91,7 +93,7 @@ StatsSampler::StatsSampler(std::vector<ServedModel*> models) : impl_(std::make_u
   impl_->models = std::move(models);
   impl_->history.resize(impl_->models.size());
   impl_->last_generated.assign(impl_->models.size(), -1);
-  impl_->sample_all(0);  // the baseline of the token counters
+  impl_->sample_all(0, false);  // the baseline of the token counters
   impl_->thread = std::thread([this] { impl_->loop(); });
 }
 
@@ -107,7 +109,7 @@ StatsSampler::~StatsSampler() {
 std::vector<StatsSample> StatsSampler::history(size_t model) const {
   std::lock_guard<std::mutex> lk(impl_->mu);
   const auto& h = impl_->history[model];
-  return {h.begin() + 1, h.end()};  // the baseline sample has no rate
+  return {h.begin(), h.end()};
 }
 
 double StatsSampler::recent_tokens_per_s(size_t model) const {
@@ -115,7 +117,7 @@ double StatsSampler::recent_tokens_per_s(size_t model) const {
   const auto& h = impl_->history[model];
   double sum = 0;
   size_t n = 0;
-  for (auto it = h.rbegin(); it != h.rend() && n < 10 && std::next(it) != h.rend(); ++it, ++n) sum += it->output_tokens_per_s;
+  for (auto it = h.rbegin(); it != h.rend() && n < 10; ++it, ++n) sum += it->output_tokens_per_s;
   return n ? sum / static_cast<double>(n) : 0.0;
 }
 
@@ -159,6 +161,7 @@ void Service::stats(std::shared_ptr<ResponseWriter> w) const {
            {"cached", s.kv_blocks_cached},
            {"free", s.kv_blocks_free - s.kv_blocks_cached},
            {"block_tokens", m.engine->config().block_size}}},
+         {"kv_bytes", {{"used", s.kv_bytes_used}, {"total", s.kv_bytes_total}}},
          {"prefix_cache",
           {{"queries", s.prefix_queries},
            {"hits", s.prefix_hits},
@@ -181,7 +184,8 @@ void Service::stats(std::shared_ptr<ResponseWriter> w) const {
          {"history", std::move(hist)}});
   }
   const double now = unix_seconds();
-  send_json(*w, json{{"time", now}, {"uptime_s", now - kProcessStart}, {"version", "triad 0.1.0"}, {"models", std::move(models)}});
+  const json body{{"time", now}, {"uptime_s", now - kProcessStart}, {"version", "triad 0.1.0"}, {"models", std::move(models)}};
+  w->send(200, "application/json", body.dump(), {{"Cache-Control", "no-store"}});
 }
 
 bool Service::page(const std::string& path, ResponseWriter& w) const {
