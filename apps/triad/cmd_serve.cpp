@@ -135,6 +135,7 @@ struct ServeOptions {
   double shutdown_timeout = 30;
   std::string max_body = "8MiB";
   std::string pooling;  // --pooling: empty = embedding models pool as their file says, others not at all
+  std::string memory_budget;  // --memory-budget: weights and KV caches of every model together
 };
 
 // The default model: Qwen2.5-Coder-0.5B-Instruct (Q4_K_M), an instruction-tuned model that
@@ -205,32 +206,61 @@ int run(const ServeOptions& o) {
     for (const auto& s : served) known = known || s->sm.name == o.default_model;
     TRIAD_CHECK(known, "--default-model ", o.default_model, " is not one of the served models (their names: the --alias, or the file name without .gguf)");
   }
-  const uint64_t total_budget = o.engine.kv_memory.empty() ? 0 : parse_byte_size(o.engine.kv_memory);
+  // One memory plan for every model. --memory-budget covers weights and KV caches together (the
+  // KV share is what the weights leave); --kv-cache-memory the KV caches alone; neither: a quarter
+  // of the available memory for the KV caches. An embedding model's cache holds only one step's
+  // inputs (its K/V live one step), so it gets exactly that (max(step budget, context) tokens
+  // plus a block per sequence, in f32); the generative models share the rest in proportion to
+  // their KV bytes per token, so that each can hold the same number of tokens. With a single
+  // generative model and no budget the engine's own default (capped at what --max-seqs
+  // full-length requests can use) applies.
+  uint64_t weights_all = 0;
+  for (const auto& s : served) weights_all += s->lm.model->weights().matrix_bytes;
+  uint64_t total_budget = o.engine.kv_memory.empty() ? 0 : parse_byte_size(o.engine.kv_memory);
+  if (!o.memory_budget.empty()) {
+    TRIAD_CHECK(o.engine.kv_memory.empty(), "give --memory-budget or --kv-cache-memory, not both");
+    const uint64_t budget = parse_byte_size(o.memory_budget);
+    TRIAD_CHECK(budget > weights_all + (64ull << 20), "--memory-budget ", o.memory_budget, " leaves no room for KV caches: the ",
+                served.size(), " model(s)' weights take ", weights_all >> 20, " MiB");
+    total_budget = budget - weights_all;
+  }
   uint64_t budget_all = total_budget;
   if (budget_all == 0) {
     const uint64_t avail = engine::available_memory_bytes();
     budget_all = avail ? avail / 4 : (1ull << 30);
   }
-  // Each model's share is proportional to its KV bytes per token: every model gets the same
-  // token capacity. With a single model and no --kv-cache-memory the engine's own default
-  // (capped at what --max-seqs full-length requests can use) applies.
-  std::vector<uint64_t> per_token(served.size());
-  uint64_t sum_per_token = 0;
+  std::vector<uint64_t> per_token(served.size()), fixed(served.size(), 0);
+  uint64_t sum_per_token = 0, fixed_all = 0;
+  size_t n_generative = 0;
   for (size_t i = 0; i < served.size(); ++i) {
     const engine::EngineConfig c = o.engine.make(served[i]->lm, threads, o.common.ctx);
+    const ModelConfig& mc = served[i]->lm.model->config();
+    const DType kt = mc.encoder ? DType::kF32 : c.k_type, vt = mc.encoder ? DType::kF32 : c.v_type;
     uint64_t b = 0;
-    for (const KvLayerGroup& g : kv_layer_groups(served[i]->lm.model->config()))
-      b += KvStorage::token_bytes(served[i]->lm.model->config(), g, c.k_type, c.v_type);
+    for (const KvLayerGroup& g : kv_layer_groups(mc)) b += KvStorage::token_bytes(mc, g, kt, vt);
     per_token[i] = std::max<uint64_t>(b, 1);
-    sum_per_token += per_token[i];
+    if (mc.encoder) {
+      const int64_t ctx = std::min<int64_t>(c.max_model_len > 0 ? c.max_model_len : mc.n_ctx_train, mc.n_ctx_train);
+      const int64_t tokens = std::max<int64_t>(c.max_batched_tokens, ctx) + int64_t{c.max_seqs} * c.block_size * 2;
+      fixed[i] = per_token[i] * static_cast<uint64_t>(tokens);
+      fixed_all += fixed[i];
+    } else {
+      sum_per_token += per_token[i];
+      ++n_generative;
+    }
   }
+  TRIAD_CHECK(fixed_all < budget_all || n_generative == 0, "the KV budget (", budget_all >> 20,
+              " MiB) does not cover the embedding models' step caches (", fixed_all >> 20, " MiB)");
+  const uint64_t shared_kv = budget_all > fixed_all ? budget_all - fixed_all : 0;
   const std::string tmpl_override = o.chat_template_file.empty() ? std::string() : read_file(o.chat_template_file);
   std::vector<server::ServedModel*> models;
   for (size_t i = 0; i < served.size(); ++i) {
     Served& s = *served[i];
     engine::EngineConfig ec = o.engine.make(s.lm, threads, o.common.ctx);
-    if (served.size() > 1 || total_budget > 0)
-      ec.kv_memory_bytes = static_cast<uint64_t>(static_cast<long double>(budget_all) * per_token[i] / sum_per_token);
+    if (fixed[i] > 0)
+      ec.kv_memory_bytes = fixed[i];
+    else if (served.size() > 1 || total_budget > 0)
+      ec.kv_memory_bytes = static_cast<uint64_t>(static_cast<long double>(shared_kv) * per_token[i] / sum_per_token);
     s.engine = std::make_unique<engine::Engine>(*s.lm.model, ec);
     s.sm.model = s.lm.model.get();
     const ModelConfig& mc = s.lm.model->config();
@@ -418,6 +448,9 @@ Command add_serve(CLI::App& app) {
                   "none: the output as generated")
       ->check(CLI::IsMember({"auto", "none"}));
   cmd->add_option("--max-n", o->max_n, "largest n (choices per request)")->check(CLI::Range(1, 128));
+  cmd->add_option("--memory-budget", o->memory_budget,
+                  "memory for all models together, weights and KV caches (e.g. 8GiB): the KV caches get what the "
+                  "weights leave, split as --kv-cache-memory would be");
   cmd->add_option("--pooling", o->pooling,
                   "how /v1/embeddings pools final hidden states: mean, cls or last. Embedding models (bert) default "
                   "to their file's pooling; generative models serve embeddings only when this is given")

@@ -545,11 +545,12 @@ void Service::stored_response(const HttpRequest& req, const std::string& rest, s
 }
 
 namespace {
-// A /v1/models entry: OpenAI's fields, then what the model is for, its context, and (when it
-// serves embeddings) their size and pooling.
+// A /v1/models entry: OpenAI's fields, then what the model is for, its context, its weights' and
+// KV cache's shares of the memory plan, and (when it serves embeddings) their size and pooling.
 json model_entry(const ServedModel& m) {
   json e{{"id", m.name}, {"object", "model"}, {"created", m.created}, {"owned_by", "triad"},
-         {"kind", model_kind_name(m.kind)}, {"max_model_len", m.engine->max_model_len()}};
+         {"kind", model_kind_name(m.kind)}, {"max_model_len", m.engine->max_model_len()},
+         {"weights_bytes", m.weights_bytes}, {"kv_cache_bytes", m.engine->kv_plan().total_bytes}};
   if (m.pooling != Pooling::kNone) {
     e["embedding_dimensions"] = m.model->config().n_embd;
     e["pooling"] = pooling_name(m.pooling);
