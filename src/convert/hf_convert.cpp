@@ -77,6 +77,7 @@ struct Arch {
   bool qkv_bias = false;    // qwen2
   bool qk_norm = false;     // qwen3
   bool encoder = false;     // bert
+  bool gemma = false;       // gemma3: RMS norms scale by (1 + w), stored as such; pre / post norms
 };
 
 Arch arch_of(const json& cfg) {
@@ -87,10 +88,12 @@ Arch arch_of(const json& cfg) {
   if (a == "Qwen2ForCausalLM") return {"qwen2", false, true, false};
   if (a == "Qwen3ForCausalLM") return {"qwen3", false, false, true};
   if (a == "LlamaForCausalLM" || a == "MistralForCausalLM") return {"llama", true, false, false};
+  if (a == "Gemma3ForCausalLM" || a == "Gemma3ForConditionalGeneration") return {"gemma3", false, false, true, false, true};
   if (a == "BertModel" || a == "BertForMaskedLM") return {"bert", false, true, false, true};
   if (a == "NomicBertModel") return {"nomic-bert", false, false, false, true};
   fail("convert: architecture ", q(a), " is not supported yet (supported: Qwen2ForCausalLM, Qwen3ForCausalLM, "
-       "LlamaForCausalLM, MistralForCausalLM, BertModel, NomicBertModel)");
+       "LlamaForCausalLM, MistralForCausalLM, Gemma3ForCausalLM, Gemma3ForConditionalGeneration (its text model), BertModel, "
+       "NomicBertModel)");
 }
 
 // Known byte-level BPE split patterns -> llama.cpp's tokenizer.ggml.pre names.
@@ -211,79 +214,16 @@ void write_wordpiece(gguf::GgufWriter& w, const json& tok, const json& tcfg, int
   if (tok.contains("normalizer")) normalizer(tok["normalizer"]);
 }
 
-void write_tokenizer(gguf::GgufWriter& w, const fs::path& dir, const json& cfg, int64_t n_vocab_cfg) {
-  const json tok = read_json(dir / "tokenizer.json", true);
-  const json tcfg = read_json(dir / "tokenizer_config.json", false);
-  if (tok.contains("model") && tok["model"].is_object() && tok["model"].value("type", "") == "WordPiece")
-    return write_wordpiece(w, tok, tcfg, n_vocab_cfg);
-  if (!tok.contains("model") || !tok["model"].is_object() || tok["model"].value("type", "") != "BPE")
-    fail("convert: tokenizer.json's model is not BPE or WordPiece (SentencePiece / Unigram conversion is not supported yet)");
-  const json& model = tok["model"];
-  const std::string pre = pre_name(tok.contains("pre_tokenizer") ? tok["pre_tokenizer"] : json(nullptr));
-  if (!model.contains("vocab") || !model["vocab"].is_object()) fail("convert: tokenizer.json has no vocab");
+// tokenizer.json's vocabulary and added tokens, by id and by text, checked against config.json's
+// vocab_size (ids past the tokenizer's own, up to vocab_size, become padding as llama.cpp pads).
+struct HfVocab {
   std::map<int64_t, std::string> by_id;
   std::map<std::string, int64_t> by_text;
-  auto put = [&](const std::string& text, const json& id) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= (int64_t{1} << 24))
-      fail("convert: tokenizer.json gives token ", q(text), " a bad id");
-    const int64_t i = id.get<int64_t>();
-    const auto it = by_id.find(i);
-    if (it != by_id.end() && it->second != text)
-      fail("convert: tokenizer.json gives id ", i, " to both ", q(it->second), " and ", q(text));
-    by_id[i] = text;
-    by_text[text] = i;
-  };
-  for (const auto& [text, id] : model["vocab"].items()) put(text, id);
-  std::map<int64_t, bool> special;  // added tokens: id -> special
-  if (tok.contains("added_tokens") && tok["added_tokens"].is_array())
-    for (const json& a : tok["added_tokens"]) {
-      if (!a.is_object() || !a.contains("content") || !a["content"].is_string() || !a.contains("id"))
-        fail("convert: a tokenizer.json added token lacks its content or id");
-      put(a["content"].get<std::string>(), a["id"]);
-      special[a["id"].get<int64_t>()] = a.value("special", false);
-    }
-  const int64_t max_id = by_id.empty() ? -1 : by_id.rbegin()->first;
-  if (max_id >= n_vocab_cfg)
-    fail("convert: tokenizer.json has token id ", max_id, " but config.json's vocab_size is ", n_vocab_cfg);
-  const int64_t n = n_vocab_cfg;
-  std::vector<std::string> tokens(static_cast<size_t>(n));
-  std::vector<int32_t> types(static_cast<size_t>(n), 5);  // UNUSED padding, as llama.cpp pads
-  for (int64_t i = 0; i < n; ++i) {
-    const auto it = by_id.find(i);
-    if (it == by_id.end()) {
-      tokens[static_cast<size_t>(i)] = "[PAD" + std::to_string(i) + "]";
-      continue;
-    }
-    tokens[static_cast<size_t>(i)] = it->second;
-    const auto sp = special.find(i);
-    // Added tokens: control when special or when they look special (llama.cpp's rule), else
-    // user-defined.
-    const std::string& t = it->second;
-    auto ends = [&](std::string_view a, std::string_view b) {
-      return t.size() >= a.size() + b.size() && t.compare(0, a.size(), a) == 0 && t.compare(t.size() - b.size(), b.size(), b) == 0;
-    };
-    const bool looks_special = t == "<pad>" || t == "<mask>" || ends("<|", "|>") || ends("<\xEF\xBD\x9C", "\xEF\xBD\x9C>");
-    types[static_cast<size_t>(i)] = sp == special.end() ? 1 : (sp->second || looks_special ? 3 : 4);
-  }
-  std::vector<std::string> merges;
-  if (model.contains("merges") && model["merges"].is_array()) {
-    for (const json& m : model["merges"]) {
-      if (m.is_string()) {
-        merges.push_back(m.get<std::string>());
-      } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-        merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
-      } else {
-        fail("convert: a tokenizer.json merge is neither \"a b\" nor [\"a\", \"b\"]");
-      }
-    }
-  }
-  w.add_string("tokenizer.ggml.model", "gpt2");
-  w.add_string("tokenizer.ggml.pre", pre);
-  w.add_string_array("tokenizer.ggml.tokens", tokens);
-  w.add_i32_array("tokenizer.ggml.token_type", types);
-  w.add_string_array("tokenizer.ggml.merges", merges);
-  // Special ids: tokenizer_config.json's named tokens, else config.json's ids.
-  auto id_of = [&](const char* key, const char* cfg_key) -> int64_t {
+  std::map<int64_t, bool> added;  // added token id -> special
+  int64_t n = 0;                  // config.json's vocab_size
+
+  // A token id named by tokenizer_config.json's key (a text), else config.json's cfg_key; -1.
+  int64_t id_of(const json& tcfg, const json& cfg, const char* key, const char* cfg_key) const {
     if (tcfg.is_object() && tcfg.contains(key)) {
       const std::string t = token_text(tcfg[key]);
       const auto it = by_text.find(t);
@@ -294,14 +234,70 @@ void write_tokenizer(gguf::GgufWriter& w, const fs::path& dir, const json& cfg, 
       if (v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() < n) return v.get<int64_t>();
     }
     return -1;
+  }
+};
+
+HfVocab read_vocab(const json& tok, int64_t n_vocab_cfg) {
+  const json& model = tok["model"];
+  if (!model.contains("vocab") || !model["vocab"].is_object()) fail("convert: tokenizer.json has no vocab");
+  HfVocab v;
+  v.n = n_vocab_cfg;
+  auto put = [&](const std::string& text, const json& id) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= (int64_t{1} << 24))
+      fail("convert: tokenizer.json gives token ", q(text), " a bad id");
+    const int64_t i = id.get<int64_t>();
+    const auto it = v.by_id.find(i);
+    if (it != v.by_id.end() && it->second != text)
+      fail("convert: tokenizer.json gives id ", i, " to both ", q(it->second), " and ", q(text));
+    v.by_id[i] = text;
+    v.by_text[text] = i;
   };
-  if (const int64_t b = id_of("bos_token", "bos_token_id"); b >= 0) w.add_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(b));
-  if (const int64_t e = id_of("eos_token", "eos_token_id"); e >= 0) w.add_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(e));
-  if (const int64_t p = id_of("pad_token", "pad_token_id"); p >= 0) w.add_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(p));
+  for (const auto& [text, id] : model["vocab"].items()) put(text, id);
+  if (tok.contains("added_tokens") && tok["added_tokens"].is_array())
+    for (const json& a : tok["added_tokens"]) {
+      if (!a.is_object() || !a.contains("content") || !a["content"].is_string() || !a.contains("id"))
+        fail("convert: a tokenizer.json added token lacks its content or id");
+      put(a["content"].get<std::string>(), a["id"]);
+      v.added[a["id"].get<int64_t>()] = a.value("special", false);
+    }
+  const int64_t max_id = v.by_id.empty() ? -1 : v.by_id.rbegin()->first;
+  if (max_id >= n_vocab_cfg)
+    fail("convert: tokenizer.json has token id ", max_id, " but config.json's vocab_size is ", n_vocab_cfg);
+  return v;
+}
+
+// The merges, each as its two parts ("a b" or ["a", "b"]).
+std::vector<std::pair<std::string, std::string>> read_merges(const json& model) {
+  std::vector<std::pair<std::string, std::string>> merges;
+  if (!model.contains("merges") || !model["merges"].is_array()) return merges;
+  merges.reserve(model["merges"].size());
+  for (const json& m : model["merges"]) {
+    if (m.is_string()) {
+      const std::string s = m.get<std::string>();
+      const size_t sp = s.find(' ', 1);
+      if (sp == std::string::npos) fail("convert: the tokenizer.json merge ", q(s), " is not \"a b\"");
+      merges.emplace_back(s.substr(0, sp), s.substr(sp + 1));
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+      merges.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
+    } else {
+      fail("convert: a tokenizer.json merge is neither \"a b\" nor [\"a\", \"b\"]");
+    }
+  }
+  return merges;
+}
+
+// BOS / EOS / padding ids and whether BOS is added: tokenizer_config.json's add_bos_token, else
+// (as llama.cpp) a template post-processor adds BOS and a byte-level one does not.
+void special_ids(gguf::GgufWriter& w, const HfVocab& v, const json& tok, const json& tcfg, const json& cfg) {
+  if (const int64_t b = v.id_of(tcfg, cfg, "bos_token", "bos_token_id"); b >= 0)
+    w.add_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(b));
+  if (const int64_t e = v.id_of(tcfg, cfg, "eos_token", "eos_token_id"); e >= 0)
+    w.add_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(e));
+  if (const int64_t p = v.id_of(tcfg, cfg, "pad_token", "pad_token_id"); p >= 0)
+    w.add_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(p));
   if (tcfg.is_object() && tcfg.contains("add_bos_token") && tcfg["add_bos_token"].is_boolean()) {
     w.add_bool("tokenizer.ggml.add_bos_token", tcfg["add_bos_token"].get<bool>());
   } else if (tok.contains("post_processor") && tok["post_processor"].is_object()) {
-    // As llama.cpp: a template post-processor adds BOS, a byte-level one does not.
     const json& pp = tok["post_processor"];
     bool templ = pp.value("type", "") == "TemplateProcessing", byte_level = pp.value("type", "") == "ByteLevel";
     if (pp.value("type", "") == "Sequence" && pp.contains("processors") && pp["processors"].is_array())
@@ -309,7 +305,13 @@ void write_tokenizer(gguf::GgufWriter& w, const fs::path& dir, const json& cfg, 
         if (x.is_object() && x.value("type", "") == "TemplateProcessing") templ = true;
     if (templ || byte_level) w.add_bool("tokenizer.ggml.add_bos_token", templ);
   }
-  // The chat template.
+  if (tcfg.is_object() && tcfg.contains("add_eos_token") && tcfg["add_eos_token"].is_boolean())
+    w.add_bool("tokenizer.ggml.add_eos_token", tcfg["add_eos_token"].get<bool>());
+}
+
+// The chat template: tokenizer_config.json's (a string, or the "default" of a list), else
+// chat_template.jinja.
+void chat_template(gguf::GgufWriter& w, const fs::path& dir, const json& tcfg) {
   std::string tmpl;
   if (tcfg.is_object() && tcfg.contains("chat_template")) {
     const json& t = tcfg["chat_template"];
@@ -331,13 +333,225 @@ void write_tokenizer(gguf::GgufWriter& w, const fs::path& dir, const json& cfg, 
   if (!tmpl.empty()) w.add_string("tokenizer.chat_template", tmpl);
 }
 
+// A byte-level BPE tokenizer.json (GPT-2, Qwen2, Llama 3) as llama.cpp writes it: model "gpt2",
+// the split pattern named by tokenizer.ggml.pre, the merges as "a b".
+void write_byte_bpe(gguf::GgufWriter& w, const json& tok, const json& tcfg, const json& cfg, int64_t n_vocab_cfg) {
+  const std::string pre = pre_name(tok.contains("pre_tokenizer") ? tok["pre_tokenizer"] : json(nullptr));
+  const HfVocab v = read_vocab(tok, n_vocab_cfg);
+  const int64_t n = v.n;
+  std::vector<std::string> tokens(static_cast<size_t>(n));
+  std::vector<int32_t> types(static_cast<size_t>(n), 5);  // UNUSED padding, as llama.cpp pads
+  for (int64_t i = 0; i < n; ++i) {
+    const auto it = v.by_id.find(i);
+    if (it == v.by_id.end()) {
+      tokens[static_cast<size_t>(i)] = "[PAD" + std::to_string(i) + "]";
+      continue;
+    }
+    tokens[static_cast<size_t>(i)] = it->second;
+    const auto sp = v.added.find(i);
+    // Added tokens: control when special or when they look special (llama.cpp's rule), else
+    // user-defined.
+    const std::string& t = it->second;
+    auto ends = [&](std::string_view a, std::string_view b) {
+      return t.size() >= a.size() + b.size() && t.compare(0, a.size(), a) == 0 && t.compare(t.size() - b.size(), b.size(), b) == 0;
+    };
+    const bool looks_special = t == "<pad>" || t == "<mask>" || ends("<|", "|>") || ends("<\xEF\xBD\x9C", "\xEF\xBD\x9C>");
+    types[static_cast<size_t>(i)] = sp == v.added.end() ? 1 : (sp->second || looks_special ? 3 : 4);
+  }
+  std::vector<std::string> merges;
+  for (auto& [a, b] : read_merges(tok["model"])) merges.push_back(a + " " + b);
+  w.add_string("tokenizer.ggml.model", "gpt2");
+  w.add_string("tokenizer.ggml.pre", pre);
+  w.add_string_array("tokenizer.ggml.tokens", tokens);
+  w.add_i32_array("tokenizer.ggml.token_type", types);
+  w.add_string_array("tokenizer.ggml.merges", merges);
+  special_ids(w, v, tok, tcfg, cfg);
+}
+
+// Whether a SentencePiece tokenizer.json puts "▁" before the text (llama.cpp's add_space_prefix),
+// from the forms Hugging Face writes: Llama 2 / Mistral v0.1 (normalizer Prepend("▁") +
+// Replace(" ", "▁")), newer Llama / Mistral (pre-tokenizer Metaspace with prepend_scheme "first"
+// or "always", or add_prefix_space) and Gemma (Replace(" ", "▁") alone; its Split on " " is a
+// no-op after that). Anything else (e.g. a Unicode normalization) is refused by name, as is a
+// tokenizer that does not turn spaces into "▁".
+bool spm_space_prefix(const json& tok) {
+  static const std::string kMeta = "\xE2\x96\x81";  // ▁
+  bool prefix = false, escapes = false;
+  auto normalizer = [&](const json& nz) {
+    const std::string t = nz.is_object() ? nz.value("type", "") : "";
+    if (t == "Prepend" && nz.value("prepend", "") == kMeta) {
+      prefix = true;
+    } else if (t == "Replace" && nz.contains("pattern") && nz["pattern"].is_object() &&
+               nz["pattern"].value("String", "") == " " && nz.value("content", "") == kMeta) {
+      escapes = true;
+    } else {
+      fail("convert: the SentencePiece tokenizer.json's normalizer ", q(nz.is_object() ? t : nz.dump()),
+           " is not supported (Prepend \"\xE2\x96\x81\" and Replace \" \" -> \"\xE2\x96\x81\" are)");
+    }
+  };
+  if (tok.contains("normalizer") && !tok["normalizer"].is_null()) {
+    const json& nz = tok["normalizer"];
+    if (nz.is_object() && nz.value("type", "") == "Sequence" && nz.contains("normalizers") && nz["normalizers"].is_array()) {
+      for (const json& x : nz["normalizers"]) normalizer(x);
+    } else {
+      normalizer(nz);
+    }
+  }
+  auto pre = [&](const json& p) {
+    const std::string t = p.is_object() ? p.value("type", "") : "";
+    if (t == "Metaspace" && p.value("replacement", kMeta) == kMeta) {
+      escapes = true;
+      const std::string scheme = p.contains("prepend_scheme") && p["prepend_scheme"].is_string()
+                                     ? p["prepend_scheme"].get<std::string>()
+                                     : (p.value("add_prefix_space", true) ? "always" : "never");
+      if (scheme != "never") prefix = true;
+    } else if (t == "Split" && escapes && p.contains("pattern") && p["pattern"].is_object() &&
+               p["pattern"].value("String", "") == " ") {
+      // no spaces are left to split on
+    } else {
+      fail("convert: the SentencePiece tokenizer.json's pre-tokenizer ", q(p.is_object() ? t : p.dump()),
+           " is not supported (Metaspace is)");
+    }
+  };
+  if (tok.contains("pre_tokenizer") && !tok["pre_tokenizer"].is_null()) {
+    const json& p = tok["pre_tokenizer"];
+    if (p.is_object() && p.value("type", "") == "Sequence" && p.contains("pretokenizers") && p["pretokenizers"].is_array()) {
+      for (const json& x : p["pretokenizers"]) pre(x);
+    } else {
+      pre(p);
+    }
+  }
+  if (!escapes) fail("convert: the tokenizer.json has byte fallback but does not turn spaces into \"\xE2\x96\x81\" (not a SentencePiece tokenizer Triad recognises)");
+  return prefix;
+}
+
+// A SentencePiece BPE tokenizer.json (Llama 2, Mistral, Gemma: model BPE with byte_fallback) as
+// llama.cpp's "llama" tokenizer: pieces with scores, merged by score. Hugging Face keeps the
+// order of merges instead of scores, so a piece's score is minus the rank of the first merge that
+// makes it: merging the highest-scored pair is then merging the lowest-ranked rule, and the GGUF
+// tokenizes as tokenizer.json does. (llama.cpp's converter gives every piece of such a folder
+// the same score, -1000, which merges leftmost-first; Triad does not copy that.) Pieces no merge
+// makes score below every merged piece. Byte pieces <0xXX> are byte tokens, the model's
+// unk_token unknown, added tokens control (special) or user-defined.
+void write_spm(gguf::GgufWriter& w, const json& tok, const json& tcfg, const json& cfg, int64_t n_vocab_cfg) {
+  const bool space_prefix = spm_space_prefix(tok);
+  const json& model = tok["model"];
+  const HfVocab v = read_vocab(tok, n_vocab_cfg);
+  const int64_t n = v.n;
+  const auto merges = read_merges(model);
+  std::vector<float> scores(static_cast<size_t>(n), 0.0f);
+  std::vector<bool> made(static_cast<size_t>(n), false);
+  for (size_t r = 0; r < merges.size(); ++r) {
+    const auto it = v.by_text.find(merges[r].first + merges[r].second);
+    if (it == v.by_text.end())
+      fail("convert: the tokenizer.json merge ", q(merges[r].first + " " + merges[r].second), " makes a token not in the vocabulary");
+    const auto id = static_cast<size_t>(it->second);
+    if (!made[id]) scores[id] = -static_cast<float>(r);
+    made[id] = true;
+  }
+  const std::string unk = model.contains("unk_token") && model["unk_token"].is_string() ? model["unk_token"].get<std::string>() : "";
+  std::vector<std::string> tokens(static_cast<size_t>(n));
+  std::vector<int32_t> types(static_cast<size_t>(n), 5);
+  auto is_byte = [](const std::string& t) {
+    auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'F'); };
+    return t.size() == 6 && t.compare(0, 3, "<0x") == 0 && hex(t[3]) && hex(t[4]) && t[5] == '>';
+  };
+  for (int64_t i = 0; i < n; ++i) {
+    const auto k = static_cast<size_t>(i);
+    if (!made[k]) scores[k] = -static_cast<float>(merges.size()) - static_cast<float>(i);
+    const auto it = v.by_id.find(i);
+    if (it == v.by_id.end()) {
+      tokens[k] = "[PAD" + std::to_string(i) + "]";
+      continue;
+    }
+    tokens[k] = it->second;
+    const auto sp = v.added.find(i);
+    if (is_byte(it->second)) types[k] = 6;
+    else if (!unk.empty() && it->second == unk) types[k] = 2;
+    else if (sp != v.added.end()) types[k] = sp->second ? 3 : 4;
+    else types[k] = 1;
+  }
+  w.add_string("tokenizer.ggml.model", "llama");
+  w.add_string("tokenizer.ggml.pre", "default");
+  w.add_string_array("tokenizer.ggml.tokens", tokens);
+  w.add_f32_array("tokenizer.ggml.scores", scores);
+  w.add_i32_array("tokenizer.ggml.token_type", types);
+  w.add_bool("tokenizer.ggml.add_space_prefix", space_prefix);
+  if (const auto it = unk.empty() ? v.by_text.end() : v.by_text.find(unk); it != v.by_text.end())
+    w.add_u32("tokenizer.ggml.unknown_token_id", static_cast<uint32_t>(it->second));
+  special_ids(w, v, tok, tcfg, cfg);
+}
+
+void write_tokenizer(gguf::GgufWriter& w, const fs::path& dir, const json& cfg, int64_t n_vocab_cfg) {
+  const json tok = read_json(dir / "tokenizer.json", true);
+  const json tcfg = read_json(dir / "tokenizer_config.json", false);
+  const std::string type = tok.contains("model") && tok["model"].is_object() ? tok["model"].value("type", "") : "";
+  if (type == "WordPiece") {
+    write_wordpiece(w, tok, tcfg, n_vocab_cfg);
+  } else if (type == "BPE" && tok["model"].value("byte_fallback", false)) {
+    write_spm(w, tok, tcfg, cfg, n_vocab_cfg);
+  } else if (type == "BPE") {
+    write_byte_bpe(w, tok, tcfg, cfg, n_vocab_cfg);
+  } else if (type == "Unigram") {
+    fail("convert: tokenizer.json's model is Unigram (T5, XLM-R style), which Triad cannot tokenize yet "
+         "(byte-level BPE, SentencePiece BPE with byte fallback and WordPiece are supported)");
+  } else {
+    fail("convert: tokenizer.json's model ", q(type), " is not supported (BPE, BPE with byte fallback, WordPiece are)");
+  }
+  if (type != "WordPiece") chat_template(w, dir, tcfg);
+}
+
 // One output tensor: its HF source, GGUF name and shape (rows x cols, or a vector).
 struct Plan {
   std::string hf, gguf;
   std::vector<int64_t> shape;  // HF order: [rows, cols] or [n]
   int64_t permute_heads = 0;   // llama q/k: rows regrouped per head (0: none)
   bool keep_f32 = false;       // stays F32 whatever the output type (as llama.cpp keeps positions)
+  float add = 0.f;             // added to every value (gemma's norms: HF scales by 1 + w, GGUF stores 1 + w)
 };
+
+// Gemma 3's text model: a Gemma3ForConditionalGeneration keeps it under text_config (its vision
+// tower is not converted), and a config may leave out what transformers' Gemma3TextConfig
+// defaults, which are filled in here. What Triad's gemma3 (like llama.cpp's) hard-wires must
+// hold: every 6th layer global and the others sliding-window, local RoPE base 10000, attention
+// scaled by 1/sqrt(head_dim), no soft-capping, GELU (tanh).
+json gemma3_text_config(const json& top) {
+  json c = top.contains("text_config") && top["text_config"].is_object() ? top["text_config"] : top;
+  for (const char* k : {"bos_token_id", "eos_token_id", "pad_token_id"})
+    if (!c.contains(k) && top.contains(k)) c[k] = top[k];
+  const std::pair<const char*, json> defaults[] = {
+      {"vocab_size", 262208}, {"hidden_size", 2304}, {"intermediate_size", 9216}, {"num_hidden_layers", 26},
+      {"num_attention_heads", 8}, {"num_key_value_heads", 4}, {"head_dim", 256}, {"max_position_embeddings", 131072},
+      {"rms_norm_eps", 1e-6}, {"rope_theta", 1000000.0}, {"query_pre_attn_scalar", 256}, {"sliding_window", 4096},
+      {"rope_local_base_freq", 10000.0}, {"hidden_activation", "gelu_pytorch_tanh"}, {"tie_word_embeddings", true}};
+  for (const auto& [k, v] : defaults)
+    if (!c.contains(k) || c[k].is_null()) c[k] = v;
+  const int64_t head_dim = cfg_int(c, "head_dim", 0, true), n_layer = cfg_int(c, "num_hidden_layers", 0, true);
+  if (!c["query_pre_attn_scalar"].is_number() || c["query_pre_attn_scalar"].get<double>() != static_cast<double>(head_dim))
+    fail("convert: gemma3 with query_pre_attn_scalar ", c["query_pre_attn_scalar"].dump(), " (not head_dim ", head_dim,
+         ", as in Gemma 3 27B) is not supported");
+  for (const char* k : {"final_logit_softcapping", "attn_logit_softcapping"})
+    if (c.contains(k) && !c[k].is_null()) fail("convert: gemma3 with ", k, " is not supported");
+  if (cfg_num(c, "rope_local_base_freq", 10000.0) != 10000.0)
+    fail("convert: gemma3 with rope_local_base_freq ", c["rope_local_base_freq"].dump(), " is not supported (10000 is)");
+  const std::string act = c["hidden_activation"].is_string() ? c["hidden_activation"].get<std::string>() : "";
+  if (act != "gelu_pytorch_tanh" && act != "gelu_tanh")
+    fail("convert: gemma3 with hidden_activation ", q(act), " is not supported (gelu_pytorch_tanh is)");
+  if (c.contains("sliding_window_pattern") && !c["sliding_window_pattern"].is_null() && c["sliding_window_pattern"] != 6)
+    fail("convert: gemma3 with sliding_window_pattern ", c["sliding_window_pattern"].dump(), " is not supported (6 is)");
+  if (c.contains("layer_types") && c["layer_types"].is_array()) {
+    const json& lt = c["layer_types"];
+    if (static_cast<int64_t>(lt.size()) != n_layer) fail("convert: gemma3 layer_types has ", lt.size(), " entries for ", n_layer, " layers");
+    for (int64_t il = 0; il < n_layer; ++il) {
+      const std::string want = (il + 1) % 6 != 0 ? "sliding_attention" : "full_attention";
+      if (lt[static_cast<size_t>(il)] != want)
+        fail("convert: gemma3 layer ", il, " is ", lt[static_cast<size_t>(il)].dump(), " (Triad's gemma3 has ", want, " there)");
+    }
+  }
+  if (!c["tie_word_embeddings"].is_boolean() || !c["tie_word_embeddings"].get<bool>())
+    fail("convert: gemma3 with untied embeddings is not supported");
+  return c;
+}
 
 uint32_t file_type(DType t) {
   switch (t) {
@@ -569,8 +783,9 @@ ConvertSummary convert_impl(const std::string& dir_s, const std::string& out_pat
   TRIAD_CHECK(opt.out_type == DType::kF32 || opt.out_type == DType::kF16 || opt.out_type == DType::kBF16 ||
                   opt.out_type == DType::kQ8_0,
               "convert: unsupported output type");
-  const json cfg = read_json(dir / "config.json", true);
+  json cfg = read_json(dir / "config.json", true);
   const Arch arch = arch_of(cfg);
+  if (arch.gemma) cfg = gemma3_text_config(cfg);
   const std::string& a = arch.name;
   // Sizes under their usual names, or the GPT-2 style names some configs use (nomic-bert).
   auto size = [&](const char* key, const char* alt) {
@@ -623,19 +838,26 @@ ConvertSummary convert_impl(const std::string& dir_s, const std::string& out_pat
       w.add_u32(a + ".attention.value_length", static_cast<uint32_t>(head_dim));
     }
     if (arch.name == "llama") w.add_u32(a + ".rope.dimension_count", static_cast<uint32_t>(head_dim));
+    if (arch.gemma) w.add_u32(a + ".attention.sliding_window", static_cast<uint32_t>(cfg_int(cfg, "sliding_window", 0, true)));
     if (scaling.is_object()) rope_scaling_keys(w, a, scaling);
     // The weights first: the embedding's real shape bounds what the tokenizer may size.
+    // Gemma3ForConditionalGeneration keeps its text model under language_model.
     ck = safetensors::Checkpoint::open_dir(dir_s);
-    const Tensor* embd = ck->find("model.embed_tokens.weight");
-    TRIAD_CHECK(embd && embd->shape == (std::vector<int64_t>{n_vocab, n_embd}), "convert: model.embed_tokens.weight is ",
+    std::string mp = "model.";
+    if (arch.gemma)
+      for (const char* cand : {"model.", "language_model.model.", "model.language_model."})
+        if (ck->find(std::string(cand) + "embed_tokens.weight")) mp = cand;
+    const Tensor* embd = ck->find(mp + "embed_tokens.weight");
+    TRIAD_CHECK(embd && embd->shape == (std::vector<int64_t>{n_vocab, n_embd}), "convert: ", mp, "embed_tokens.weight is ",
                 embd ? "misshapen" : "missing", " (config.json implies [", n_vocab, ", ", n_embd, "])");
     write_tokenizer(w, dir, cfg, n_vocab);
 
     // The tensors, in llama.cpp's order, each checked against the config.
-    plan.push_back({"model.embed_tokens.weight", "token_embd.weight", {n_vocab, n_embd}, 0});
+    const float norm_add = arch.gemma ? 1.f : 0.f;
+    plan.push_back({mp + "embed_tokens.weight", "token_embd.weight", {n_vocab, n_embd}, 0});
     for (int64_t i = 0; i < n_layer; ++i) {
-      const std::string p = "model.layers." + std::to_string(i) + ".", b = "blk." + std::to_string(i) + ".";
-      plan.push_back({p + "input_layernorm.weight", b + "attn_norm.weight", {n_embd}, 0});
+      const std::string p = mp + "layers." + std::to_string(i) + ".", b = "blk." + std::to_string(i) + ".";
+      plan.push_back({p + "input_layernorm.weight", b + "attn_norm.weight", {n_embd}, 0, false, norm_add});
       plan.push_back({p + "self_attn.q_proj.weight", b + "attn_q.weight", {n_head * head_dim, n_embd}, arch.permute_qk ? n_head : 0});
       plan.push_back({p + "self_attn.k_proj.weight", b + "attn_k.weight", {n_kv * head_dim, n_embd}, arch.permute_qk ? n_kv : 0});
       plan.push_back({p + "self_attn.v_proj.weight", b + "attn_v.weight", {n_kv * head_dim, n_embd}, 0});
@@ -645,17 +867,23 @@ ConvertSummary convert_impl(const std::string& dir_s, const std::string& out_pat
         plan.push_back({p + "self_attn.v_proj.bias", b + "attn_v.bias", {n_kv * head_dim}, 0});
       }
       if (arch.qk_norm) {
-        plan.push_back({p + "self_attn.q_norm.weight", b + "attn_q_norm.weight", {head_dim}, 0});
-        plan.push_back({p + "self_attn.k_norm.weight", b + "attn_k_norm.weight", {head_dim}, 0});
+        plan.push_back({p + "self_attn.q_norm.weight", b + "attn_q_norm.weight", {head_dim}, 0, false, norm_add});
+        plan.push_back({p + "self_attn.k_norm.weight", b + "attn_k_norm.weight", {head_dim}, 0, false, norm_add});
       }
       plan.push_back({p + "self_attn.o_proj.weight", b + "attn_output.weight", {n_embd, n_head * head_dim}, 0});
-      plan.push_back({p + "post_attention_layernorm.weight", b + "ffn_norm.weight", {n_embd}, 0});
+      if (arch.gemma) {  // a norm after attention and one on each side of the FFN
+        plan.push_back({p + "post_attention_layernorm.weight", b + "post_attention_norm.weight", {n_embd}, 0, false, 1.f});
+        plan.push_back({p + "pre_feedforward_layernorm.weight", b + "ffn_norm.weight", {n_embd}, 0, false, 1.f});
+        plan.push_back({p + "post_feedforward_layernorm.weight", b + "post_ffw_norm.weight", {n_embd}, 0, false, 1.f});
+      } else {
+        plan.push_back({p + "post_attention_layernorm.weight", b + "ffn_norm.weight", {n_embd}, 0});
+      }
       plan.push_back({p + "mlp.gate_proj.weight", b + "ffn_gate.weight", {n_ff, n_embd}, 0});
       plan.push_back({p + "mlp.up_proj.weight", b + "ffn_up.weight", {n_ff, n_embd}, 0});
       plan.push_back({p + "mlp.down_proj.weight", b + "ffn_down.weight", {n_embd, n_ff}, 0});
     }
-    plan.push_back({"model.norm.weight", "output_norm.weight", {n_embd}, 0});
-    if (!tied || ck->find("lm_head.weight")) plan.push_back({"lm_head.weight", "output.weight", {n_vocab, n_embd}, 0});
+    plan.push_back({mp + "norm.weight", "output_norm.weight", {n_embd}, 0, false, norm_add});
+    if (!arch.gemma && (!tied || ck->find("lm_head.weight"))) plan.push_back({"lm_head.weight", "output.weight", {n_vocab, n_embd}, 0});
   }
 
   // FP8 checkpoints: config.json's quantization_config names the method and the scale blocks.
@@ -710,8 +938,9 @@ ConvertSummary convert_impl(const std::string& dir_s, const std::string& out_pat
     if (out == DType::kQ8_0 && cols % 32 != 0) out = DType::kF16;  // rows Q8_0 cannot hold, as llama.cpp
     const std::vector<int64_t> dims = vec ? std::vector<int64_t>{cols} : std::vector<int64_t>{cols, rows};
     const int64_t heads = pl.permute_heads;
+    const float add = pl.add;
     const int64_t block_r = fp8_block[0], block_c = fp8_block[1];
-    w.add_tensor_producer(pl.gguf, out, dims, [t, scale, block_r, block_c, rows, cols, out, heads, &progress, k, &plan,
+    w.add_tensor_producer(pl.gguf, out, dims, [t, scale, block_r, block_c, rows, cols, out, heads, add, &progress, k, &plan,
                                                &pl](uint8_t* dst) {
       if (progress) progress({k, plan.size(), pl.hf, pl.gguf, out});
       // One row at a time: the source row (permuted for llama's q/k), as f32, then the output type.
@@ -746,6 +975,8 @@ ConvertSummary convert_impl(const std::string& dir_s, const std::string& out_pat
         } else {
           safetensors::to_f32(row, x.data());
         }
+        if (add != 0.f)
+          for (float& e : x) e += add;
         uint8_t* o = dst + static_cast<size_t>(r) * out_row;
         if (out == DType::kF32) {
           std::memcpy(o, x.data(), x.size() * sizeof(float));
@@ -766,7 +997,11 @@ ConvertSummary convert_impl(const std::string& dir_s, const std::string& out_pat
     if (used.count(t->name)) continue;
     if (t->name.size() >= 19 && t->name.compare(t->name.size() - 19, 19, "rotary_emb.inv_freq") == 0) continue;
     if (tied && t->name == "lm_head.weight") continue;
+    if (arch.gemma && t->name.size() >= 14 && t->name.compare(t->name.size() - 14, 14, "lm_head.weight") == 0) continue;  // tied
     if (arch.encoder && bert_unused(t->name)) continue;
+    if (arch.gemma && (t->name.rfind("vision_tower.", 0) == 0 || t->name.rfind("multi_modal_projector.", 0) == 0 ||
+                       t->name.rfind("model.vision_tower.", 0) == 0 || t->name.rfind("model.multi_modal_projector.", 0) == 0))
+      continue;  // the vision half of Gemma3ForConditionalGeneration (not converted)
     fail("convert: tensor ", q(t->name), " is not part of the ", a, " layout Triad converts (is config.json's architecture right?)");
   }
   w.write_file(out_path);

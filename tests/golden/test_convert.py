@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 import golden_util as gu
-from ref_model import attention, rms_norm, rope, silu
+from ref_model import attention, gelu_tanh, rms_norm, rope, silu
 
 tokenizers = pytest.importorskip("tokenizers")
 st_numpy = pytest.importorskip("safetensors.numpy")
@@ -65,17 +65,59 @@ def make_tokenizer(split: str, vocab_size: int) -> "tokenizers.Tokenizer":
     return tok
 
 
-def make_folder(path, arch: str, seed: int, shards: bool = False, tied: bool = False, n_vocab_pad: int = 0) -> dict:
-    """A random HF folder; returns its config and weights (float32, HF names)."""
+META = "\u2581"  # SentencePiece's space
+
+
+def spm_tokenizer(vocab: dict, merges: list, style: str, specials=(), unk: str = "<unk>") -> "tokenizers.Tokenizer":
+    """A SentencePiece BPE tokenizer in the tokenizer.json form Hugging Face writes: model BPE with
+    byte fallback; style "llama" (Llama 2 / Mistral: Prepend("▁") + Replace(" ", "▁")) or "gemma"
+    (Replace(" ", "▁") and its no-op Split on " "). specials: (text, special) added tokens."""
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers  # noqa: F401
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token=unk, byte_fallback=True, fuse_unk=True))
+    if style == "llama":
+        tok.normalizer = normalizers.Sequence([normalizers.Prepend(META), normalizers.Replace(" ", META)])
+        tail = [decoders.Strip(" ", 1, 0)]
+    else:
+        tok.normalizer = normalizers.Replace(" ", META)
+        tok.pre_tokenizer = pre_tokenizers.Split(" ", "merged_with_previous")
+        tail = []
+    tok.decoder = decoders.Sequence([decoders.Replace(META, " "), decoders.ByteFallback(), decoders.Fuse()] + tail)
+    tok.add_tokens([AddedToken(t, special=sp, normalized=False) for t, sp in specials])
+    return tok
+
+
+def make_spm_tokenizer(style: str) -> "tokenizers.Tokenizer":
+    """A small SentencePiece-style BPE trained here: <pad> <eos> <bos> <unk>, the 256 byte pieces,
+    then the learned pieces (text with spaces as "▁"); characters it never saw fall back to bytes."""
+    from tokenizers import Tokenizer, models, normalizers, trainers
+    t = Tokenizer(models.BPE())
+    t.normalizer = normalizers.Replace(" ", META)
+    t.train_from_iterator(CORPUS, trainer=trainers.BpeTrainer(vocab_size=300, show_progress=False))
+    tj = json.loads(t.to_str())
+    learned = sorted(tj["model"]["vocab"], key=tj["model"]["vocab"].get)
+    merges = [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m) for m in tj["model"]["merges"]]
+    pieces = ["<pad>", "<eos>", "<bos>", "<unk>"] + [f"<0x{b:02X}>" for b in range(256)] + learned
+    vocab = {p: i for i, p in enumerate(pieces)}
+    specials = [(p, True) for p in pieces[:4]] + [("<start_of_turn>", True), ("<end_of_turn>", True)]
+    return spm_tokenizer(vocab, merges, style, specials)
+
+
+def make_folder(path, arch: str, seed: int, shards: bool = False, tied: bool = False, n_vocab_pad: int = 0,
+                multimodal: bool = False) -> dict:
+    """A random HF folder; returns its config and weights (float32, HF names). gemma3: six layers
+    (five sliding-window, one global), a window of 8 and a SentencePiece tokenizer; multimodal:
+    as Gemma3ForConditionalGeneration lays it out (text_config, language_model.*, a vision tower)."""
     rng = np.random.default_rng(seed)
     os.makedirs(path, exist_ok=True)
-    tok = make_tokenizer(LLAMA3_SPLIT if arch == "llama" else QWEN2_SPLIT, 400)
+    gemma = arch == "gemma3"
+    tok = make_spm_tokenizer("gemma") if gemma else make_tokenizer(LLAMA3_SPLIT if arch == "llama" else QWEN2_SPLIT, 400)
     tok.save(os.path.join(path, "tokenizer.json"))
     n_tok = tok.get_vocab_size()
-    hidden, n_layer, n_head, n_kv, ff = 64, 2, 4, 2, 96
+    hidden, n_layer, n_head, n_kv, ff = 64, 6 if gemma else 2, 4, 2, 96
     head_dim = 16 if arch != "qwen3" else 24  # qwen3: head_dim given apart from hidden / heads
     cfg = {
-        "architectures": {"qwen2": ["Qwen2ForCausalLM"], "qwen3": ["Qwen3ForCausalLM"], "llama": ["LlamaForCausalLM"]}[arch],
+        "architectures": {"qwen2": ["Qwen2ForCausalLM"], "qwen3": ["Qwen3ForCausalLM"], "llama": ["LlamaForCausalLM"],
+                          "gemma3": ["Gemma3ForCausalLM"]}[arch],
         "hidden_size": hidden, "num_hidden_layers": n_layer, "num_attention_heads": n_head,
         "num_key_value_heads": n_kv, "intermediate_size": ff, "vocab_size": n_tok + n_vocab_pad,
         "max_position_embeddings": 256, "rms_norm_eps": 1e-6, "rope_theta": 10000.0 if arch == "llama" else 1e6,
@@ -83,11 +125,26 @@ def make_folder(path, arch: str, seed: int, shards: bool = False, tied: bool = F
     }
     if arch == "qwen3":
         cfg["head_dim"] = head_dim
+    if gemma:  # as google/gemma-3-270m's config.json has it
+        cfg.update({"head_dim": head_dim, "query_pre_attn_scalar": head_dim, "sliding_window": 8, "rope_theta": 1e6,
+                    "rope_local_base_freq": 10000.0, "hidden_activation": "gelu_pytorch_tanh", "tie_word_embeddings": True,
+                    "layer_types": ["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(n_layer)],
+                    "final_logit_softcapping": None, "attn_logit_softcapping": None, "bos_token_id": 2, "eos_token_id": 1})
+    file_cfg = cfg
+    if multimodal:
+        file_cfg = {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+                    "text_config": {k: v for k, v in cfg.items() if k != "architectures"},
+                    "vision_config": {"hidden_size": 8}, "mm_tokens_per_image": 4}
     with open(os.path.join(path, "config.json"), "w") as f:
-        json.dump(cfg, f)
+        json.dump(file_cfg, f)
     with open(os.path.join(path, "tokenizer_config.json"), "w") as f:
-        json.dump({"eos_token": "<|im_end|>", "add_bos_token": False,
-                   "chat_template": "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"}, f)
+        if gemma:
+            json.dump({"bos_token": "<bos>", "eos_token": "<eos>", "add_bos_token": True, "add_eos_token": False,
+                       "chat_template": "{{ bos_token }}{% for m in messages %}<start_of_turn>{{ m.role }}\n{{ m.content }}"
+                                        "<end_of_turn>\n{% endfor %}"}, f)
+        else:
+            json.dump({"eos_token": "<|im_end|>", "add_bos_token": False,
+                       "chat_template": "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"}, f)
     V = cfg["vocab_size"]
     w = {}
 
@@ -95,10 +152,14 @@ def make_folder(path, arch: str, seed: int, shards: bool = False, tied: bool = F
         w[name] = (rng.standard_normal(shape) * scale).astype(np.float32)
 
     mat("model.embed_tokens.weight", V, hidden, scale=0.5)
+    norm0 = 0.0 if gemma else 1.0  # gemma's norms scale by 1 + w
     for i in range(n_layer):
         p = f"model.layers.{i}."
-        w[p + "input_layernorm.weight"] = (1 + 0.1 * rng.standard_normal(hidden)).astype(np.float32)
-        w[p + "post_attention_layernorm.weight"] = (1 + 0.1 * rng.standard_normal(hidden)).astype(np.float32)
+        w[p + "input_layernorm.weight"] = (norm0 + 0.1 * rng.standard_normal(hidden)).astype(np.float32)
+        w[p + "post_attention_layernorm.weight"] = (norm0 + 0.1 * rng.standard_normal(hidden)).astype(np.float32)
+        if gemma:
+            w[p + "pre_feedforward_layernorm.weight"] = (0.1 * rng.standard_normal(hidden)).astype(np.float32)
+            w[p + "post_feedforward_layernorm.weight"] = (0.1 * rng.standard_normal(hidden)).astype(np.float32)
         mat(p + "self_attn.q_proj.weight", n_head * head_dim, hidden)
         mat(p + "self_attn.k_proj.weight", n_kv * head_dim, hidden)
         mat(p + "self_attn.v_proj.weight", n_kv * head_dim, hidden)
@@ -106,15 +167,20 @@ def make_folder(path, arch: str, seed: int, shards: bool = False, tied: bool = F
         if arch == "qwen2":
             for k, n in (("q", n_head), ("k", n_kv), ("v", n_kv)):
                 mat(p + f"self_attn.{k}_proj.bias", n * head_dim, scale=0.2)
-        if arch == "qwen3":
-            w[p + "self_attn.q_norm.weight"] = (1 + 0.1 * rng.standard_normal(head_dim)).astype(np.float32)
-            w[p + "self_attn.k_norm.weight"] = (1 + 0.1 * rng.standard_normal(head_dim)).astype(np.float32)
+        if arch in ("qwen3", "gemma3"):
+            w[p + "self_attn.q_norm.weight"] = (norm0 + 0.1 * rng.standard_normal(head_dim)).astype(np.float32)
+            w[p + "self_attn.k_norm.weight"] = (norm0 + 0.1 * rng.standard_normal(head_dim)).astype(np.float32)
         mat(p + "mlp.gate_proj.weight", ff, hidden)
         mat(p + "mlp.up_proj.weight", ff, hidden)
         mat(p + "mlp.down_proj.weight", hidden, ff)
-    w["model.norm.weight"] = (1 + 0.1 * rng.standard_normal(hidden)).astype(np.float32)
-    if not tied:
+    w["model.norm.weight"] = (norm0 + 0.1 * rng.standard_normal(hidden)).astype(np.float32)
+    if not tied and not gemma:
         mat("lm_head.weight", V, hidden)
+    ref_w = w
+    if multimodal:  # the text model under language_model., beside a vision tower that is not converted
+        w = {"language_model." + k: v for k, v in w.items()}
+        w["vision_tower.vision_model.embeddings.patch_embedding.weight"] = rng.standard_normal((8, 3, 2, 2)).astype(np.float32)
+        w["multi_modal_projector.mm_input_projection_weight"] = rng.standard_normal((8, hidden)).astype(np.float32)
     if shards:
         names = sorted(w)
         half = len(names) // 2
@@ -125,7 +191,7 @@ def make_folder(path, arch: str, seed: int, shards: bool = False, tied: bool = F
             json.dump({"metadata": {}, "weight_map": {n: fn for fn, ns in files.items() for n in ns}}, f)
     else:
         st_numpy.save_file(w, os.path.join(path, "model.safetensors"))
-    return {"cfg": cfg, "w": w, "arch": arch, "head_dim": head_dim, "tok": tok}
+    return {"cfg": cfg, "w": ref_w, "arch": arch, "head_dim": head_dim, "tok": tok}
 
 
 def hf_forward(m: dict, tokens) -> np.ndarray:
@@ -135,6 +201,8 @@ def hf_forward(m: dict, tokens) -> np.ndarray:
     T = len(tokens)
     pos = np.arange(T)
     x = w["model.embed_tokens.weight"][np.asarray(tokens)]
+    if arch == "gemma3":
+        return gemma3_forward(cfg, w, hd, x)
     for i in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{i}."
         h = rms_norm(x, w[p + "input_layernorm.weight"], eps)
@@ -160,15 +228,49 @@ def hf_forward(m: dict, tokens) -> np.ndarray:
     return x @ head.T
 
 
+def gemma3_forward(cfg: dict, w: dict, hd: int, x: np.ndarray) -> np.ndarray:
+    """Gemma 3's text model as transformers' Gemma3ForCausalLM computes it: embeddings times
+    sqrt(hidden); RMS norms that scale by (1 + w); q / k RMS-normed per head; rotate-half RoPE
+    with base 10000 on sliding-window layers and rope_theta on full ones; scores scaled by
+    query_pre_attn_scalar^-1/2; a key j is seen from i when i - window < j <= i on sliding layers;
+    norms after attention and on both sides of the GELU (tanh) MLP; a tied head."""
+    n_head, n_kv, eps = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["rms_norm_eps"]
+    T = x.shape[0]
+    pos = np.arange(T)
+
+    def norm(v, name):
+        return rms_norm(v, 1.0 + w[name], eps)
+
+    x = x * np.sqrt(cfg["hidden_size"])
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        local = cfg["layer_types"][i] == "sliding_attention"
+        h = norm(x, p + "input_layernorm.weight")
+        q = (h @ w[p + "self_attn.q_proj.weight"].T).reshape(T, n_head, hd)
+        k = (h @ w[p + "self_attn.k_proj.weight"].T).reshape(T, n_kv, hd)
+        v = (h @ w[p + "self_attn.v_proj.weight"].T).reshape(T, n_kv, hd)
+        q, k = norm(q, p + "self_attn.q_norm.weight"), norm(k, p + "self_attn.k_norm.weight")
+        base = cfg["rope_local_base_freq"] if local else cfg["rope_theta"]
+        q, k = rope(q, pos, hd, base, "neox"), rope(k, pos, hd, base, "neox")
+        a = attention(q, k, v, pos, pos, cfg["query_pre_attn_scalar"] ** -0.5, window=cfg["sliding_window"] if local else 0)
+        x = x + norm(a.reshape(T, n_head * hd) @ w[p + "self_attn.o_proj.weight"].T, p + "post_attention_layernorm.weight")
+        h = norm(x, p + "pre_feedforward_layernorm.weight")
+        g = gelu_tanh(h @ w[p + "mlp.gate_proj.weight"].T) * (h @ w[p + "mlp.up_proj.weight"].T)
+        x = x + norm(g @ w[p + "mlp.down_proj.weight"].T, p + "post_feedforward_layernorm.weight")
+    x = norm(x, "model.norm.weight")
+    return x @ w["model.embed_tokens.weight"].T
+
+
 def convert(folder, out, outtype="f32"):
     return subprocess.run([gu.require("convert"), "convert", str(folder), "-o", str(out), "--outtype", outtype],
                           capture_output=True, text=True, timeout=300)
 
 
-CASES = [("qwen2", dict()), ("qwen3", dict(tied=True)), ("llama", dict(shards=True, n_vocab_pad=5))]
+CASES = [("qwen2", dict()), ("qwen3", dict(tied=True)), ("llama", dict(shards=True, n_vocab_pad=5)), ("gemma3", dict()),
+         ("gemma3", dict(multimodal=True, n_vocab_pad=3))]
 
 
-@pytest.mark.parametrize("arch,kw", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("arch,kw", CASES, ids=[c[0] + ("-multimodal" if c[1].get("multimodal") else "") for c in CASES])
 def test_converted_model_matches_the_hf_definition(tmp_path, arch, kw):
     m = make_folder(tmp_path / "hf", arch, seed=len(arch), **kw)
     out = tmp_path / "model.gguf"
@@ -188,15 +290,17 @@ def test_converted_model_matches_the_hf_definition(tmp_path, arch, kw):
     assert os.path.getsize(out16) < os.path.getsize(out)
 
 
-@pytest.mark.parametrize("arch", ["qwen2", "llama"])
+@pytest.mark.parametrize("arch", ["qwen2", "llama", "gemma3"])
 def test_converted_tokenizer_matches_tokenizers(tmp_path, arch):
+    """gemma3's folder has a SentencePiece BPE tokenizer (byte fallback, spaces as "▁", BOS added)."""
     m = make_folder(tmp_path / "hf", arch, seed=3)
     out = tmp_path / "model.gguf"
     p = convert(tmp_path / "hf", out)
     assert p.returncode == 0, p.stderr
     tok = m["tok"]
-    for text in TEXTS + CORPUS[:6]:
-        want = tok.encode(text).ids
+    bos = [m["cfg"]["bos_token_id"]] if arch == "gemma3" else []
+    for text in TEXTS + CORPUS[:6] + ["<start_of_turn>user\nhi<end_of_turn>\n", "  two leading", "\u00e9\u0301 \U0001F600x"]:
+        want = bos + tok.encode(text).ids
         got = gu.tokenize(str(out), text)
         assert got == want, f"{text!r}: triad {got} vs tokenizers {want}"
 
@@ -243,11 +347,45 @@ def test_bad_folders_are_clear_errors(tmp_path):
     expect("is not one Triad recognises yet")
     tj["model"]["type"] = "Unigram"
     (src / "tokenizer.json").write_text(json.dumps(tj))
-    expect("is not BPE")
+    expect("model is Unigram (T5, XLM-R style), which Triad cannot tokenize yet")
+    tj["model"]["type"] = "WordLevel"
+    (src / "tokenizer.json").write_text(json.dumps(tj))
+    expect("model 'WordLevel' is not supported")
     tj["model"]["type"] = "BPE"
     tj["pre_tokenizer"] = {"type": 7}
     (src / "tokenizer.json").write_text(json.dumps(tj))
     expect("malformed JSON file")
+
+
+def test_gemma3_settings_triad_cannot_run_are_clear_errors(tmp_path):
+    """What Triad's gemma3 hard-wires (as llama.cpp's does) is checked, not assumed: another layer
+    pattern, attention scale, soft-capping, local RoPE base or activation is refused by name, as is
+    a SentencePiece tokenizer.json with a normalizer Triad does not apply."""
+    m = make_folder(tmp_path / "hf", "gemma3", seed=2)
+    src, out = tmp_path / "hf", tmp_path / "out.gguf"
+    cfg = m["cfg"]
+    bad_types = ["sliding_attention"] * 6
+    for change, needle in [({"query_pre_attn_scalar": 168}, "query_pre_attn_scalar 168"),
+                           ({"final_logit_softcapping": 30.0}, "final_logit_softcapping is not supported"),
+                           ({"rope_local_base_freq": 20000.0}, "rope_local_base_freq 20000"),
+                           ({"hidden_activation": "silu"}, "hidden_activation 'silu'"),
+                           ({"layer_types": bad_types}, "layer 5 is \"sliding_attention\""),
+                           ({"sliding_window_pattern": 4}, "sliding_window_pattern 4"),
+                           ({"tie_word_embeddings": False}, "untied embeddings")]:
+        (src / "config.json").write_text(json.dumps({**cfg, **change}))
+        p = convert(src, out)
+        assert p.returncode != 0 and needle in p.stderr, (change, p.stderr)
+        assert not out.exists()
+    (src / "config.json").write_text(json.dumps(cfg))
+    tj = json.loads((src / "tokenizer.json").read_text())
+    tj["normalizer"] = {"type": "Sequence", "normalizers": [{"type": "NFKC"}, tj["normalizer"]]}
+    (src / "tokenizer.json").write_text(json.dumps(tj))
+    p = convert(src, out)
+    assert p.returncode != 0 and "normalizer 'NFKC' is not supported" in p.stderr, p.stderr
+    tj["normalizer"] = tj["pre_tokenizer"] = None
+    (src / "tokenizer.json").write_text(json.dumps(tj))
+    p = convert(src, out)
+    assert p.returncode != 0 and "does not turn spaces into" in p.stderr, p.stderr
 
 
 def test_rope_parameters_of_newer_configs(tmp_path):
@@ -385,36 +523,175 @@ def test_tokenizer_round_trips_llama_cpp_vocabularies(tmp_path, vocab, where, sp
     assert all(tj["model"]["vocab"][t] == i for t, i in vocab_map.items())
     assert all(tokens[a["id"]] == a["content"] for a in tj["added_tokens"]), "added token ids moved"
     n = len(tokens)
-    cfg = {"architectures": ["Qwen2ForCausalLM"], "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
+    tiny_weights(hf, n)
+    (hf / "tokenizer_config.json").write_text(json.dumps({"add_bos_token": False}))
+    out = tmp_path / "vocab.gguf"
+    p = convert(hf, out)
+    assert p.returncode == 0, p.stderr
+    cases = vocab_cases(cases_base)
+    bad = [(text, got, ids) for text, ids in cases if (got := triad_ids(out, text)) != ids]
+    assert not bad, f"{len(bad)} of {len(cases)} differ, e.g. {bad[:2]}"
+
+
+def tiny_weights(hf, n: int, arch: str = "Qwen2ForCausalLM"):
+    """config.json and model.safetensors of a one-layer model of vocabulary n (the tokenizer tests' carrier)."""
+    cfg = {"architectures": [arch], "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
            "num_key_value_heads": 1, "intermediate_size": 16, "vocab_size": n, "tie_word_embeddings": True}
     (hf / "config.json").write_text(json.dumps(cfg))
-    (hf / "tokenizer_config.json").write_text(json.dumps({"add_bos_token": False}))
     rng = np.random.default_rng(0)
     w = {"model.embed_tokens.weight": rng.standard_normal((n, 8)).astype(np.float32),
          "model.norm.weight": np.ones(8, dtype=np.float32),
          "model.layers.0.input_layernorm.weight": np.ones(8, dtype=np.float32),
          "model.layers.0.post_attention_layernorm.weight": np.ones(8, dtype=np.float32)}
-    for k, shape in (("self_attn.q_proj.weight", (8, 8)), ("self_attn.k_proj.weight", (4, 8)), ("self_attn.v_proj.weight", (4, 8)),
-                     ("self_attn.o_proj.weight", (8, 8)), ("mlp.gate_proj.weight", (16, 8)), ("mlp.up_proj.weight", (16, 8)),
-                     ("mlp.down_proj.weight", (8, 16)), ("self_attn.q_proj.bias", (8,)), ("self_attn.k_proj.bias", (4,)),
-                     ("self_attn.v_proj.bias", (4,))):
+    shapes = [("self_attn.q_proj.weight", (8, 8)), ("self_attn.k_proj.weight", (4, 8)), ("self_attn.v_proj.weight", (4, 8)),
+              ("self_attn.o_proj.weight", (8, 8)), ("mlp.gate_proj.weight", (16, 8)), ("mlp.up_proj.weight", (16, 8)),
+              ("mlp.down_proj.weight", (8, 16))]
+    if arch == "Qwen2ForCausalLM":
+        shapes += [("self_attn.q_proj.bias", (8,)), ("self_attn.k_proj.bias", (4,)), ("self_attn.v_proj.bias", (4,))]
+    for k, shape in shapes:
         w["model.layers.0." + k] = rng.standard_normal(shape).astype(np.float32)
     st_numpy.save_file(w, str(hf / "model.safetensors"))
-    out = tmp_path / "vocab.gguf"
-    p = convert(hf, out)
-    assert p.returncode == 0, p.stderr
+
+
+def vocab_cases(cases_base: str) -> list:
+    """llama.cpp's test vectors: (text, expected ids) from <vocab>.inp / <vocab>.out."""
     inp = open(cases_base + ".inp", encoding="utf-8").read().split("\n__ggml_vocab_test__\n")
     want = open(cases_base + ".out", encoding="utf-8").read().split("\n")
-    cases = list(zip(inp, want))
+    cases = [(text, [int(t) for t in ids.split()]) for text, ids in zip(inp, want)]
     assert len(cases) > 30
-    bad = []
-    for text, ids in cases:
-        q = gu.run_triad(["tokenize", "-m", out, "-p", text, "--no-bos", "--no-parse-special"])
-        lines = [ln for ln in q.stdout.decode().splitlines() if ln.strip()]
-        got = [int(t) for t in lines[-1].split()] if lines else []
-        if got != [int(t) for t in ids.split()]:
-            bad.append((text, got, ids))
+    return cases
+
+
+def triad_ids(model, text: str, bos: bool = False, special: bool = False) -> list:
+    """`triad tokenize` of text, without BOS and special-token parsing unless asked."""
+    q = gu.run_triad(["tokenize", "-m", model, "-p", text] + ([] if bos else ["--no-bos"]) +
+                     ([] if special else ["--no-parse-special"]))
+    lines = [ln for ln in q.stdout.decode().splitlines() if ln.strip()]
+    return [int(t) for t in lines[-1].split()] if lines else []
+
+
+def gguf_vocab(path: str):
+    """tokens, scores and types of a GGUF's SentencePiece vocabulary (PyPI gguf)."""
+    import gguf
+    r = gguf.GGUFReader(path)
+    f = r.fields["tokenizer.ggml.tokens"]
+    tokens = [bytes(f.parts[i]).decode("utf-8") for i in f.data]
+    f = r.fields["tokenizer.ggml.scores"]
+    scores = [float(f.parts[i][0]) for i in f.data]
+    f = r.fields["tokenizer.ggml.token_type"]
+    types = [int(f.parts[i][0]) for i in f.data]
+    return r, tokens, scores, types
+
+
+def spm_merges(tokens: list, scores: list, types: list) -> list:
+    """The merges Hugging Face derives from a SentencePiece model (transformers' converter): every
+    split of a normal piece into two normal pieces, ordered by the piece's score (highest first),
+    a piece's splits by the ids of their parts."""
+    normal = {t: i for i, t in enumerate(tokens) if types[i] == 1}
+    merges = []
+    for piece, i in sorted(normal.items(), key=lambda kv: (-scores[kv[1]], kv[1])):
+        local = [(piece[:k], piece[k:]) for k in range(1, len(piece)) if piece[:k] in normal and piece[k:] in normal]
+        merges += sorted(local, key=lambda ab: (normal[ab[0]], normal[ab[1]]))
+    return merges
+
+
+def spm_folder_from_gguf(hf, path: str, style: str, arch: str = "Qwen2ForCausalLM"):
+    """A Hugging Face folder whose tokenizer.json is the GGUF's SentencePiece vocabulary in the form
+    transformers writes (vocab by id, merges from the scores, control tokens special added tokens,
+    user-defined ones plain added tokens), with tiny weights; returns (tokenizer, tokens, types)."""
+    r, tokens, scores, types = gguf_vocab(path)
+    vocab = {t: i for i, t in enumerate(tokens)}
+    unk = next((t for i, t in enumerate(tokens) if types[i] == 2), "<unk>")  # gemma's GGUF has <unk> as a control token
+    # Control and user-defined pieces are added tokens (special / not); so are the unknown-typed
+    # pieces other than unk (Phi-3's placeholders), which tokenizer.json can only call special.
+    added = [(t, types[i] != 4) for i, t in enumerate(tokens) if types[i] in (3, 4) or (types[i] == 2 and t != unk)]
+    tok = spm_tokenizer(vocab, spm_merges(tokens, scores, types), style, added, unk=unk)
+    hf.mkdir()
+    tok.save(str(hf / "tokenizer.json"))
+    tj = json.loads((hf / "tokenizer.json").read_text())
+    assert all(tokens[a["id"]] == a["content"] for a in tj["added_tokens"]), "added token ids moved"
+    tiny_weights(hf, len(tokens), arch)
+    bos = int(r.fields["tokenizer.ggml.bos_token_id"].parts[-1][0])
+    eos = int(r.fields["tokenizer.ggml.eos_token_id"].parts[-1][0])
+    (hf / "tokenizer_config.json").write_text(json.dumps({"bos_token": tokens[bos], "eos_token": tokens[eos],
+                                                          "add_bos_token": True, "add_eos_token": False}))
+    return tok, tokens, types
+
+
+SPM_VOCABS = ["ggml-vocab-llama-spm.gguf", "ggml-vocab-phi-3.gguf"]
+
+
+@pytest.mark.parametrize("vocab", SPM_VOCABS)
+def test_sentencepiece_vocabularies_round_trip(tmp_path, vocab):
+    """A real SentencePiece vocabulary (llama.cpp's Llama 2 and Phi-3 test GGUFs) written as the
+    tokenizer.json Hugging Face ships for such models (BPE with byte fallback, merges instead of
+    scores, Prepend + Replace normalizer) and converted back: PyPI tokenizers on that file and
+    Triad on the converted GGUF both tokenize llama.cpp's test vectors as llama.cpp does, and the
+    GGUF keeps the pieces, their types and add_space_prefix."""
+    import gguf  # noqa: F401
+    testdata = os.environ.get("TRIAD_TESTDATA", os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "testdata"))
+    path = os.path.join(testdata, "tokenizer", vocab)
+    if not os.path.exists(path) or not os.path.exists(path + ".inp"):
+        pytest.skip(f"{path} or its test vectors are missing")
+    hf = tmp_path / "hf"
+    tok, tokens, types = spm_folder_from_gguf(hf, path, "llama", "LlamaForCausalLM")
+    cases = vocab_cases(path)
+    hf_bad = [(text, got, ids) for text, ids in cases if (got := tok.encode(text, add_special_tokens=False).ids) != ids]
+    assert not hf_bad, f"the tokenizer.json itself: {len(hf_bad)} of {len(cases)} differ, e.g. {hf_bad[:2]}"
+    out = tmp_path / "spm.gguf"
+    p = convert(hf, out)
+    assert p.returncode == 0, p.stderr
+    _, got_tokens, _, got_types = gguf_vocab(str(out))
+    assert got_tokens == tokens
+    unk = types.index(2)
+    want_types = [3 if t == 2 and i != unk else t for i, t in enumerate(types)]  # see spm_folder_from_gguf
+    assert got_types == want_types, [(i, a, b) for i, (a, b) in enumerate(zip(want_types, got_types)) if a != b][:5]
+    r = gguf.GGUFReader(str(out))
+    assert r.fields["tokenizer.ggml.model"].contents() == "llama"
+    assert r.fields["tokenizer.ggml.add_space_prefix"].contents() is True
+    bad = [(text, got, ids) for text, ids in cases if (got := triad_ids(out, text)) != ids]
     assert not bad, f"{len(bad)} of {len(cases)} differ, e.g. {bad[:2]}"
+
+
+def test_gemma3_vocabulary_round_trips(tmp_path):
+    """Gemma 3's 262,144-piece vocabulary (from the real gemma-3-270m GGUF, whose scores come from
+    its tokenizer.model) written as Gemma's tokenizer.json (no prefix space, Replace(" ", "▁"),
+    merges instead of scores) and converted back tokenizes like the original GGUF, with and without
+    BOS and special tokens, and like PyPI tokenizers on that tokenizer.json."""
+    import gguf
+    d = os.environ.get("TRIAD_MODELS_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "models"))
+    path = os.path.join(d, "gemma-3-270m-q4_k_m.gguf")
+    if not os.path.exists(path):
+        pytest.skip(f"{path} is missing (scripts/fetch_models.sh --all)")
+    hf = tmp_path / "hf"
+    tok, tokens, types = spm_folder_from_gguf(hf, path, "gemma")
+    out = tmp_path / "gemma-vocab.gguf"
+    p = convert(hf, out)
+    assert p.returncode == 0, p.stderr
+    r = gguf.GGUFReader(str(out))
+    assert r.fields["tokenizer.ggml.add_space_prefix"].contents() is False
+    _, got_tokens, _, got_types = gguf_vocab(str(out))
+    assert got_tokens == tokens
+    unk = tokens.index("<unk>")  # tokenizer.json's unk_token: unknown (2) where llama.cpp's gemma3 GGUF says control (3)
+    assert got_types[unk] == 2 and got_types[:unk] + got_types[unk + 1:] == types[:unk] + types[unk + 1:]
+    texts = TEXTS + CORPUS[:6] + ["<start_of_turn>user\nWhat is the capital of France?<end_of_turn>\n<start_of_turn>model\n",
+                                 "    four spaces", "\t\ttabs\n\n\n", "<b>bold</b> <unused0>", "x" * 40]
+    testdata = os.environ.get("TRIAD_TESTDATA", os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "testdata"))
+    cases = os.path.join(testdata, "tokenizer", "ggml-vocab-llama-spm.gguf.inp")
+    if os.path.exists(cases):
+        texts += open(cases, encoding="utf-8").read().split("\n__ggml_vocab_test__\n")
+    bad = []
+    for text in texts:
+        want = triad_ids(path, text)
+        got = triad_ids(out, text)
+        # tokenizers always matches added tokens: as Triad does when it parses special tokens.
+        hf_ids, got_sp = tok.encode(text, add_special_tokens=False).ids, triad_ids(out, text, special=True)
+        if not (got == want and got_sp == hf_ids):
+            bad.append((text, want, got, got_sp, hf_ids))
+    for text in texts[:12]:
+        if triad_ids(out, text, bos=True, special=True) != triad_ids(path, text, bos=True, special=True):
+            bad.append((text, "with BOS and specials"))
+    assert not bad, f"{len(bad)} of {len(texts)} differ (original, converted, converted with specials, tokenizers): {bad[:2]}"
 
 
 # ----------------------------------------------------------------------------------------------
