@@ -35,6 +35,7 @@ import os
 import re
 import signal
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -92,6 +93,13 @@ class Server:
             self.proc.communicate()
             pytest.fail("triad serve did not start:\n" + "".join(self.log[-40:]))
         self.base = f"http://127.0.0.1:{self.port}"
+        # The server logs a line per request: keep reading, or a full pipe blocks its writes.
+        self._reader = threading.Thread(target=self._drain, daemon=True)
+        self._reader.start()
+
+    def _drain(self):
+        for line in self.proc.stdout:
+            self.log.append(line)
 
     def post(self, path: str, body: dict, timeout: float = 600.0):
         """(status, parsed JSON body) of a POST."""
@@ -107,11 +115,11 @@ class Server:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
         try:
-            rest, _ = self.proc.communicate(timeout=timeout)
+            self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            rest, _ = self.proc.communicate()
-        self.log.append(rest or "")
+            self.proc.wait()
+        self._reader.join(timeout=10)
         return self.proc.returncode
 
 

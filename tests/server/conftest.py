@@ -5,6 +5,7 @@ import os
 import re
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -42,16 +43,23 @@ class Server:
             raise RuntimeError("triad serve did not start:\n" + "".join(self.log))
         self.base = f"http://127.0.0.1:{self.port}"
         self.base_url = self.base + "/v1"
+        # The server logs a line per request: keep reading, or a full pipe blocks its writes.
+        self._reader = threading.Thread(target=self._drain, daemon=True)
+        self._reader.start()
+
+    def _drain(self):
+        for line in self.proc.stdout:
+            self.log.append(line)
 
     def stop(self, sig=signal.SIGTERM, timeout=60) -> int:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
         try:
-            rest, _ = self.proc.communicate(timeout=timeout)
+            self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            rest, _ = self.proc.communicate()
-        self.log.append(rest or "")
+            self.proc.wait()
+        self._reader.join(timeout=10)
         return self.proc.returncode
 
 
