@@ -32,7 +32,18 @@ LoadedModel load_model(const std::string& path, const std::string& weight_type, 
   const std::string file = convert::is_hf_folder(local)
                                ? convert::converted_model_path(local, [](const std::string& s) { log_info(s); })
                                : local;
-  m.model = Model::load(file, quant::online_transform(online, threads));
+  // Files are read in ahead of use, so the model starts serving warm; when that takes over a
+  // second (a big file, a cold disk) the progress is shown every 10%.
+  int last_decile = 0;
+  const Timer read_t;
+  auto progress = [&](uint64_t done, uint64_t total) {
+    const int decile = static_cast<int>(done * 10 / std::max<uint64_t>(total, 1));
+    if (decile == last_decile || read_t.seconds() < 1.0) return;
+    last_decile = decile;
+    log_info("loading: ", decile * 10, "% of ", static_cast<double>(total) / (1 << 20), " MiB (",
+             read_t.seconds(), " s)");
+  };
+  m.model = Model::load(file, quant::online_transform(online, threads), progress);
   m.tokenizer = Tokenizer::from_gguf(m.model->file());
   const ModelConfig& c = m.model->config();
   TRIAD_CHECK(m.tokenizer->n_vocab() <= c.n_vocab, "tokenizer has ", m.tokenizer->n_vocab(),

@@ -449,6 +449,25 @@ void GgufFile::release_pages(const TensorInfo& t) const {
   if (first < last) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
+void GgufFile::prefetch(const std::function<void(uint64_t, uint64_t)>& progress) const {
+  if (!map_ || data_offset_ >= size_) return;
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t total = size_ - data_offset_;
+  constexpr uint64_t kChunk = uint64_t{64} << 20;
+  volatile uint8_t sink = 0;
+  for (uint64_t done = 0; done < total;) {
+    const uint64_t n = std::min(kChunk, total - done);
+    const uintptr_t b = reinterpret_cast<uintptr_t>(base_ + data_offset_ + done);
+    const uintptr_t first = b / page * page;
+    ::madvise(reinterpret_cast<void*>(first), b + n - first, MADV_WILLNEED);
+    uint8_t acc = 0;
+    for (uint64_t o = 0; o < n; o += page) acc ^= base_[data_offset_ + done + o];
+    sink = sink ^ acc;
+    done += n;
+    if (progress) progress(done, total);
+  }
+}
+
 GgufFile::~GgufFile() = default;
 
 void GgufFile::parse() {

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -92,6 +93,12 @@ class GgufFile {
   // them back in). Lets a pass over every tensor (triad quantize) keep its resident memory near
   // one tensor instead of the whole file. No effect on in-memory images. Thread-safe.
   void release_pages(const TensorInfo& t) const;
+
+  // Reads the tensor data of a mapped file into memory ahead of use (read-ahead, then one touch
+  // per page), in chunks of 64 MiB, calling progress(bytes done, bytes total) after each: a model
+  // is then warm when it starts serving, and loading a big file from a cold disk can show how far
+  // it is. No effect on in-memory images. Thread-safe.
+  void prefetch(const std::function<void(uint64_t done, uint64_t total)>& progress) const;
 
  private:
   GgufFile() = default;

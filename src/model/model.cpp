@@ -102,9 +102,11 @@ void ForwardScratch::reserve(const ModelConfig& c, int64_t n) {
 
 Model::~Model() = default;
 
-std::unique_ptr<Model> Model::load(const std::string& path, const WeightTransform& transform) {
+std::unique_ptr<Model> Model::load(const std::string& path, const WeightTransform& transform,
+                                   const std::function<void(uint64_t, uint64_t)>& progress) {
   std::unique_ptr<Model> m(new Model());
   m->file_ = gguf::GgufFile::open(path);
+  if (progress) m->file_->prefetch(progress);
   m->config_ = ModelConfig::from_gguf(*m->file_);
   m->weights_ = ModelWeights::bind(*m->file_, m->config_);
   if (transform) transform(m->weights_, *m->file_, m->config_);

@@ -76,7 +76,10 @@ class Model {
       std::function<void(ModelWeights&, const gguf::GgufFile&, const ModelConfig&)>;
   // Loads and validates a GGUF model. Throws triad::Error with a clear message on any problem
   // (unknown architecture, missing or misshapen tensor, unsupported type).
-  static std::unique_ptr<Model> load(const std::string& path, const WeightTransform& transform = {});
+  // progress, when given, is called as the file's tensor data is read in ahead of use
+  // (gguf::GgufFile::prefetch), before the weights are bound and transformed.
+  static std::unique_ptr<Model> load(const std::string& path, const WeightTransform& transform = {},
+                                     const std::function<void(uint64_t done, uint64_t total)>& progress = {});
   ~Model();
 
   const ModelConfig& config() const { return config_; }
