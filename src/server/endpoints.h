@@ -27,8 +27,10 @@ std::string model_name_of(const json& body, const std::string& fallback);
 ServedModel& model_or_404(ServedModel* m, const json& body);
 // The same for the text endpoints: an embedding model is a 400 naming "model".
 ServedModel& generative_model_or_4xx(ServedModel* m, const json& body, const char* endpoint);
-// A 503 (with Retry-After) when `max_queue` requests already wait for the model.
-void check_capacity(const ServedModel& m, int max_queue);
+// A 503 (with Retry-After) when the `n` engine requests a request queues (an embeddings request:
+// one per input) do not fit in `max_queue` beside those already waiting for the model; one
+// larger than the whole queue is let in only when nothing waits.
+void check_capacity(const ServedModel& m, int max_queue, size_t n = 1);
 
 // `msgs`: the chat `messages` array; `param` names it in errors. Listed tools are shown to the
 // model (the template renders them, or a system message describes them), whatever tool_choice

@@ -287,11 +287,16 @@ EmbeddingsRequest parse_embeddings_request(const json& body, int32_t n_vocab) {
     r.texts.push_back(input->get<std::string>());
   } else if (input->is_array()) {
     if (input->empty()) bad("input", "'input' must not be an empty array");
-    if (input->size() > kMaxEmbeddingInputs)
-      bad("input", "'input' has " + std::to_string(input->size()) + " items; at most " +
-                       std::to_string(kMaxEmbeddingInputs) + " are allowed");
+    // The input count limit is for arrays of inputs; a flat token-id array is one input (its
+    // length is checked against the model's context by the caller).
+    auto check_count = [&] {
+      if (input->size() > kMaxEmbeddingInputs)
+        bad("input", "'input' has " + std::to_string(input->size()) + " items; at most " +
+                         std::to_string(kMaxEmbeddingInputs) + " are allowed");
+    };
     const json& first = (*input)[0];
     if (first.is_string()) {
+      check_count();
       for (size_t i = 0; i < input->size(); ++i) {
         const json& e = (*input)[i];
         if (!e.is_string()) bad("input", "input[" + std::to_string(i) + "] is not a string (an array of strings must hold only strings)");
@@ -299,6 +304,7 @@ EmbeddingsRequest parse_embeddings_request(const json& body, int32_t n_vocab) {
         r.texts.push_back(e.get<std::string>());
       }
     } else if (first.is_array()) {
+      check_count();
       for (size_t i = 0; i < input->size(); ++i) {
         const json& e = (*input)[i];
         if (!e.is_array()) bad("input", "input[" + std::to_string(i) + "] is not an array of token ids");

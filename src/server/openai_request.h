@@ -86,9 +86,10 @@ struct GenOptions {
 GenOptions parse_gen_options(const json& body, int32_t n_vocab, int max_n, bool chat);
 
 // POST /v1/embeddings: `input` as a string, an array of strings, an array of token ids or an
-// array of token-id arrays (1..2048 inputs; no empty string or array; ids in 0..n_vocab-1);
-// encoding_format "float" (default) or "base64"; dimensions >= 1 (the model's size is checked
-// by the caller); `user` is accepted and ignored.
+// array of token-id arrays (1..2048 inputs; a flat token-id array is one input, its length
+// checked by the caller against the model's context; no empty string or array; ids in
+// 0..n_vocab-1); encoding_format "float" (default) or "base64"; dimensions >= 1 (the model's
+// size is checked by the caller); `user` is accepted and ignored.
 struct EmbeddingsRequest {
   std::vector<std::string> texts;                 // string inputs, in order ...
   std::vector<std::vector<int32_t>> token_inputs; // ... or token-id inputs (one kind per request)

@@ -31,7 +31,9 @@ Service::Service(std::vector<ServedModel*> models, ServiceOptions options)
       responses_(std::make_shared<ResponseStore>(options_.responses_max, options_.responses_max_bytes)),
       sampler_(make_stats_sampler(models_)) {}
 
-Service::~Service() = default;
+Service::~Service() { stop_sampler(); }
+
+void Service::stop_sampler() { sampler_->stop(); }
 
 ServedModel* Service::find_model(const std::string& name) const {
   for (ServedModel* m : models_)
@@ -232,9 +234,9 @@ std::string model_name_of(const json& body, const std::string& fallback) {
   return m->get<std::string>();
 }
 
-void check_capacity(const ServedModel& m, int max_queue) {
+void check_capacity(const ServedModel& m, int max_queue, size_t n) {
   const engine::EngineStats st = m.engine->stats();
-  if (st.waiting >= max_queue) {
+  if (st.waiting > 0 && static_cast<uint64_t>(st.waiting) + n > static_cast<uint64_t>(max_queue)) {
     ++m.metrics->requests_rejected;
     throw ApiError{503, "The server is overloaded (" + std::to_string(st.waiting) + " requests waiting); please retry shortly.",
                    "server_error", "", "server_is_overloaded", {{"Retry-After", "1"}}};

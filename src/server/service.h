@@ -96,6 +96,9 @@ class Service {
  public:
   Service(std::vector<ServedModel*> models, ServiceOptions options);
   ~Service();  // stops the stats sampler
+  // Stops the stats sampler, which reads every model's engine once a second: call it before any
+  // engine is destroyed (idempotent; the destructor calls it too).
+  void stop_sampler();
   void handle(HttpRequest req, std::shared_ptr<ResponseWriter> w);
   // Number of requests in flight (accepted and not finished).
   int64_t in_flight() const { return in_flight_.load(); }

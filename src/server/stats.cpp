@@ -97,7 +97,9 @@ StatsSampler::StatsSampler(std::vector<ServedModel*> models) : impl_(std::make_u
   impl_->thread = std::thread([this] { impl_->loop(); });
 }
 
-StatsSampler::~StatsSampler() {
+StatsSampler::~StatsSampler() { stop(); }
+
+void StatsSampler::stop() {
   {
     std::lock_guard<std::mutex> lk(impl_->mu);
     impl_->stop = true;
@@ -185,7 +187,8 @@ void Service::stats(std::shared_ptr<ResponseWriter> w) const {
   }
   const double now = unix_seconds();
   const json body{{"time", now}, {"uptime_s", now - kProcessStart}, {"version", "triad 0.1.0"}, {"models", std::move(models)}};
-  w->send(200, "application/json", body.dump(), {{"Cache-Control", "no-store"}});
+  // Names may come from file stems, not UTF-8: replaced, as send_json does, rather than thrown on.
+  w->send(200, "application/json", body.dump(-1, ' ', false, json::error_handler_t::replace), {{"Cache-Control", "no-store"}});
 }
 
 bool Service::page(const std::string& path, ResponseWriter& w) const {

@@ -23,8 +23,12 @@ struct StatsSample {
 class StatsSampler {
  public:
   static constexpr size_t kHistory = 300;
+  // The models' engines must stay alive until stop() (or the destructor) returns.
   explicit StatsSampler(std::vector<ServedModel*> models);
-  ~StatsSampler();  // stops and joins the thread
+  ~StatsSampler();  // stop()
+  // Stops and joins the thread: no engine is read after it returns; history stays readable.
+  // Idempotent (not to be called from two threads at once).
+  void stop();
   StatsSampler(const StatsSampler&) = delete;
   StatsSampler& operator=(const StatsSampler&) = delete;
   std::vector<StatsSample> history(size_t model) const;

