@@ -420,13 +420,27 @@ int run(const ServeOptions& o) {
                 static_cast<double>(s->engine->kv_plan().total_bytes) / (1 << 20), s->sm.kv_dtype.c_str(),
                 static_cast<unsigned long long>(s->sm.kv_bytes_per_token), s->engine->max_model_len());
   std::fflush(stdout);
-  http.run();
-  if (drainer.joinable()) drainer.join();
-  // The /stats sampler reads the engines: stopped before any of them is freed.
-  service.stop_sampler();
-  // Stop the engines while the HTTP objects still exist: requests still running are cancelled
-  // and their sinks may still post to the (stopped) connections.
-  for (auto& s : served) s->engine.reset();
+  {
+    // While serving, log lines go through the asynchronous writer (base/log.h): a stderr that is
+    // slow or not read never stalls an engine or HTTP thread.
+    // TRIAD_LOG_QUEUE_LINES sizes its queue (default 8,192 lines).
+    struct LogWriterScope {
+      LogWriterScope() {
+        const char* q = std::getenv("TRIAD_LOG_QUEUE_LINES");
+        const long n = q && *q ? std::strtol(q, nullptr, 10) : 0;
+        start_log_writer(n > 0 ? static_cast<size_t>(std::min<long>(n, 1L << 24)) : 8192);
+      }
+      ~LogWriterScope() { stop_log_writer(); }
+    } log_writer;
+    http.run();
+    if (drainer.joinable()) drainer.join();
+    // The /stats sampler reads the engines: stopped before any of them is freed.
+    service.stop_sampler();
+    // Stop the engines while the HTTP objects still exist: requests still running are cancelled
+    // and their sinks may still post to the (stopped) connections.
+    for (auto& s : served) s->engine.reset();
+  }
+  if (log_lines_dropped() > 0) log_warn(log_lines_dropped(), " log lines were dropped in all");
   log_info("stopped");
   return 0;
 }

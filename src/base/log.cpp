@@ -1,11 +1,15 @@
 #include "base/log.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <ctime>
+#include <deque>
 #include <mutex>
+#include <thread>
 
 namespace triad {
 namespace {
@@ -82,11 +86,108 @@ std::string now_iso() {
   return b;
 }
 
-void write(const std::string& line) {
+void write_now(const std::string& line) {
   std::lock_guard<std::mutex> lock(g_mu);
   std::fprintf(stderr, "%s\n", line.c_str());
 }
+
+// The asynchronous writer (start_log_writer): a bounded queue and the thread that empties it.
+struct Writer {
+  static constexpr size_t kMaxBytes = size_t{4} << 20;
+  size_t max_lines = 8192;
+  std::mutex mu;
+  std::condition_variable cv, drained;
+  std::deque<std::string> queue;
+  size_t bytes = 0;
+  bool running = false, stopping = false, busy = false;
+  uint64_t dropped_unreported = 0;
+  std::thread thread;
+
+  void loop() {
+    std::unique_lock<std::mutex> lk(mu);
+    for (;;) {
+      cv.wait(lk, [&] { return stopping || !queue.empty() || dropped_unreported > 0; });
+      if (queue.empty() && dropped_unreported == 0) break;  // stopping, nothing left
+      std::deque<std::string> batch;
+      batch.swap(queue);
+      bytes = 0;
+      const uint64_t dropped = dropped_unreported;
+      dropped_unreported = 0;
+      busy = true;
+      lk.unlock();
+      for (const std::string& line : batch) write_now(line);
+      if (dropped > 0)
+        write_now("[triad] warn: " + std::to_string(dropped) + " log lines were dropped: stderr was not being read fast enough");
+      lk.lock();
+      busy = false;
+      drained.notify_all();
+    }
+  }
+};
+Writer g_writer;
+std::atomic<bool> g_async{false};
+std::atomic<uint64_t> g_dropped{0};
+
+void write(const std::string& line) {
+  if (g_async.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lk(g_writer.mu);
+    if (g_writer.running && !g_writer.stopping) {
+      if (g_writer.queue.size() >= g_writer.max_lines || g_writer.bytes + line.size() > Writer::kMaxBytes) {
+        ++g_writer.dropped_unreported;
+        g_dropped.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        g_writer.bytes += line.size();
+        g_writer.queue.push_back(line);
+      }
+      g_writer.cv.notify_one();
+      return;
+    }
+  }
+  write_now(line);
+}
 }  // namespace
+
+void start_log_writer(size_t max_lines) {
+  std::lock_guard<std::mutex> lk(g_writer.mu);
+  if (g_writer.running) return;
+  g_writer.max_lines = std::max<size_t>(1, max_lines);
+  g_writer.running = true;
+  g_writer.stopping = false;
+  g_writer.thread = std::thread([] { g_writer.loop(); });
+  g_async.store(true, std::memory_order_release);
+}
+
+void stop_log_writer(double drain_s) {
+  {
+    std::unique_lock<std::mutex> lk(g_writer.mu);
+    if (!g_writer.running) return;
+    // Give the writer drain_s to empty the queue; a stuck stderr then loses the rest, not the exit.
+    g_writer.drained.wait_for(lk, std::chrono::duration<double>(drain_s),
+                              [] { return g_writer.queue.empty() && !g_writer.busy; });
+    if (!g_writer.queue.empty() || g_writer.busy) {
+      g_dropped.fetch_add(g_writer.queue.size(), std::memory_order_relaxed);
+      g_writer.queue.clear();
+      g_writer.bytes = 0;
+      g_writer.dropped_unreported = 0;
+    }
+    g_writer.stopping = true;
+    g_async.store(false, std::memory_order_release);
+  }
+  g_writer.cv.notify_all();
+  // A writer stuck in write(2) on a stuck stderr cannot be joined: it is left to the exit.
+  std::unique_lock<std::mutex> lk(g_writer.mu);
+  const bool idle = g_writer.drained.wait_for(lk, std::chrono::seconds(1), [] { return !g_writer.busy; });
+  lk.unlock();
+  if (idle) {
+    g_writer.thread.join();
+  } else {
+    g_writer.thread.detach();
+  }
+  lk.lock();
+  g_writer.running = false;
+}
+
+uint64_t log_lines_dropped() { return g_dropped.load(std::memory_order_relaxed); }
 
 void set_log_level(LogLevel level) { g_level.store(static_cast<int>(level)); }
 LogLevel log_level() { return static_cast<LogLevel>(g_level.load()); }

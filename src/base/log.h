@@ -3,6 +3,7 @@
 // of a message). Thread-safe (one line per call is written atomically).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,18 @@ LogField log_field(const std::string& key, int64_t value);
 void log_event(const std::string& event, const std::vector<LogField>& fields);
 // Writes "[triad] LEVEL message" to stderr when level >= the current level.
 void log_line(LogLevel level, const std::string& message);
+
+// A server must not stall on its log: between start_log_writer() and stop_log_writer() lines go
+// into a bounded queue (max_lines, 8,192 by default, or 4 MiB) that one writer thread empties into stderr, so a
+// slow or stuck stderr (a full pipe, a blocked log driver) never blocks the engine or HTTP
+// threads. When the queue is full, lines are dropped and counted, and the writer reports how many
+// once it can write again. stop_log_writer() writes what is queued (for at most `drain_s`
+// seconds) and joins the thread; lines logged after it are written directly again. Both are
+// idempotent; call them from one thread (the server's main thread).
+void start_log_writer(size_t max_lines = 8192);
+void stop_log_writer(double drain_s = 5.0);
+// Lines dropped because the queue was full, since the process started.
+uint64_t log_lines_dropped();
 
 template <typename... Args>
 void log_info(Args&&... args) {

@@ -624,6 +624,8 @@ void Service::metrics(std::shared_ptr<ResponseWriter> w) const {
         [](const Row& r) { return r.s.embedding_requests; });
   gauge("triad_embedding_input_tokens_total", "counter", "Tokens of the embedding inputs computed.",
         [](const Row& r) { return r.s.embedding_tokens; });
+  help("triad_log_lines_dropped_total", "counter", "Log lines dropped because stderr was not read fast enough.");
+  o << "triad_log_lines_dropped_total " << log_lines_dropped() << "\n";
   help("triad_requests_total", "counter", "Finished requests by outcome.");
   for (const Row& r : rows) {
     const ModelMetrics& mm = *r.m->metrics;

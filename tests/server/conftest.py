@@ -43,13 +43,26 @@ class Server:
             raise RuntimeError("triad serve did not start:\n" + "".join(self.log))
         self.base = f"http://127.0.0.1:{self.port}"
         self.base_url = self.base + "/v1"
-        # The server logs a line per request: keep reading, or a full pipe blocks its writes.
+        # The server logs a line per request: keep reading, so the pipe never fills (a test may
+        # pause the reader to play a stuck log driver).
+        self._go = threading.Event()
+        self._go.set()
         self._reader = threading.Thread(target=self._drain, daemon=True)
         self._reader.start()
 
     def _drain(self):
-        for line in self.proc.stdout:
+        while True:
+            self._go.wait()
+            line = self.proc.stdout.readline()
+            if not line:
+                break
             self.log.append(line)
+
+    def _pause_drain(self):
+        self._go.clear()
+
+    def _resume_drain(self):
+        self._go.set()
 
     def stop(self, sig=signal.SIGTERM, timeout=60) -> int:
         if self.proc.poll() is None:
@@ -59,6 +72,7 @@ class Server:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        self._go.set()
         self._reader.join(timeout=10)
         return self.proc.returncode
 

@@ -13,7 +13,7 @@ def complete(s: Server, max_tokens: int) -> None:
     req = urllib.request.Request(s.base_url + "/completions",
                                  json.dumps({"model": "stories", "prompt": "Once upon a time", "max_tokens": max_tokens,
                                              "temperature": 0}).encode(), {"Content-Type": "application/json"})
-    json.load(urllib.request.urlopen(req))
+    json.load(urllib.request.urlopen(req, timeout=60))
 
 
 def test_json_log_lines_and_request_events():
@@ -46,3 +46,26 @@ def test_text_request_line():
     assert s.stop() == 0
     lines = [l for l in "".join(s.log).splitlines() if "info: request " in l]
     assert len(lines) == 1 and "model=stories" in lines[0] and "completion_tokens=2" in lines[0], lines
+
+
+def test_an_unread_stderr_never_stalls_serving():
+    """A server whose log pipe nobody reads (a stuck log driver) keeps answering: its log lines
+    queue and, once the queue is full, are dropped and counted (triad_log_lines_dropped_total),
+    and a warning says so once the pipe is read again. Before the asynchronous writer, about
+    400 request lines filled the 64 KiB pipe and the engine thread blocked in write(2)."""
+    import time
+    need(STORIES)
+    # A 64-line queue (TRIAD_LOG_QUEUE_LINES) fills after ~64 requests beyond the pipe's ~400.
+    s = Server(["-m", str(STORIES), "--alias", "stories"], env={"TRIAD_LOG_QUEUE_LINES": "64"})
+    s._pause_drain()  # from now on nobody reads the pipe
+    t0 = time.time()
+    for _ in range(1500):
+        complete(s, 1)
+    assert time.time() - t0 < 120
+    metrics = urllib.request.urlopen(s.base + "/metrics").read().decode()
+    dropped = int(next(l for l in metrics.splitlines() if l.startswith("triad_log_lines_dropped_total")).split()[-1])
+    assert dropped > 0, "the queue never filled: send more requests"
+    s._resume_drain()
+    assert s.stop() == 0
+    log = "".join(s.log)
+    assert "log lines were dropped" in log
