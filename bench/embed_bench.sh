@@ -48,8 +48,10 @@ for r in $(seq 1 "$ROUNDS"); do
     if [ "$LLAMA" != "-" ]; then
       # llama.cpp: 16 parallel slots (its default 4 was slower at 64 concurrent requests), a
       # batch large enough for 16 full inputs.
+      # LLAMA_EXTRA: more llama-server options (e.g. --no-repack where its AMX repacking crashes).
+      # shellcheck disable=SC2086
       bench "llama.cpp $t" "$LLAMA" -m "$OUT/minilm-$t.gguf" --embedding --port "$PORT" -t "$THREADS" \
-        -np 16 -c 8192 -b 8192 -ub 8192 --alias minilm
+        -np 16 -c 8192 -b 8192 -ub 8192 --alias minilm ${LLAMA_EXTRA:-}
     fi
   done
 done

@@ -94,24 +94,56 @@ def dashboard(a):
         opts.add_argument(x)
     drv = webdriver.Chrome(service=Service(executable_path="/usr/bin/chromedriver"), options=opts)
     print(f"## 16 concurrent streams, dashboard closed vs open ({os.path.basename(a.model)}, --threads {a.threads})")
-    print("| round | dashboard | output tok/s | TPOT p50 ms | TTFT p50 s |\n|---|---|---|---|---|")
-    res = {"closed": [], "open": []}
+    print("closed: no page; poll: /stats fetched once a second without a browser (what the page asks of the server);")
+    print("open: the page in headless chromium on the same cores. CPU s: the browser's processes' CPU time in the run.\n")
+    print("| round | dashboard | output tok/s | TPOT p50 ms | TTFT p50 s | browser CPU s | server CPU s |\n|---|---|---|---|---|---|---|")
+    modes = ("closed", "poll", "open")
+    res = {m: [] for m in modes}
     try:
         client_bench.run(base, "m", 16, 16, 0, 76, 16, 151000, 999)  # warm-up
         for rnd in range(a.rounds):
-            for mode in ("closed", "open"):
+            for k, mode in enumerate(modes):
                 drv.get(base + "/dashboard" if mode == "open" else "about:blank")
                 if mode == "open":
                     time.sleep(2)  # the page has loaded and polls /stats once a second
-                r = client_bench.run(base, "m", 16, 16, 0, 76, 128, 151000, 100 + 2 * rnd + (mode == "open"))
+                stop_poll = threading.Event()
+                if mode == "poll":
+                    def poll():
+                        while not stop_poll.wait(1.0):
+                            urllib.request.urlopen(base + "/stats", timeout=10).read()
+                    threading.Thread(target=poll, daemon=True).start()
+                b0, s0 = cpu_seconds("chrom"), cpu_seconds(pid=p.pid)
+                r = client_bench.run(base, "m", 16, 16, 0, 76, 128, 151000, 100 + 3 * rnd + k)
+                b1, s1 = cpu_seconds("chrom"), cpu_seconds(pid=p.pid)
+                stop_poll.set()
                 res[mode].append(r["output_tok_s"])
-                print(f"| {rnd + 1} | {mode} | {r['output_tok_s']:.1f} | {r['tpot'][0] * 1000:.1f} | {r['ttft'][0]:.3f} |",
-                      flush=True)
+                print(f"| {rnd + 1} | {mode} | {r['output_tok_s']:.1f} | {r['tpot'][0] * 1000:.1f} | {r['ttft'][0]:.3f} | "
+                      f"{b1 - b0:.1f} | {s1 - s0:.1f} |", flush=True)
     finally:
         drv.quit()
         stop(p)
-    c, o = statistics.mean(res["closed"]), statistics.mean(res["open"])
-    print(f"mean output tok/s: closed {c:.1f}, open {o:.1f} (open / closed {o / c:.3f})\n")
+    c = statistics.mean(res["closed"])
+    print("mean output tok/s: " + ", ".join(f"{m} {statistics.mean(res[m]):.1f} ({statistics.mean(res[m]) / c:.3f} of closed)"
+                                             for m in modes) + "\n")
+
+
+def cpu_seconds(name: str = "", pid: int = 0) -> float:
+    """User + system CPU seconds of one process, or of every process whose name contains name."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or (pid and int(d) != pid):
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                st = f.read()
+        except OSError:
+            continue
+        comm = st[st.index("(") + 1:st.rindex(")")]
+        if pid or name in comm:
+            fields = st[st.rindex(")") + 2:].split()
+            total += int(fields[11]) + int(fields[12])
+    return total / tick
 
 
 def main():
