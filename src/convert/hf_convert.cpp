@@ -527,9 +527,14 @@ json gemma3_text_config(const json& top) {
   for (const auto& [k, v] : defaults)
     if (!c.contains(k) || c[k].is_null()) c[k] = v;
   const int64_t head_dim = cfg_int(c, "head_dim", 0, true), n_layer = cfg_int(c, "num_hidden_layers", 0, true);
-  if (!c["query_pre_attn_scalar"].is_number() || c["query_pre_attn_scalar"].get<double>() != static_cast<double>(head_dim))
-    fail("convert: gemma3 with query_pre_attn_scalar ", c["query_pre_attn_scalar"].dump(), " (not head_dim ", head_dim,
-         ", as in Gemma 3 27B) is not supported");
+  // GGUF has no key for it: Triad (as llama.cpp) takes head_dim, or hidden / heads for the
+  // 62-layer 27B.
+  const double want_qpas = n_layer == 62 ? static_cast<double>(cfg_int(c, "hidden_size", 0, true)) /
+                                               static_cast<double>(std::max<int64_t>(1, cfg_int(c, "num_attention_heads", 1, true)))
+                                         : static_cast<double>(head_dim);
+  if (!c["query_pre_attn_scalar"].is_number() || c["query_pre_attn_scalar"].get<double>() != want_qpas)
+    fail("convert: gemma3 with query_pre_attn_scalar ", c["query_pre_attn_scalar"].dump(), " is not supported (a ", n_layer,
+         "-layer gemma3 scales attention by ", want_qpas, "^-1/2, as llama.cpp reads it)");
   for (const char* k : {"final_logit_softcapping", "attn_logit_softcapping"})
     if (c.contains(k) && !c[k].is_null()) fail("convert: gemma3 with ", k, " is not supported");
   if (cfg_num(c, "rope_local_base_freq", 10000.0) != 10000.0)

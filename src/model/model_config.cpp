@@ -322,6 +322,10 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
       break;
   }
   c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  // Gemma 3 scales scores by query_pre_attn_scalar^-1/2, which GGUF does not store: head_dim for
+  // every size but 27B (62 layers), where it is n_embd / n_head (llama.cpp's rule, by layer count).
+  if (c.arch == Arch::kGemma3 && c.n_layers == 62)
+    c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd) / static_cast<float>(c.n_heads));
   if (c.arch == Arch::kDeepseek2) read_mla(f, p, c, kq_mscale);
 
   // Experts. llama with experts is Mixtral; the other dense architectures must not declare any.

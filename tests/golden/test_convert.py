@@ -103,18 +103,20 @@ def make_spm_tokenizer(style: str) -> "tokenizers.Tokenizer":
 
 
 def make_folder(path, arch: str, seed: int, shards: bool = False, tied: bool = False, n_vocab_pad: int = 0,
-                multimodal: bool = False) -> dict:
+                multimodal: bool = False, gemma_27b: bool = False) -> dict:
     """A random HF folder; returns its config and weights (float32, HF names). gemma3: six layers
     (five sliding-window, one global), a window of 8 and a SentencePiece tokenizer; multimodal:
-    as Gemma3ForConditionalGeneration lays it out (text_config, language_model.*, a vision tower)."""
+    as Gemma3ForConditionalGeneration lays it out (text_config, language_model.*, a vision tower);
+    gemma_27b: 62 layers with query_pre_attn_scalar = hidden / heads (16) apart from head_dim (24),
+    as Gemma 3 27B has them."""
     rng = np.random.default_rng(seed)
     os.makedirs(path, exist_ok=True)
     gemma = arch == "gemma3"
     tok = make_spm_tokenizer("gemma") if gemma else make_tokenizer(LLAMA3_SPLIT if arch == "llama" else QWEN2_SPLIT, 400)
     tok.save(os.path.join(path, "tokenizer.json"))
     n_tok = tok.get_vocab_size()
-    hidden, n_layer, n_head, n_kv, ff = 64, 6 if gemma else 2, 4, 2, 96
-    head_dim = 16 if arch != "qwen3" else 24  # qwen3: head_dim given apart from hidden / heads
+    hidden, n_layer, n_head, n_kv, ff = 64, (62 if gemma_27b else 6) if gemma else 2, 4, 2, 96
+    head_dim = 24 if arch == "qwen3" or gemma_27b else 16  # qwen3: head_dim given apart from hidden / heads
     cfg = {
         "architectures": {"qwen2": ["Qwen2ForCausalLM"], "qwen3": ["Qwen3ForCausalLM"], "llama": ["LlamaForCausalLM"],
                           "gemma3": ["Gemma3ForCausalLM"]}[arch],
@@ -126,7 +128,8 @@ def make_folder(path, arch: str, seed: int, shards: bool = False, tied: bool = F
     if arch == "qwen3":
         cfg["head_dim"] = head_dim
     if gemma:  # as google/gemma-3-270m's config.json has it
-        cfg.update({"head_dim": head_dim, "query_pre_attn_scalar": head_dim, "sliding_window": 8, "rope_theta": 1e6,
+        cfg.update({"head_dim": head_dim, "query_pre_attn_scalar": hidden // n_head if gemma_27b else head_dim,
+                    "sliding_window": 8, "rope_theta": 1e6,
                     "rope_local_base_freq": 10000.0, "hidden_activation": "gelu_pytorch_tanh", "tie_word_embeddings": True,
                     "layer_types": ["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(n_layer)],
                     "final_logit_softcapping": None, "attn_logit_softcapping": None, "bos_token_id": 2, "eos_token_id": 1})
@@ -267,10 +270,11 @@ def convert(folder, out, outtype="f32"):
 
 
 CASES = [("qwen2", dict()), ("qwen3", dict(tied=True)), ("llama", dict(shards=True, n_vocab_pad=5)), ("gemma3", dict()),
-         ("gemma3", dict(multimodal=True, n_vocab_pad=3))]
+         ("gemma3", dict(multimodal=True, n_vocab_pad=3)), ("gemma3", dict(gemma_27b=True))]
 
 
-@pytest.mark.parametrize("arch,kw", CASES, ids=[c[0] + ("-multimodal" if c[1].get("multimodal") else "") for c in CASES])
+@pytest.mark.parametrize("arch,kw", CASES, ids=[c[0] + ("-multimodal" if c[1].get("multimodal") else "") +
+                                                ("-27b-shape" if c[1].get("gemma_27b") else "") for c in CASES])
 def test_converted_model_matches_the_hf_definition(tmp_path, arch, kw):
     m = make_folder(tmp_path / "hf", arch, seed=len(arch), **kw)
     out = tmp_path / "model.gguf"
@@ -365,7 +369,7 @@ def test_gemma3_settings_triad_cannot_run_are_clear_errors(tmp_path):
     src, out = tmp_path / "hf", tmp_path / "out.gguf"
     cfg = m["cfg"]
     bad_types = ["sliding_attention"] * 6
-    for change, needle in [({"query_pre_attn_scalar": 168}, "query_pre_attn_scalar 168"),
+    for change, needle in [({"query_pre_attn_scalar": 168}, "query_pre_attn_scalar 168 is not supported (a 6-layer gemma3"),
                            ({"final_logit_softcapping": 30.0}, "final_logit_softcapping is not supported"),
                            ({"rope_local_base_freq": 20000.0}, "rope_local_base_freq 20000"),
                            ({"hidden_activation": "silu"}, "hidden_activation 'silu'"),
