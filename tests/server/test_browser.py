@@ -107,7 +107,9 @@ def test_chat_page_streams_an_answer(browser, server):
     grew = sorted(set(n for n in live if n > 0))
     assert len(grew) >= 3, f"the answer did not stream in: lengths seen while live {live[:40]}"
     assert r["text"].strip() and r["stored"]["role"] == "assistant" and r["stored"]["content"].strip()
-    assert r["stored"]["content"].strip()[:20] in r["text"]
+    # The page renders markdown (whitespace and markup change): compare letters and digits.
+    alnum = lambda t: "".join(ch for ch in t if ch.isalnum())  # noqa: E731
+    assert alnum(r["stored"]["content"])[:40] in alnum(r["text"])
     shot(d, "chat-streamed")
 
 
