@@ -152,6 +152,14 @@ struct Engine::Impl {
     const RequestTimings t = l.timings;
     live.erase(it);
     ++finished_total;
+    {  // A client reading stats() right after its answer finds it counted (the rest waits for the step's end).
+      std::lock_guard<std::mutex> lk(mu);
+      snapshot.requests_finished = finished_total;
+      snapshot.prompt_tokens = prompt_total;
+      snapshot.generated_tokens = generated_total;
+      snapshot.embedding_requests = embeddings_total;
+      snapshot.embedding_tokens = embedding_tokens_total;
+    }
     try {
       sink->on_finish(id, reason, t, error);
     } catch (const std::exception& e) {

@@ -141,6 +141,8 @@ class Engine {
   // Cancels every request submitted so far (queued or running); each finishes with kCancelled
   // within one loop iteration.
   void cancel_all();
+  // A snapshot, refreshed after every step; its request and token counters already count every
+  // request whose on_finish has been called.
   EngineStats stats() const;
   const EngineConfig& config() const;
   const KvMemoryPlan& kv_plan() const;
