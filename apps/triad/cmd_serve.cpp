@@ -260,6 +260,9 @@ int run(const ServeOptions& o) {
   const uint64_t shared_kv = budget_all > fixed_all ? budget_all - fixed_all : 0;
   const std::string tmpl_override = o.chat_template_file.empty() ? std::string() : read_file(o.chat_template_file);
   std::vector<server::ServedModel*> models;
+  // One pool of --threads for all the models' engines: their steps take turns on the cores
+  // instead of oversubscribing them (and each engine's serial work overlaps the others').
+  const auto pool = std::make_shared<ThreadPool>(threads);
   for (size_t i = 0; i < served.size(); ++i) {
     Served& s = *served[i];
     engine::EngineConfig ec = o.engine.make(s.lm, threads, o.common.ctx);
@@ -267,7 +270,7 @@ int run(const ServeOptions& o) {
       ec.kv_memory_bytes = fixed[i];
     else if (served.size() > 1 || total_budget > 0)
       ec.kv_memory_bytes = static_cast<uint64_t>(static_cast<long double>(shared_kv) * per_token[i] / sum_per_token);
-    s.engine = std::make_unique<engine::Engine>(*s.lm.model, ec);
+    s.engine = std::make_unique<engine::Engine>(*s.lm.model, ec, pool);
     s.sm.model = s.lm.model.get();
     const ModelConfig& mc = s.lm.model->config();
     if (mc.encoder) {
@@ -480,7 +483,7 @@ Command add_serve(CLI::App& app) {
   cmd->add_option("--max-body", o->max_body, "largest request body (413 beyond)");
   cmd->add_option("--shutdown-timeout", o->shutdown_timeout, "seconds in-flight requests get to finish on SIGTERM")
       ->check(CLI::Range(0.0, 3600.0));
-  cmd->add_option("-t,--threads", o->common.threads, "worker threads per model (default: physical cores)")
+  cmd->add_option("-t,--threads", o->common.threads, "worker threads, shared by all the served models (default: physical cores)")
       ->check(CLI::Range(0, 1024));
   cmd->add_option("-c,--ctx", o->common.ctx, "context length per request (default: min(trained, 4096))")
       ->check(CLI::Range(0, 1 << 24));

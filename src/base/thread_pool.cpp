@@ -1,19 +1,48 @@
 #include "base/thread_pool.h"
 
+#include <chrono>
+
+#include "base/error.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
 namespace triad {
 namespace {
-// About 50-100 microseconds of polling before a worker goes to sleep.
-constexpr int kSpinIterations = 20000;
+
+// How long an idle or waiting thread polls before it sleeps. Long enough to bridge the serial
+// gaps between the parallel regions of one decode step (a few microseconds each), short enough
+// that a thread waiting on a descheduled one soon frees its core for it.
+constexpr int64_t kSpinMicros = 50;
 
 inline void cpu_relax() {
 #if defined(__x86_64__)
   _mm_pause();
 #endif
 }
+
+// Polls pred() for up to kSpinMicros; true if it held.
+template <typename P>
+bool spin_until(P&& pred) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::microseconds(kSpinMicros);
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (pred()) return true;
+      cpu_relax();
+    }
+    if (Clock::now() >= deadline) return pred();
+  }
+}
+
+// The state word: seq (bits 33..63) | run() flag (bit 32) | chunks (16..31) | next (0..15).
+constexpr uint64_t kAllFlag = uint64_t{1} << 32;
+inline uint64_t seq_of(uint64_t w) { return w >> 33; }
+inline bool all_of(uint64_t w) { return (w & kAllFlag) != 0; }
+inline int64_t chunks_of(uint64_t w) { return static_cast<int64_t>((w >> 16) & 0xFFFF); }
+inline int64_t next_of(uint64_t w) { return static_cast<int64_t>(w & 0xFFFF); }
+
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
@@ -23,48 +52,121 @@ ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads
 
 ThreadPool::~ThreadPool() {
   stop_.store(true, std::memory_order_release);
-  generation_.fetch_add(1, std::memory_order_acq_rel);
-  generation_.notify_all();
+  wake_.fetch_add(1, std::memory_order_acq_rel);
+  wake_.notify_all();
   for (auto& w : workers_) w.join();
 }
 
-void ThreadPool::dispatch(const Job& job) {
-  if (n_threads_ == 1) {
-    job.call(job.ctx, 0, 1);
-    return;
-  }
-  job_ = job;
-  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
-  generation_.fetch_add(1, std::memory_order_acq_rel);
-  generation_.notify_all();
-  job.call(job.ctx, 0, n_threads_);
-  // Wait for the workers: spin first, then sleep.
-  for (int i = 0; i < kSpinIterations; ++i) {
-    if (pending_.load(std::memory_order_acquire) == 0) return;
-    cpu_relax();
-  }
-  for (int p = pending_.load(std::memory_order_acquire); p != 0;
-       p = pending_.load(std::memory_order_acquire)) {
-    pending_.wait(p, std::memory_order_acquire);
+void ThreadPool::wait_done(std::atomic<int>& counter, int target) {
+  if (spin_until([&] { return counter.load(std::memory_order_acquire) == target; })) return;
+  for (int v = counter.load(std::memory_order_acquire); v != target;
+       v = counter.load(std::memory_order_acquire))
+    counter.wait(v, std::memory_order_acquire);
+}
+
+void ThreadPool::run_chunks(uint64_t w, int tid) {
+  const uint64_t seq = seq_of(w);
+  for (;;) {
+    if (seq_of(w) != seq || next_of(w) >= chunks_of(w)) return;
+    // The claim compares the whole word, so it fails if the job has moved on.
+    if (!state_.compare_exchange_weak(w, w + 1, std::memory_order_acq_rel, std::memory_order_acquire))
+      continue;
+    const int64_t c = next_of(w);
+    const int n = static_cast<int>(chunks_of(w));
+    // The job cannot end before this chunk is done, so job_ is still this job's.
+    job_.call(job_.ctx, c, tid, n_threads_);
+    if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == n) done_.notify_one();
+    w = state_.load(std::memory_order_acquire);
   }
 }
 
+void ThreadPool::submit(const Job& job, int64_t n_chunks) {
+  TRIAD_CHECK(n_chunks >= 0 && n_chunks <= kMaxChunks, "thread pool: ", n_chunks, " chunks");
+  if (n_threads_ == 1) {
+    if (n_chunks == 0) {
+      job.call(job.ctx, 0, 0, 1);
+    } else {
+      for (int64_t c = 0; c < n_chunks; ++c) job.call(job.ctx, c, 0, 1);
+    }
+    return;
+  }
+  const bool leased = holder_.load(std::memory_order_relaxed) == std::this_thread::get_id();
+  if (!leased) acquire();
+  job_ = job;
+  const uint64_t seq = (seq_of(state_.load(std::memory_order_relaxed)) + 1) & ((uint64_t{1} << 31) - 1);
+  uint64_t w = seq << 33;
+  if (n_chunks == 0) {
+    w |= kAllFlag;
+    pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+  } else {
+    w |= static_cast<uint64_t>(n_chunks) << 16;
+    done_.store(0, std::memory_order_relaxed);
+  }
+  state_.store(w, std::memory_order_release);
+  wake_.fetch_add(1, std::memory_order_acq_rel);
+  wake_.notify_all();
+  if (n_chunks == 0) {
+    job.call(job.ctx, 0, 0, n_threads_);
+    wait_done(pending_, 0);
+  } else {
+    run_chunks(w, 0);
+    wait_done(done_, static_cast<int>(n_chunks));
+  }
+  if (!leased) release();
+}
+
+void ThreadPool::acquire() {
+  const uint32_t t = next_ticket_.fetch_add(1, std::memory_order_relaxed);
+  if (!spin_until([&] { return serving_.load(std::memory_order_acquire) == t; })) {
+    for (uint32_t v = serving_.load(std::memory_order_acquire); v != t; v = serving_.load(std::memory_order_acquire))
+      serving_.wait(v, std::memory_order_acquire);
+  }
+  holder_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+}
+
+void ThreadPool::release() {
+  holder_.store(std::thread::id(), std::memory_order_relaxed);
+  serving_.fetch_add(1, std::memory_order_release);
+  serving_.notify_all();
+}
+
+ThreadPool::Lease::Lease(ThreadPool& pool) : pool_(pool) {
+  TRIAD_CHECK(pool.holder_.load(std::memory_order_relaxed) != std::this_thread::get_id(),
+              "thread pool: this thread already holds a lease");
+  pool_.acquire();
+}
+
+ThreadPool::Lease::~Lease() { pool_.release(); }
+
 void ThreadPool::worker_main(int tid) {
-  uint32_t seen = 0;
+  uint64_t seen = 0;  // the sequence of the last job this thread looked at
   for (;;) {
-    uint32_t g = generation_.load(std::memory_order_acquire);
-    for (int i = 0; g == seen && i < kSpinIterations; ++i) {
-      cpu_relax();
-      g = generation_.load(std::memory_order_acquire);
+    uint64_t w = state_.load(std::memory_order_acquire);
+    if (seq_of(w) == seen && !stop_.load(std::memory_order_acquire)) {
+      if (!spin_until([&] {
+            return seq_of(state_.load(std::memory_order_acquire)) != seen ||
+                   stop_.load(std::memory_order_relaxed);
+          })) {
+        // Sleep until a job is published: read the wake counter first, then re-check, so a
+        // job published in between is not slept through.
+        for (;;) {
+          const uint32_t k = wake_.load(std::memory_order_acquire);
+          if (seq_of(state_.load(std::memory_order_acquire)) != seen || stop_.load(std::memory_order_acquire))
+            break;
+          wake_.wait(k, std::memory_order_acquire);
+        }
+      }
+      continue;
     }
-    while (g == seen) {
-      generation_.wait(seen, std::memory_order_acquire);
-      g = generation_.load(std::memory_order_acquire);
-    }
-    seen = g;
     if (stop_.load(std::memory_order_acquire)) return;
-    job_.call(job_.ctx, tid, n_threads_);
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+    seen = seq_of(w);
+    if (all_of(w)) {
+      // A run() job cannot end without this thread, so job_ is still its own.
+      job_.call(job_.ctx, 0, tid, n_threads_);
+      if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+    } else {
+      run_chunks(w, tid);
+    }
   }
 }
 

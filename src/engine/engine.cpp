@@ -80,7 +80,7 @@ struct Engine::Impl {
   // Owned by the engine thread.
   KvStorage storage;
   sched::Scheduler scheduler;
-  ThreadPool pool;
+  std::shared_ptr<ThreadPool> pool;  // own, or shared with other engines
   ModelRunner runner;
 
   struct Live {
@@ -134,12 +134,13 @@ struct Engine::Impl {
 
   std::thread thread;
 
-  Impl(const Model& m, EngineConfig c)
+  Impl(const Model& m, EngineConfig c, std::shared_ptr<ThreadPool> shared)
       : model(m), config(for_model(m, std::move(c))), plan(plan_kv_memory(m.config(), config)),
         storage(m.config(), KvStorageConfig{config.block_size, config.k_type, config.v_type, plan.blocks_per_group}),
         scheduler(sched::SchedulerConfig{config.max_batched_tokens, config.max_seqs, config.max_model_len},
                   kv_manager_config(config, plan)),
-        pool(config.threads), runner(m, storage, pool) {}
+        pool(shared ? std::move(shared) : std::make_shared<ThreadPool>(config.threads)),
+        runner(m, storage, *pool) {}
 
   void finish(RequestId id, FinishReason reason, const std::string& error) {
     auto it = live.find(id);
@@ -275,6 +276,7 @@ struct Engine::Impl {
         wants[i] = RowOutput::kAllLogits;
     }
     try {
+      const ThreadPool::Lease lease(*pool);  // a pool shared with other engines: one step whole
       runner.execute(out, scheduler, wants);
     } catch (const std::exception& e) {
       // A forward-pass failure fails the requests of this step, not the engine.
@@ -502,10 +504,10 @@ struct Engine::Impl {
   }
 };
 
-Engine::Engine(const Model& model, EngineConfig config) {
+Engine::Engine(const Model& model, EngineConfig config, std::shared_ptr<ThreadPool> pool) {
   if (config.max_model_len == 0) config.max_model_len = std::min(model.config().n_ctx_train > 0 ? model.config().n_ctx_train : 4096, 8192);
   config.validate();
-  impl_ = std::make_unique<Impl>(model, std::move(config));
+  impl_ = std::make_unique<Impl>(model, std::move(config), std::move(pool));
   log_info(impl_->plan.describe());
   impl_->thread = std::thread([this] { impl_->loop(); });
 }

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "base/thread_pool.h"
 #include "engine/engine_config.h"
 #include "sampling/sampler.h"
 #include "sched/scheduler.h"
@@ -125,7 +126,10 @@ struct EngineStats {
 class Engine {
  public:
   // The model must outlive the engine. Plans the KV memory, allocates it and starts the loop.
-  Engine(const Model& model, EngineConfig config);
+  // The forward pass runs on `pool` when given (engines of several models share one pool, so
+  // the cores are not oversubscribed: their steps' parallel regions take turns, and each
+  // engine's serial work overlaps the others'); else on a pool of config.threads of its own.
+  Engine(const Model& model, EngineConfig config, std::shared_ptr<ThreadPool> pool = nullptr);
   ~Engine();  // stops the loop; unfinished requests finish with kCancelled
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;

@@ -238,19 +238,22 @@ void matmul_isa(IsaLevel level, const WeightMatrix& w, const float* x, int64_t n
     fn(j, 0, w.rows, 0, n_tokens);
     return;
   }
+  // Rows are split in units of 16 into chunks that the pool's threads claim as they run (a
+  // descheduled thread delays the product by one chunk, not its share). A few tokens: several
+  // chunks per thread. Many: the prompt kernels re-lay every token's activations per call, so
+  // fewer, larger chunks. Every row and token is computed alike whatever the split.
   constexpr int64_t kUnit = 16;
   const int64_t units = (w.rows + kUnit - 1) / kUnit;
   if (units >= nth || n_tokens < nth) {
-    pool.run([&](int tid, int n) {
-      const int64_t r0 = std::min(w.rows, units * tid / n * kUnit);
-      const int64_t r1 = std::min(w.rows, units * (tid + 1) / n * kUnit);
+    const int64_t per_thread = n_tokens >= 8 ? 2 : ThreadPool::kChunksPerThread;
+    const int64_t k = std::min(units, per_thread * nth);
+    pool.for_each_chunk(k, [&](int64_t c, int) {
+      const int64_t r0 = std::min(w.rows, units * c / k * kUnit);
+      const int64_t r1 = std::min(w.rows, units * (c + 1) / k * kUnit);
       if (r0 < r1) fn(j, r0, r1, 0, n_tokens);
     });
   } else {
-    pool.run([&](int tid, int n) {
-      const int64_t t0 = n_tokens * tid / n, t1 = n_tokens * (tid + 1) / n;
-      if (t0 < t1) fn(j, 0, w.rows, t0, t1);
-    });
+    pool.parallel_for(n_tokens, [&](int64_t t0, int64_t t1) { fn(j, 0, w.rows, t0, t1); });
   }
 }
 
@@ -305,12 +308,9 @@ void matmul_experts_isa(IsaLevel level, const ExpertProducts& e, const float* x,
   const int32_t n_products = e.n * sets;
   constexpr int64_t kSpreadRows = 8;  // decode-sized groups: a whole product per thread
   if (pool.size() > 1 && most <= kSpreadRows) {
-    std::atomic<int32_t> next{0};
-    pool.run([&](int, int) {
+    pool.for_each_chunk(n_products, [&](int64_t j, int) {
       thread_local ThreadPool solo(1);
-      for (int32_t j = next.fetch_add(1, std::memory_order_relaxed); j < n_products;
-           j = next.fetch_add(1, std::memory_order_relaxed))
-        product(j, solo);
+      product(static_cast<int32_t>(j), solo);
     });
     return;
   }

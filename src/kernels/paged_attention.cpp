@@ -356,8 +356,8 @@ void paged_attention_at(IsaLevel level, const AttentionParams& p, const float* q
   const PagedItem* const items = cs.items.data();
   const int64_t n_items = static_cast<int64_t>(cs.items.size());
 
-  std::atomic<int64_t> next{0};
-  pool.run([&](int tid, int) {
+  // Items are claimed one at a time, largest first, by whichever threads are running.
+  pool.for_each_chunk(n_items, [&](int64_t k, int tid) {
     PagedScratch w;
     float* f = fbuf + tid * per_f;
     w.kt = f;
@@ -377,11 +377,7 @@ void paged_attention_at(IsaLevel level, const AttentionParams& p, const float* q
     w.row_e = ip + 3 * rows;
     w.seg_has = ip + 4 * rows;
     w.run_has = ip + 5 * rows;
-    for (;;) {
-      const int64_t k = next.fetch_add(1, std::memory_order_relaxed);
-      if (k >= n_items) break;
-      kern.item(c, items[k], w);
-    }
+    kern.item(c, items[k], w);
   });
   if (!split) return;
   const int64_t* const mrows = cs.merge_rows.data();

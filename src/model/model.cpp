@@ -31,10 +31,9 @@ void mm_heads(const ForwardScratch& s, const ExpertMatrices& w, const float* x, 
     for (int32_t h = 0; h < H; ++h) mm(s, w.at(h), x + h * x_head, n, x_stride, y + h * y_head, y_stride, pool);
     return;
   }
-  pool.run([&](int tid, int nth) {
+  pool.for_each_chunk(H, [&](int64_t h, int) {
     thread_local ThreadPool solo(1);
-    for (int32_t h = tid; h < H; h += nth)
-      kernels::matmul(w.at(h), x + h * x_head, n, x_stride, y + h * y_head, y_stride, solo);
+    kernels::matmul(w.at(static_cast<int32_t>(h)), x + h * x_head, n, x_stride, y + h * y_head, y_stride, solo);
   });
 }
 

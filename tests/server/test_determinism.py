@@ -74,8 +74,8 @@ def prompts(n_vocab=1024):
     return [prefix + [rng.randrange(259, n_vocab) for _ in range(3 + i % 4)] for i in range(16)]
 
 
-def ask(s, prompt, i):
-    body = {"model": "m", "prompt": prompt, "max_tokens": 12, "logprobs": 2, "seed": 1000 + i,
+def ask(s, prompt, i, max_tokens=12):
+    body = {"model": "m", "prompt": prompt, "max_tokens": max_tokens, "logprobs": 2, "seed": 1000 + i,
             "temperature": 0.0 if i % 4 == 0 else 1.0, "ignore_eos": True}
     r = httpx.post(s.base_url + "/completions", json=body, timeout=300)
     assert r.status_code == 200, r.text
@@ -109,13 +109,14 @@ def test_results_do_not_depend_on_the_batch_or_the_cache(models, wtype):
         assert cached > 0, "the second pass should hit the prefix cache"
         for i in range(len(ps)):
             assert warm[i] == alone[i], f"{wtype}: request {i} changed with its prefix cached"
-        # All at once, with four long requests of other traffic in the same steps.
+        # All at once, with four long requests of other traffic in the same steps (long-running,
+        # so they overlap the 16 however fast the steps are, and their growth forces preemption).
         before = metric(s, "triad_preemptions_total")
         rng = random.Random(3)
         other = [[rng.randrange(259, n_vocab) for _ in range(120)] for _ in range(4)]
         with cf.ThreadPoolExecutor(20) as ex:
             futs = [ex.submit(ask, s, p, i) for i, p in enumerate(ps)]
-            noise = [ex.submit(ask, s, p, 99) for p in other]
+            noise = [ex.submit(ask, s, p, 99, 64) for p in other]
             batched = [f.result()[0] for f in futs]
             for f in noise:
                 f.result()

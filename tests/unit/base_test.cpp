@@ -3,7 +3,12 @@
 // over all codes and their midpoints), dtype traits.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <utility>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -54,6 +59,132 @@ TEST(ThreadPool, SurvivesIdleSleep) {
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   pool.run([&](int, int) { count++; });
   EXPECT_EQ(count.load(), 4);
+}
+
+TEST(ThreadPool, ChunksEachOnceWithValidThreadIds) {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    // Includes more chunks than one job holds (claimed in groups).
+    for (int64_t n : {int64_t{1}, int64_t{5}, int64_t{4096}, ThreadPool::kMaxChunks, ThreadPool::kMaxChunks + 1,
+                      int64_t{200000}}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      std::atomic<int> bad_tid{0};
+      pool.for_each_chunk(n, [&](int64_t c, int tid) {
+        if (tid < 0 || tid >= threads) bad_tid++;
+        hits[static_cast<size_t>(c)].fetch_add(1);
+      });
+      EXPECT_EQ(bad_tid.load(), 0);
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "threads " << threads << " n " << n;
+    }
+  }
+}
+
+TEST(ThreadPool, ParallelForBoundariesDependOnSizesOnly) {
+  // The chunk boundaries are a function of n and the pool size, not of which thread ran what:
+  // collected over many jobs they are always the same set.
+  ThreadPool pool(3);
+  for (int64_t n : {1, 7, 12, 13, 1000}) {
+    std::vector<std::pair<int64_t, int64_t>> first;
+    for (int rep = 0; rep < 20; ++rep) {
+      std::mutex mu;
+      std::vector<std::pair<int64_t, int64_t>> got;
+      pool.parallel_for(n, [&](int64_t b, int64_t e) {
+        std::lock_guard<std::mutex> l(mu);
+        got.emplace_back(b, e);
+      });
+      std::sort(got.begin(), got.end());
+      ASSERT_EQ(static_cast<int64_t>(got.size()), pool.chunks_for(n));
+      ASSERT_EQ(got.front().first, 0);
+      ASSERT_EQ(got.back().second, n);
+      for (size_t i = 1; i < got.size(); ++i) ASSERT_EQ(got[i - 1].second, got[i].first);
+      if (rep == 0) first = got;
+      ASSERT_EQ(got, first);
+    }
+  }
+}
+
+TEST(ThreadPool, RunningThreadsTakeAStalledThreadsShare) {
+  // Whoever claims chunk 0 is held there (as if the OS had descheduled it) until every other
+  // chunk is done. With work assigned per thread, its other chunks would wait for it and this
+  // would time out; claimed work lets the running threads finish them.
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    for (int rep = 0; rep < 20; ++rep) {
+      constexpr int64_t kN = 64;
+      std::atomic<int> others{0};
+      std::atomic<bool> timed_out{false};
+      pool.for_each_chunk(kN, [&](int64_t c, int) {
+        if (c != 0) {
+          others++;
+          return;
+        }
+        const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while (others.load() != kN - 1) {
+          if (std::chrono::steady_clock::now() > limit) {
+            timed_out = true;
+            return;
+          }
+          std::this_thread::yield();
+        }
+      });
+      ASSERT_FALSE(timed_out.load()) << "threads " << threads;
+      ASSERT_EQ(others.load(), kN - 1);
+    }
+  }
+}
+
+TEST(ThreadPool, ManySubmittersShareOnePool) {
+  // Engines of several models submit to one pool: every job runs whole, each submitter sees its
+  // own results, and run() still reaches every thread.
+  ThreadPool pool(2);
+  std::vector<std::thread> subs;
+  std::atomic<int> failures{0};
+  for (int s = 0; s < 3; ++s) {
+    subs.emplace_back([&, s] {
+      for (int rep = 0; rep < 300; ++rep) {
+        const int64_t n = 1 + (rep * 7 + s) % 50;
+        std::vector<int64_t> out(static_cast<size_t>(n), -1);
+        pool.parallel_for(n, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) out[static_cast<size_t>(i)] = i * (s + 1);
+        });
+        for (int64_t i = 0; i < n; ++i)
+          if (out[static_cast<size_t>(i)] != i * (s + 1)) failures++;
+        std::atomic<int> ran{0};
+        pool.run([&](int, int) { ran++; });
+        if (ran.load() != 2) failures++;
+        if (rep % 50 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // workers sleep
+      }
+    });
+  }
+  for (auto& t : subs) t.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+TEST(ThreadPool, ALeaseHoldsThePoolForItsThread) {
+  // Two engines sharing a pool each lease it for a step of several jobs: the steps never
+  // interleave, and the holder's own jobs run inside its lease.
+  ThreadPool pool(2);
+  std::atomic<int> inside{0}, overlaps{0}, jobs{0};
+  auto engine = [&] {
+    for (int step = 0; step < 200; ++step) {
+      const ThreadPool::Lease lease(pool);
+      if (inside.fetch_add(1) != 0) overlaps++;
+      for (int op = 0; op < 5; ++op) pool.parallel_for(16, [&](int64_t, int64_t) { jobs++; });
+      inside.fetch_sub(1);
+    }
+  };
+  std::thread a(engine), b(engine);
+  // A third thread's single jobs wait their turn too.
+  std::thread c([&] {
+    for (int i = 0; i < 200; ++i) pool.parallel_for(4, [&](int64_t, int64_t) {});
+  });
+  a.join();
+  b.join();
+  c.join();
+  EXPECT_EQ(overlaps.load(), 0);
+  EXPECT_EQ(jobs.load(), 2 * 200 * 5 * static_cast<int>(pool.chunks_for(16)));
+  const ThreadPool::Lease lease(pool);
+  EXPECT_THROW(ThreadPool::Lease again(pool), Error);
 }
 
 TEST(CheckedMath, Overflow) {
