@@ -56,14 +56,21 @@ class Histogram {
     }
     Recent r;
     r.count = v.size();
-    std::sort(v.begin(), v.end());
-    for (double p : percentiles) {
-      if (v.empty()) {
-        r.values.emplace_back();
-        continue;
-      }
-      const auto k = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size())));
-      r.values.emplace_back(v[std::min(v.size() - 1, k == 0 ? 0 : k - 1)]);
+    // Each rank by selection (linear time; /stats asks every second for up to kRecentMax
+    // values), in ascending rank order so each search starts where the last one ended.
+    std::vector<std::pair<size_t, size_t>> ranks;  // (rank, index into percentiles)
+    for (size_t i = 0; i < percentiles.size(); ++i) {
+      r.values.emplace_back();
+      if (v.empty()) continue;
+      const auto k = static_cast<size_t>(std::ceil(percentiles[i] / 100.0 * static_cast<double>(v.size())));
+      ranks.emplace_back(std::min(v.size() - 1, k == 0 ? 0 : k - 1), i);
+    }
+    std::sort(ranks.begin(), ranks.end());
+    size_t lo = 0;
+    for (const auto& [rank, i] : ranks) {
+      std::nth_element(v.begin() + static_cast<std::ptrdiff_t>(lo), v.begin() + static_cast<std::ptrdiff_t>(rank), v.end());
+      r.values[i] = v[rank];
+      lo = rank;
     }
     return r;
   }
