@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "base/cpu_features.h"
@@ -30,6 +31,7 @@ struct BenchOptions {
   EngineOptions engine;
   int n_prompt = 512;
   int n_gen = 128;
+  int depth = 0;  // context already in the KV cache before each pp / tg test (llama-bench's -d)
   int reps = 3;
   bool no_roofline = false;
   bool batch_given = false;  // -b/--max-batched-tokens on the command line
@@ -62,19 +64,30 @@ int run(const BenchOptions& o) {
   // Every run goes through the engine, as requests: pp is the time to the first token of an
   // n_prompt-token request (one forward pass, or chunks of -b tokens when given), tg the decode rate of a
   // 1-token request generating n_gen tokens. Each pp repetition uses a new random prompt, so
-  // the prefix cache never helps.
-  engine::EngineConfig ec = o.engine.make(lm, threads, std::max(o.n_prompt, o.n_gen) + 2);
+  // the prefix cache never helps. With --depth D, every request starts with the same D-token
+  // context, computed once before the tests and then served by the prefix cache, so pp and tg
+  // run with D positions already in the KV cache (llama-bench's -d).
+  const int64_t ctx = int64_t{o.depth} + std::max(o.n_prompt, o.n_gen) + 2;
+  TRIAD_CHECK(ctx <= (int64_t{1} << 22), "bench: --depth plus the test's tokens is too long");
+  engine::EngineConfig ec = o.engine.make(lm, threads, static_cast<int>(ctx));
   ec.eog_ids.clear();
   // Like llama-bench's pp: the whole prompt in one forward pass unless -b says otherwise.
-  if (!o.batch_given) ec.max_batched_tokens = std::max(o.n_prompt, 1);
+  // (With a context, a step also holds its partial last block, and the context itself is
+  // computed in chunks of at least 512.)
+  if (!o.batch_given)
+    ec.max_batched_tokens = o.depth > 0 ? std::max(o.n_prompt + ec.block_size, 512) : std::max(o.n_prompt, 1);
+  TRIAD_CHECK(o.depth == 0 || ec.enable_prefix_caching, "bench: --depth needs the prefix cache (drop --no-prefix-caching)");
   engine::Engine eng(m, ec);
   std::mt19937 rng(1234);
   std::uniform_int_distribution<int32_t> dist(0, c.n_vocab - 1);
+  std::vector<int32_t> context(static_cast<size_t>(o.depth));
+  for (int32_t& t : context) t = dist(rng);
 
   auto run_request = [&](int32_t n_prompt, int32_t n_gen) {
     engine::GenerationRequest r;
-    r.prompt.resize(std::max(n_prompt, 1));
-    for (int32_t& t : r.prompt) t = dist(rng);
+    r.prompt = context;
+    r.prompt.resize(context.size() + static_cast<size_t>(std::max(n_prompt, 1)));
+    for (size_t i = context.size(); i < r.prompt.size(); ++i) r.prompt[i] = dist(rng);
     r.max_tokens = std::max(n_gen, 1);
     r.ignore_eos = true;
     r.sampling.temperature = 0;
@@ -84,12 +97,25 @@ int run(const BenchOptions& o) {
     TRIAD_CHECK(sink->reason() != engine::FinishReason::kError, "bench request failed: ", sink->error());
     return sink;
   };
+  // The context's whole KV blocks come from the cache; a partial last block is computed with
+  // the test's tokens (and counted: the rate is of the tokens computed).
+  int32_t cached_depth = 0;
+  auto computed = [&](const CollectSink& s, int32_t n_prompt) {
+    cached_depth = s.timings().cached_tokens;
+    return o.depth + std::max(n_prompt, 1) - s.timings().cached_tokens;
+  };
+  if (o.depth > 0) {
+    Timer t;
+    run_request(0, 1);  // computes the context once; later requests find it in the prefix cache
+    std::printf("context: %d tokens computed in %.2f s\n", o.depth, t.seconds());
+  }
   auto pp_rate = [&] {
     auto s = run_request(o.n_prompt, 1);
-    return o.n_prompt / s->timings().ttft_s;
+    return computed(*s, o.n_prompt) / s->timings().ttft_s;
   };
   auto tg_rate = [&] {
     auto s = run_request(1, o.n_gen);
+    computed(*s, 1);
     const auto& t = s->times();
     TRIAD_CHECK(t.size() >= 2, "tg: too few tokens");
     const double secs = std::chrono::duration<double>(t.back() - t.front()).count();
@@ -100,6 +126,13 @@ int run(const BenchOptions& o) {
   std::printf("model: %s\n", c.summary().c_str());
   std::printf("weights: %.1f MiB streamed per token; threads: %d; CPU kernels: %s\n",
               m.weights().bytes_per_token / (1024.0 * 1024.0), threads, cpu_summary().c_str());
+  // llama-bench's label: "pp512 @ d8192"; the depth served from the cache, if not all of it.
+  auto depth_label = [&]() -> std::string {
+    if (o.depth == 0) return "";
+    std::string l = " @ d" + std::to_string(o.depth);
+    if (cached_depth != o.depth) l += " (" + std::to_string(cached_depth) + " cached)";
+    return l;
+  };
   std::printf("| test | tokens/s | ms/token |\n|---|---|---|\n");
   Stat pp, tg;
   if (o.n_prompt > 0) {
@@ -107,14 +140,14 @@ int run(const BenchOptions& o) {
     std::vector<double> rates;
     for (int r = 0; r < o.reps; ++r) rates.push_back(pp_rate());
     pp = stats(rates);
-    std::printf("| pp%d | %.2f ± %.2f | %.3f |\n", o.n_prompt, pp.mean, pp.sd, 1000.0 / pp.mean);
+    std::printf("| pp%d%s | %.2f ± %.2f | %.3f |\n", o.n_prompt, depth_label().c_str(), pp.mean, pp.sd, 1000.0 / pp.mean);
   }
   if (o.n_gen > 0) {
     tg_rate();  // warm-up
     std::vector<double> rates;
     for (int r = 0; r < o.reps; ++r) rates.push_back(tg_rate());
     tg = stats(rates);
-    std::printf("| tg%d | %.2f ± %.2f | %.3f |\n", o.n_gen, tg.mean, tg.sd, 1000.0 / tg.mean);
+    std::printf("| tg%d%s | %.2f ± %.2f | %.3f |\n", o.n_gen, depth_label().c_str(), tg.mean, tg.sd, 1000.0 / tg.mean);
   }
   std::printf("peak resident memory: %.1f MiB\n", peak_rss_mib());
   if (o.n_gen > 0 && !o.no_roofline) {
@@ -135,6 +168,10 @@ Command add_bench(CLI::App& app) {
   cmd->add_option("-p,--n-prompt", o->n_prompt, "prompt tokens (pp test)")->check(CLI::Range(0, 1 << 20));
   cmd->add_option("-n,--n-gen", o->n_gen, "generated tokens (tg test)")->check(CLI::Range(0, 1 << 20));
   cmd->add_option("-r,--reps", o->reps, "repetitions")->check(CLI::Range(1, 1000));
+  cmd->add_option("-d,--depth", o->depth,
+                  "context tokens already in the KV cache before each test (computed once, then served by the prefix cache; "
+                  "as llama-bench's -d)")
+      ->check(CLI::Range(0, 1 << 22));
   cmd->add_flag("--no-roofline", o->no_roofline, "skip the memory bandwidth measurement");
   o->common.add_weight_type(*cmd);
   o->engine.add_to(*cmd);
