@@ -84,6 +84,29 @@ def test_f32_two_threads(synthetic_dir, name, chunk):
         f"{name} chunk={chunk} threads=2: {gu.describe(m)}"
 
 
+LONG_MODELS = ["llama_yarn_4k", "llama_rope_4k"]
+
+
+def long_sequence(n=4096) -> list:
+    rng = np.random.default_rng(4096)
+    return [1] + [int(t) for t in rng.integers(3, make_synthetic.N_VOCAB, n - 1)]
+
+
+@pytest.mark.parametrize("chunk", [None, 1000], ids=["one_call", "chunk1000"])
+@pytest.mark.parametrize("name", LONG_MODELS)
+def test_long_positions_with_rope_scaling(synthetic_dir, name, chunk):
+    """Positions up to 4095 on models trained (by their metadata) for 1024 and stretched x4 by
+    YaRN or linear scaling: every row against the reference, so positions far beyond the original
+    context are checked, through the split attention (several 512-key segments) on two threads."""
+    path = os.path.join(synthetic_dir, name + ".gguf")
+    toks = long_sequence()
+    ref = gu.ref_logits(path, toks)
+    got = gu.eval_logits(path, toks, ref.shape[1], chunk=chunk, threads=2)
+    m = gu.compare_logits(got, ref)
+    assert m["max_rel"] <= F32_TOL and m["row_rel_max"] <= F32_TOL, \
+        f"{name} chunk={chunk}: {gu.describe(m)} (tolerance {F32_TOL})"
+
+
 def _check_loose(name, m, tol):
     assert gu.within(m, tol), f"{name}: {gu.describe(m)} (tolerance {tol})"
 

@@ -44,6 +44,8 @@ token types, bos 1, eos 2):
                     used) with router and expert biases, gate/up scaled so the SwiGLU clamps at 7
   llama_yarn.gguf   llama_rope.gguf's shape with YaRN x4 over an original context of 32 instead
                     of linear scaling
+  llama_yarn_4k.gguf, llama_rope_4k.gguf  a context of 4096 from an original 1024 (YaRN x4,
+                    linear x4), GQA, full rotary
   llama_<type>.gguf llama.gguf with every 2-D weight stored as <type>: f16, bf16, q8_0, q4_0,
                     q4_1, q5_0, q5_1 (gguf.quants.quantize) and q4_k, q5_k, q6_k (kquants.py)
   gemma3_q4_k_m.gguf gemma3.gguf with the tensor-type mix of a llama.cpp Q4_K_M file (token_embd
@@ -191,6 +193,12 @@ SPECS = [
          window=10, n_expert=4, n_expert_used=2, n_ff_exp=64, yarn=(8.0, 32, 0.0)),
     Spec("llama_yarn", "llama", 103, 128, 2, 4, 4, 32, 256, tied=False, rope_base=50000.0,
          rope_dims=16, yarn=(4.0, 32, 0.0)),
+    # Long context: a context of 4096 from an original 1024, by YaRN and by linear scaling
+    # (test_synthetic.py's long-position tests read positions up to 4095).
+    Spec("llama_yarn_4k", "llama", 110, 128, 2, 4, 2, 32, 256, tied=False, rope_base=10000.0,
+         yarn=(4.0, 1024, 0.0), n_ctx=4096),
+    Spec("llama_rope_4k", "llama", 111, 128, 2, 4, 2, 32, 256, tied=False, rope_base=10000.0,
+         rope_linear=4.0, n_ctx=4096),
     Spec("mixtral", "llama", 109, 128, 2, 8, 2, 16, 96, tied=False, rope_base=1e6, n_expert=4,
          n_expert_used=2, n_ff_exp=96, write_ff_exp=False),
     Spec("mixtral_split", "llama", 109, 128, 2, 8, 2, 16, 96, tied=False, rope_base=1e6, n_expert=4,
