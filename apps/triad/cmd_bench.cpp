@@ -31,7 +31,7 @@ struct BenchOptions {
   EngineOptions engine;
   int n_prompt = 512;
   int n_gen = 128;
-  int depth = 0;  // context already in the KV cache before each pp / tg test (llama-bench's -d)
+  std::vector<int> depths;  // contexts already in the KV cache before the pp / tg tests (llama-bench's -d)
   int reps = 3;
   bool no_roofline = false;
   bool batch_given = false;  // -b/--max-batched-tokens on the command line
@@ -65,9 +65,14 @@ int run(const BenchOptions& o) {
   // n_prompt-token request (one forward pass, or chunks of -b tokens when given), tg the decode rate of a
   // 1-token request generating n_gen tokens. Each pp repetition uses a new random prompt, so
   // the prefix cache never helps. With --depth D, every request starts with the same D-token
-  // context, computed once before the tests and then served by the prefix cache, so pp and tg
-  // run with D positions already in the KV cache (llama-bench's -d).
-  const int64_t ctx = int64_t{o.depth} + std::max(o.n_prompt, o.n_gen) + 2;
+  // context, computed before the tests at that depth and then served by the prefix cache, so pp
+  // and tg run with D positions already in the KV cache (llama-bench's -d). Several depths run
+  // in increasing order, each context extending the last (only the new part is computed).
+  std::vector<int> depths = o.depths.empty() ? std::vector<int>{0} : o.depths;
+  std::sort(depths.begin(), depths.end());
+  depths.erase(std::unique(depths.begin(), depths.end()), depths.end());
+  const int max_depth = depths.back();
+  const int64_t ctx = int64_t{max_depth} + std::max(o.n_prompt, o.n_gen) + 2;
   TRIAD_CHECK(ctx <= (int64_t{1} << 22), "bench: --depth plus the test's tokens is too long");
   engine::EngineConfig ec = o.engine.make(lm, threads, static_cast<int>(ctx));
   ec.eog_ids.clear();
@@ -75,19 +80,20 @@ int run(const BenchOptions& o) {
   // (With a context, a step also holds its partial last block, and the context itself is
   // computed in chunks of at least 512.)
   if (!o.batch_given)
-    ec.max_batched_tokens = o.depth > 0 ? std::max(o.n_prompt + ec.block_size, 512) : std::max(o.n_prompt, 1);
-  TRIAD_CHECK(o.depth == 0 || ec.enable_prefix_caching, "bench: --depth needs the prefix cache (drop --no-prefix-caching)");
+    ec.max_batched_tokens = max_depth > 0 ? std::max(o.n_prompt + ec.block_size, 512) : std::max(o.n_prompt, 1);
+  TRIAD_CHECK(max_depth == 0 || ec.enable_prefix_caching, "bench: --depth needs the prefix cache (drop --no-prefix-caching)");
   engine::Engine eng(m, ec);
   std::mt19937 rng(1234);
   std::uniform_int_distribution<int32_t> dist(0, c.n_vocab - 1);
-  std::vector<int32_t> context(static_cast<size_t>(o.depth));
+  std::vector<int32_t> context(static_cast<size_t>(max_depth));
   for (int32_t& t : context) t = dist(rng);
+  int depth = 0;  // the tests' current depth: their prompts start with context[0, depth)
 
   auto run_request = [&](int32_t n_prompt, int32_t n_gen) {
     engine::GenerationRequest r;
-    r.prompt = context;
-    r.prompt.resize(context.size() + static_cast<size_t>(std::max(n_prompt, 1)));
-    for (size_t i = context.size(); i < r.prompt.size(); ++i) r.prompt[i] = dist(rng);
+    r.prompt.assign(context.begin(), context.begin() + depth);
+    r.prompt.resize(static_cast<size_t>(depth) + static_cast<size_t>(std::max(n_prompt, 1)));
+    for (size_t i = static_cast<size_t>(depth); i < r.prompt.size(); ++i) r.prompt[i] = dist(rng);
     r.max_tokens = std::max(n_gen, 1);
     r.ignore_eos = true;
     r.sampling.temperature = 0;
@@ -102,13 +108,8 @@ int run(const BenchOptions& o) {
   int32_t cached_depth = 0;
   auto computed = [&](const CollectSink& s, int32_t n_prompt) {
     cached_depth = s.timings().cached_tokens;
-    return o.depth + std::max(n_prompt, 1) - s.timings().cached_tokens;
+    return depth + std::max(n_prompt, 1) - s.timings().cached_tokens;
   };
-  if (o.depth > 0) {
-    Timer t;
-    run_request(0, 1);  // computes the context once; later requests find it in the prefix cache
-    std::printf("context: %d tokens computed in %.2f s\n", o.depth, t.seconds());
-  }
   auto pp_rate = [&] {
     auto s = run_request(o.n_prompt, 1);
     return computed(*s, o.n_prompt) / s->timings().ttft_s;
@@ -128,33 +129,56 @@ int run(const BenchOptions& o) {
               m.weights().bytes_per_token / (1024.0 * 1024.0), threads, cpu_summary().c_str());
   // llama-bench's label: "pp512 @ d8192"; the depth served from the cache, if not all of it.
   auto depth_label = [&]() -> std::string {
-    if (o.depth == 0) return "";
-    std::string l = " @ d" + std::to_string(o.depth);
-    if (cached_depth != o.depth) l += " (" + std::to_string(cached_depth) + " cached)";
+    if (depth == 0) return "";
+    std::string l = " @ d" + std::to_string(depth);
+    if (cached_depth != depth) l += " (" + std::to_string(cached_depth) + " cached)";
     return l;
   };
   std::printf("| test | tokens/s | ms/token |\n|---|---|---|\n");
-  Stat pp, tg;
-  if (o.n_prompt > 0) {
-    pp_rate();  // warm-up
-    std::vector<double> rates;
-    for (int r = 0; r < o.reps; ++r) rates.push_back(pp_rate());
-    pp = stats(rates);
-    std::printf("| pp%d%s | %.2f ± %.2f | %.3f |\n", o.n_prompt, depth_label().c_str(), pp.mean, pp.sd, 1000.0 / pp.mean);
+  std::fflush(stdout);
+  std::vector<std::string> notes;
+  Stat tg0;  // tg without a context, for the roofline
+  bool have_tg0 = false;
+  for (int d : depths) {
+    if (d > 0) {  // extend the cached context to d tokens
+      const int from = depth;
+      depth = d;
+      Timer t;
+      auto s = run_request(0, 1);
+      const double secs = s->timings().ttft_s;
+      const int32_t done = d + 1 - s->timings().cached_tokens;
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "context %d -> %d: %d tokens computed in %.2f s (%.1f tokens/s)", from, d, done,
+                    secs, done / secs);
+      notes.emplace_back(buf);
+    }
+    if (o.n_prompt > 0) {
+      pp_rate();  // warm-up
+      std::vector<double> rates;
+      for (int r = 0; r < o.reps; ++r) rates.push_back(pp_rate());
+      const Stat pp = stats(rates);
+      std::printf("| pp%d%s | %.2f ± %.2f | %.3f |\n", o.n_prompt, depth_label().c_str(), pp.mean, pp.sd, 1000.0 / pp.mean);
+    }
+    if (o.n_gen > 0) {
+      tg_rate();  // warm-up
+      std::vector<double> rates;
+      for (int r = 0; r < o.reps; ++r) rates.push_back(tg_rate());
+      const Stat tg = stats(rates);
+      std::printf("| tg%d%s | %.2f ± %.2f | %.3f |\n", o.n_gen, depth_label().c_str(), tg.mean, tg.sd, 1000.0 / tg.mean);
+      if (d == 0) {
+        tg0 = tg;
+        have_tg0 = true;
+      }
+    }
+    std::fflush(stdout);
   }
-  if (o.n_gen > 0) {
-    tg_rate();  // warm-up
-    std::vector<double> rates;
-    for (int r = 0; r < o.reps; ++r) rates.push_back(tg_rate());
-    tg = stats(rates);
-    std::printf("| tg%d%s | %.2f ± %.2f | %.3f |\n", o.n_gen, depth_label().c_str(), tg.mean, tg.sd, 1000.0 / tg.mean);
-  }
+  for (const std::string& n : notes) std::printf("%s\n", n.c_str());
   std::printf("peak resident memory: %.1f MiB\n", peak_rss_mib());
-  if (o.n_gen > 0 && !o.no_roofline) {
+  if (have_tg0 && !o.no_roofline) {
     const double bw = kernels::measure_read_bandwidth_gbs(pool);
     const double roof = bw * 1e9 / static_cast<double>(m.weights().bytes_per_token);
     std::printf("memory read bandwidth: %.1f GB/s -> tg roofline %.1f tokens/s; tg at %.0f%% of roofline\n",
-                bw, roof, 100.0 * tg.mean / roof);
+                bw, roof, 100.0 * tg0.mean / roof);
   }
   return 0;
 }
@@ -168,9 +192,10 @@ Command add_bench(CLI::App& app) {
   cmd->add_option("-p,--n-prompt", o->n_prompt, "prompt tokens (pp test)")->check(CLI::Range(0, 1 << 20));
   cmd->add_option("-n,--n-gen", o->n_gen, "generated tokens (tg test)")->check(CLI::Range(0, 1 << 20));
   cmd->add_option("-r,--reps", o->reps, "repetitions")->check(CLI::Range(1, 1000));
-  cmd->add_option("-d,--depth", o->depth,
-                  "context tokens already in the KV cache before each test (computed once, then served by the prefix cache; "
-                  "as llama-bench's -d)")
+  cmd->add_option("-d,--depth", o->depths,
+                  "context tokens already in the KV cache before the tests, one depth or a list (0,8192,32768): each "
+                  "context is computed once, then served by the prefix cache, as llama-bench's -d")
+      ->delimiter(',')
       ->check(CLI::Range(0, 1 << 22));
   cmd->add_flag("--no-roofline", o->no_roofline, "skip the memory bandwidth measurement");
   o->common.add_weight_type(*cmd);
