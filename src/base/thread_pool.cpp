@@ -1,6 +1,8 @@
 #include "base/thread_pool.h"
 
+#include <algorithm>
 #include <chrono>
+#include <exception>
 
 #include "base/error.h"
 
@@ -36,6 +38,14 @@ bool spin_until(P&& pred) {
   }
 }
 
+// The pool whose job this thread is running (nested submits are refused).
+thread_local const ThreadPool* t_running = nullptr;
+struct Running {
+  const ThreadPool* prev;
+  explicit Running(const ThreadPool* p) : prev(t_running) { t_running = p; }
+  ~Running() { t_running = prev; }
+};
+
 // The state word: seq (bits 33..63) | run() flag (bit 32) | chunks (16..31) | next (0..15).
 constexpr uint64_t kAllFlag = uint64_t{1} << 32;
 inline uint64_t seq_of(uint64_t w) { return w >> 33; }
@@ -65,6 +75,7 @@ void ThreadPool::wait_done(std::atomic<int>& counter, int target) {
 }
 
 void ThreadPool::run_chunks(uint64_t w, int tid) {
+  const Running running(this);
   const uint64_t seq = seq_of(w);
   for (;;) {
     if (seq_of(w) != seq || next_of(w) >= chunks_of(w)) return;
@@ -82,7 +93,9 @@ void ThreadPool::run_chunks(uint64_t w, int tid) {
 
 void ThreadPool::submit(const Job& job, int64_t n_chunks) {
   TRIAD_CHECK(n_chunks >= 0 && n_chunks <= kMaxChunks, "thread pool: ", n_chunks, " chunks");
+  TRIAD_CHECK(t_running != this, "thread pool: a job submitted to the pool it runs on");
   if (n_threads_ == 1) {
+    const Running running(this);
     if (n_chunks == 0) {
       job.call(job.ctx, 0, 0, 1);
     } else {
@@ -105,14 +118,37 @@ void ThreadPool::submit(const Job& job, int64_t n_chunks) {
   state_.store(w, std::memory_order_release);
   wake_.fetch_add(1, std::memory_order_acq_rel);
   wake_.notify_all();
+  // fn must not throw; if it does on this thread all the same (the engine catches a failed
+  // step), the job is closed before the exception leaves: no chunk is claimed any more, the
+  // workers' claimed chunks finish (their fn and its frame are still alive), and the pool is
+  // released, so the next job starts clean.
+  std::exception_ptr failed;
   if (n_chunks == 0) {
-    job.call(job.ctx, 0, 0, n_threads_);
+    try {
+      const Running running(this);
+      job.call(job.ctx, 0, 0, n_threads_);
+    } catch (...) {
+      failed = std::current_exception();
+    }
     wait_done(pending_, 0);
   } else {
-    run_chunks(w, 0);
-    wait_done(done_, static_cast<int>(n_chunks));
+    int target = static_cast<int>(n_chunks);
+    try {
+      run_chunks(w, 0);
+    } catch (...) {
+      failed = std::current_exception();
+      uint64_t cur = state_.load(std::memory_order_acquire);
+      while (next_of(cur) < chunks_of(cur) &&
+             !state_.compare_exchange_weak(cur, cur - static_cast<uint64_t>(next_of(cur)) + static_cast<uint64_t>(chunks_of(cur)),
+                                           std::memory_order_acq_rel, std::memory_order_acquire)) {
+      }
+      // Chunks claimed: next at the close; this thread's failed one never counts as done.
+      target = static_cast<int>(std::min(next_of(cur), chunks_of(cur))) - 1;
+    }
+    wait_done(done_, target);
   }
   if (!leased) release();
+  if (failed) std::rethrow_exception(failed);
 }
 
 void ThreadPool::acquire() {
@@ -162,7 +198,10 @@ void ThreadPool::worker_main(int tid) {
     seen = seq_of(w);
     if (all_of(w)) {
       // A run() job cannot end without this thread, so job_ is still its own.
-      job_.call(job_.ctx, 0, tid, n_threads_);
+      {
+        const Running running(this);
+        job_.call(job_.ctx, 0, tid, n_threads_);
+      }
       if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
     } else {
       run_chunks(w, tid);

@@ -22,7 +22,11 @@
 //   one job, or for as long as a Lease lives (an engine leases the pool for a whole forward
 //   pass, so two engines alternate by steps, not by single products, and neither starves).
 //   Each submitter takes part in its own jobs as thread 0. A job's fn must not submit to the
-//   same pool (no nesting).
+//   same pool (refused with an error). A pool of one thread runs every job inline on its
+//   caller, without the lock (only Leases are ordered there).
+// - fn must not throw on a worker (that ends the process). If it throws on the submitting
+//   thread, the job is closed (unclaimed chunks are dropped, claimed ones finish), the pool is
+//   released and the exception propagates.
 // Thread-safety: run(), for_each_chunk(), parallel_for() and Lease may be used from any
 // threads; size() is constant.
 #pragma once

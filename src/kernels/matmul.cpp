@@ -6,10 +6,11 @@
 // Properties:
 // - Scratch for prepared activations is a grow-only buffer per calling thread: no allocation
 //   per call in the steady state.
-// - Rows are split in multiples of 16 so that every thread's share is whole register tiles;
-//   with fewer than 16 rows per thread (tiny matrices, many tokens) tokens are split instead.
-// Thread-safety: one call at a time per pool (ThreadPool::run is not re-entrant); concurrent
-// calls from different threads with different pools are safe (the scratch is thread-local).
+// - Rows are split in multiples of 16 into chunks that the pool's threads claim, so that every
+//   chunk is whole register tiles; with fewer than 16 rows per thread (tiny matrices, many
+//   tokens) tokens are split instead.
+// Thread-safety: calls from several threads may share a pool (the pool runs one job at a time)
+// or use their own; the activation scratch is per calling thread.
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -253,7 +254,8 @@ void matmul_isa(IsaLevel level, const WeightMatrix& w, const float* x, int64_t n
       if (r0 < r1) fn(j, r0, r1, 0, n_tokens);
     });
   } else {
-    pool.parallel_for(n_tokens, [&](int64_t t0, int64_t t1) { fn(j, 0, w.rows, t0, t1); });
+    const int64_t k = std::min(n_tokens, (n_tokens >= 8 * nth ? 2 : ThreadPool::kChunksPerThread) * nth);
+    pool.for_each_chunk(k, [&](int64_t c, int) { fn(j, 0, w.rows, n_tokens * c / k, n_tokens * (c + 1) / k); });
   }
 }
 

@@ -6,8 +6,8 @@
 // passes in which every pool thread sums its own disjoint, contiguous slice with the widest
 // loads the CPU has (AVX-512, AVX2 or scalar per best_isa()); returns the best pass. Use a
 // buffer well above the last-level cache (the default is) or the figure is cache bandwidth.
-// Thread-safety: uses the whole pool for the duration of the call (ThreadPool::run is not
-// re-entrant, so no other job may use the pool meanwhile); otherwise stateless.
+// Thread-safety: runs one ThreadPool::run job (every thread at once) on the pool; other jobs on
+// the pool wait for it; otherwise stateless.
 #pragma once
 
 #include <cstddef>

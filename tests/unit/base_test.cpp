@@ -176,7 +176,10 @@ TEST(ThreadPool, ALeaseHoldsThePoolForItsThread) {
   std::thread a(engine), b(engine);
   // A third thread's single jobs wait their turn too.
   std::thread c([&] {
-    for (int i = 0; i < 200; ++i) pool.parallel_for(4, [&](int64_t, int64_t) {});
+    for (int i = 0; i < 200; ++i)
+      pool.parallel_for(4, [&](int64_t, int64_t) {
+        if (inside.load() != 0) overlaps++;
+      });
   });
   a.join();
   b.join();
@@ -185,6 +188,50 @@ TEST(ThreadPool, ALeaseHoldsThePoolForItsThread) {
   EXPECT_EQ(jobs.load(), 2 * 200 * 5 * static_cast<int>(pool.chunks_for(16)));
   const ThreadPool::Lease lease(pool);
   EXPECT_THROW(ThreadPool::Lease again(pool), Error);
+}
+
+TEST(ThreadPool, AThrowOnTheSubmittingThreadLeavesThePoolUsable) {
+  // fn must not throw on a worker, but the engine catches a failed step on its own thread: the
+  // job is closed, the worker's claimed chunks finish, the exception arrives, and the next jobs
+  // (from this thread and another) run whole.
+  ThreadPool pool(2);
+  for (int rep = 0; rep < 20; ++rep) {
+    std::atomic<int> worker_chunks{0};
+    std::atomic<bool> thrown{false};
+    EXPECT_THROW(pool.for_each_chunk(50,
+                                     [&](int64_t, int tid) {
+                                       if (tid == 0) {
+                                         thrown = true;
+                                         throw Error("chunk failed");
+                                       }
+                                       // The worker holds its chunk until the throw, so the
+                                       // submitting thread surely claims one.
+                                       const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+                                       while (!thrown.load() && std::chrono::steady_clock::now() < limit)
+                                         std::this_thread::sleep_for(std::chrono::microseconds(100));
+                                       worker_chunks++;
+                                     }),
+                 Error);
+    EXPECT_LT(worker_chunks.load(), 50);
+    EXPECT_THROW(pool.run([&](int tid, int) {
+                   if (tid == 0) throw Error("run failed");
+                 }),
+                 Error);
+    std::atomic<int> hits{0};
+    std::thread other([&] { pool.parallel_for(100, [&](int64_t b, int64_t e) { hits += static_cast<int>(e - b); }); });
+    other.join();
+    pool.parallel_for(100, [&](int64_t b, int64_t e) { hits += static_cast<int>(e - b); });
+    EXPECT_EQ(hits.load(), 200);
+  }
+}
+
+TEST(ThreadPool, NestedSubmitIsRefused) {
+  ThreadPool pool(1);  // inline: the refusal is an exception on the caller
+  EXPECT_THROW(pool.parallel_for(4, [&](int64_t, int64_t) { pool.parallel_for(2, [](int64_t, int64_t) {}); }), Error);
+  ThreadPool other(1);
+  int n = 0;
+  pool.parallel_for(2, [&](int64_t b, int64_t e) { other.parallel_for(e - b, [&](int64_t x, int64_t y) { n += static_cast<int>(y - x); }); });
+  EXPECT_EQ(n, 2);
 }
 
 TEST(CheckedMath, Overflow) {
