@@ -254,7 +254,9 @@ void matmul_isa(IsaLevel level, const WeightMatrix& w, const float* x, int64_t n
       if (r0 < r1) fn(j, r0, r1, 0, n_tokens);
     });
   } else {
-    const int64_t k = std::min(n_tokens, (n_tokens >= 8 * nth ? 2 : ThreadPool::kChunksPerThread) * nth);
+    // At least 8 tokens per chunk where there are 8 (the prompt kernels' threshold on AVX-512).
+    const int64_t k = n_tokens >= 8 ? std::clamp<int64_t>(n_tokens / 8, 1, 2 * nth)
+                                    : std::min<int64_t>(n_tokens, ThreadPool::kChunksPerThread * nth);
     pool.for_each_chunk(k, [&](int64_t c, int) { fn(j, 0, w.rows, n_tokens * c / k, n_tokens * (c + 1) / k); });
   }
 }
