@@ -15,7 +15,6 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/thread_pool.h"
-#include "base/timer.h"
 #include "commands.h"
 #include "kernels/membw.h"
 #include "collect_sink.h"
@@ -143,7 +142,6 @@ int run(const BenchOptions& o) {
     if (d > 0) {  // extend the cached context to d tokens
       const int from = depth;
       depth = d;
-      Timer t;
       auto s = run_request(0, 1);
       const double secs = s->timings().ttft_s;
       const int32_t done = d + 1 - s->timings().cached_tokens;
@@ -152,19 +150,18 @@ int run(const BenchOptions& o) {
                     secs, done / secs);
       notes.emplace_back(buf);
     }
-    if (o.n_prompt > 0) {
-      pp_rate();  // warm-up
+    // One warm-up, then o.reps measured runs, printed as a table row.
+    auto measure = [&](const char* test, int n, auto&& rate) {
+      rate();
       std::vector<double> rates;
-      for (int r = 0; r < o.reps; ++r) rates.push_back(pp_rate());
-      const Stat pp = stats(rates);
-      std::printf("| pp%d%s | %.2f ± %.2f | %.3f |\n", o.n_prompt, depth_label().c_str(), pp.mean, pp.sd, 1000.0 / pp.mean);
-    }
+      for (int r = 0; r < o.reps; ++r) rates.push_back(rate());
+      const Stat st = stats(rates);
+      std::printf("| %s%d%s | %.2f ± %.2f | %.3f |\n", test, n, depth_label().c_str(), st.mean, st.sd, 1000.0 / st.mean);
+      return st;
+    };
+    if (o.n_prompt > 0) measure("pp", o.n_prompt, pp_rate);
     if (o.n_gen > 0) {
-      tg_rate();  // warm-up
-      std::vector<double> rates;
-      for (int r = 0; r < o.reps; ++r) rates.push_back(tg_rate());
-      const Stat tg = stats(rates);
-      std::printf("| tg%d%s | %.2f ± %.2f | %.3f |\n", o.n_gen, depth_label().c_str(), tg.mean, tg.sd, 1000.0 / tg.mean);
+      const Stat tg = measure("tg", o.n_gen, tg_rate);
       if (d == 0) {
         tg0 = tg;
         have_tg0 = true;
