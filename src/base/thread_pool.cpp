@@ -68,10 +68,9 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::wait_done(std::atomic<int>& counter, int target) {
-  if (spin_until([&] { return counter.load(std::memory_order_acquire) == target; })) return;
-  for (int v = counter.load(std::memory_order_acquire); v != target;
-       v = counter.load(std::memory_order_acquire))
-    counter.wait(v, std::memory_order_acquire);
+  if (spin_until([&] { return counter.load(std::memory_order_seq_cst) == target; })) return;
+  for (int v = counter.load(std::memory_order_seq_cst); v != target; v = counter.load(std::memory_order_seq_cst))
+    counter.wait(v, std::memory_order_seq_cst);
 }
 
 void ThreadPool::run_chunks(uint64_t w, int tid) {
@@ -86,7 +85,11 @@ void ThreadPool::run_chunks(uint64_t w, int tid) {
     const int n = static_cast<int>(chunks_of(w));
     // The job cannot end before this chunk is done, so job_ is still this job's.
     job_.call(job_.ctx, c, tid, n_threads_);
-    if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == n) done_.notify_one();
+    // Sequentially consistent with the submitter's store of a lowered target and its reads of
+    // done_ (a throw on the submitting thread): either it sees this chunk counted, or this
+    // thread sees the new target and wakes it.
+    const int d = done_.fetch_add(1, std::memory_order_seq_cst) + 1;
+    if (d == n || d == done_target_.load(std::memory_order_seq_cst)) done_.notify_one();
     w = state_.load(std::memory_order_acquire);
   }
 }
@@ -114,6 +117,7 @@ void ThreadPool::submit(const Job& job, int64_t n_chunks) {
   } else {
     w |= static_cast<uint64_t>(n_chunks) << 16;
     done_.store(0, std::memory_order_relaxed);
+    done_target_.store(static_cast<int>(n_chunks), std::memory_order_relaxed);
   }
   state_.store(w, std::memory_order_release);
   wake_.fetch_add(1, std::memory_order_acq_rel);
@@ -144,6 +148,9 @@ void ThreadPool::submit(const Job& job, int64_t n_chunks) {
       }
       // Chunks claimed: next at the close; this thread's failed one never counts as done.
       target = static_cast<int>(std::min(next_of(cur), chunks_of(cur))) - 1;
+      // The workers notify at this count now (before, only at all n_chunks, which a failed
+      // chunk never lets done_ reach: a sleeping wait here was never woken).
+      done_target_.store(target, std::memory_order_seq_cst);
     }
     wait_done(done_, target);
   }

@@ -148,6 +148,9 @@ class ThreadPool {
   alignas(64) std::atomic<uint64_t> state_{0};
   std::atomic<uint32_t> wake_{0};  // bumped once per job, for sleeping workers (futex)
   alignas(64) std::atomic<int> done_{0};  // claimed job: chunks finished
+  // The done_ count the submitter waits for: the job's chunks, or after a throw on the
+  // submitting thread the chunks others claimed; reaching it notifies.
+  std::atomic<int> done_target_{0};
   std::atomic<int> pending_{0};           // run() job: workers still running it
   std::atomic<bool> stop_{false};
 };

@@ -209,6 +209,9 @@ TEST(ThreadPool, AThrowOnTheSubmittingThreadLeavesThePoolUsable) {
                                        const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(20);
                                        while (!thrown.load() && std::chrono::steady_clock::now() < limit)
                                          std::this_thread::sleep_for(std::chrono::microseconds(100));
+                                       // ... and past the submitter's spin, so that it waits
+                                       // asleep for this chunk (a wake-up once went missing).
+                                       if (rep % 2) std::this_thread::sleep_for(std::chrono::milliseconds(2));
                                        worker_chunks++;
                                      }),
                  Error);
