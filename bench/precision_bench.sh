@@ -7,7 +7,8 @@
 # runs `triad bench` on BASE; for the file types (Q8_0 and the single types Q2_K, Q3_K, IQ4_NL,
 # IQ4_XS, written with `triad quantize --pure` into OUT_DIR; MXFP4 layers with Q8_0 elsewhere) it runs `triad bench` and, when
 # PEER_BIN names a folder with llama.cpp's llama-bench, llama-bench on the very same file.
-# Environment: THREADS (2), PP (512), TG (128), REPS (3).
+# Environment: THREADS (2), PP (512), TG (128), REPS (3), PEER_ARGS (extra llama-bench arguments,
+# e.g. "--repack 0" where its AMX repacking dies with SIGILL, as on our Intel Xeon VM).
 set -euo pipefail
 BASE=$1 OUT=$2
 THREADS=${THREADS:-2} PP=${PP:-512} TG=${TG:-128} REPS=${REPS:-3}
@@ -30,7 +31,7 @@ for t in Q8_0 Q2_K Q3_K IQ4_NL IQ4_XS MXFP4; do
     || { echo "$t: triad quantize failed"; continue; }
   tbench "$t" -m "$f"
   if [ -n "${PEER_BIN:-}" ]; then
-    "$PEER_BIN/llama-bench" -m "$f" -p "$PP" -n "$TG" -r "$REPS" -t "$THREADS" 2>/dev/null \
+    "$PEER_BIN/llama-bench" ${PEER_ARGS:-} -m "$f" -p "$PP" -n "$TG" -r "$REPS" -t "$THREADS" 2>/dev/null \
       | grep -E "pp$PP|tg$TG" | awk -F'|' '{print $(NF-2), $(NF-1)}' | tr -s ' ' | paste -sd ' ' \
       | sed "s|^|$t llama.cpp: |"
   fi
