@@ -140,6 +140,9 @@ class Streams:
 def serve_part(a, binary, label):
     port = free_port()
     cmd = [binary, "serve", "--port", str(port), "-t", str(a.threads)]
+    # Plain decoding, comparable with builds from before speculative decoding (which lack the flag).
+    if "--speculative" in subprocess.run([binary, "serve", "--help"], capture_output=True, text=True).stdout:
+        cmd += ["--speculative", "off"]
     for m in a.serve_models:
         cmd += ["-m", m]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -27,7 +27,9 @@ namespace {
 
 struct BenchOptions {
   CommonOptions common;
-  EngineOptions engine;
+  // Speculative decoding off unless asked for: tg measures plain decode (as llama-bench does),
+  // and greedy loops over random prompts would be drafted well.
+  EngineOptions engine = EngineOptions::plain_decoding();
   int n_prompt = 512;
   int n_gen = 128;
   std::vector<int> depths;  // contexts already in the KV cache before the pp / tg tests (llama-bench's -d)

@@ -30,7 +30,9 @@ namespace {
 
 struct ServeBenchOptions {
   CommonOptions common;
-  EngineOptions engine;
+  // Speculative decoding off unless asked for: random prompts that greedy decoding turns into
+  // loops would be drafted well and flatter the figures.
+  EngineOptions engine = EngineOptions::plain_decoding();
   int requests = 16;
   int concurrency = 0;            // 0: no limit
   double rate = 0;                // requests/s (Poisson); 0: all at once

@@ -60,7 +60,10 @@ int run(const RunOptions& o, bool seed_given) {
   if (seed_given) sp.seed = o.seed;
   sp.validate();
 
-  engine::Engine eng(model, o.engine.make(lm, threads, o.common.ctx));
+  const LoadedModel draft = o.engine.load_draft(threads);
+  TRIAD_CHECK(!draft.model || EngineOptions::same_vocabulary(draft, lm), "the draft model '", o.engine.draft_model,
+              "' does not have the model's vocabulary");
+  engine::Engine eng(model, o.engine.make(lm, threads, o.common.ctx), nullptr, draft.model.get());
   // The sink runs on the engine thread: it streams text as it comes and records the run.
   struct StdoutSink : CollectSink {
     explicit StdoutSink(const Tokenizer& t) : decoder(t) {}

@@ -183,6 +183,9 @@ int run(const ServeOptions& o) {
   if (!o.api_key_file.empty()) api_key = trim(read_file(o.api_key_file));
   TRIAD_CHECK(o.api_key_file.empty() || !api_key.empty(), "--api-key-file ", o.api_key_file, " is empty");
 
+  // --speculative draft: one draft model, for every served model of its vocabulary (declared
+  // before the engines, which use it, so that it outlives them).
+  const LoadedModel draft = o.engine.load_draft(threads);
   // Load every model first, so the KV budget can be split by what each needs per token.
   std::vector<std::unique_ptr<Served>> served;
   for (size_t i = 0; i < paths.size(); ++i) {
@@ -263,6 +266,7 @@ int run(const ServeOptions& o) {
   // One pool of --threads for all the models' engines: their steps take turns on the cores
   // instead of oversubscribing them (and each engine's serial work overlaps the others').
   const auto pool = std::make_shared<ThreadPool>(threads);
+  int n_drafted = 0;
   for (size_t i = 0; i < served.size(); ++i) {
     Served& s = *served[i];
     engine::EngineConfig ec = o.engine.make(s.lm, threads, o.common.ctx);
@@ -270,7 +274,11 @@ int run(const ServeOptions& o) {
       ec.kv_memory_bytes = fixed[i];
     else if (served.size() > 1 || total_budget > 0)
       ec.kv_memory_bytes = static_cast<uint64_t>(static_cast<long double>(shared_kv) * per_token[i] / sum_per_token);
-    s.engine = std::make_unique<engine::Engine>(*s.lm.model, ec, pool);
+    const bool drafted = draft.model && !s.lm.model->config().encoder && EngineOptions::same_vocabulary(draft, s.lm);
+    if (draft.model && !s.lm.model->config().encoder && !drafted)
+      log_warn(s.sm.name, ": the draft model's vocabulary is not this model's; it speculates by prompt lookup");
+    n_drafted += drafted;
+    s.engine = std::make_unique<engine::Engine>(*s.lm.model, ec, pool, drafted ? draft.model.get() : nullptr);
     s.sm.model = s.lm.model.get();
     const ModelConfig& mc = s.lm.model->config();
     if (mc.encoder) {
@@ -345,6 +353,8 @@ int run(const ServeOptions& o) {
     }
     models.push_back(&s.sm);
   }
+  TRIAD_CHECK(!draft.model || n_drafted > 0, "the draft model '", o.engine.draft_model,
+              "' has the vocabulary of none of the served models");
   // Warm-up: one short request per model pages the weights in and sizes the scratch buffers,
   // so the first client pays no cold start.
   for (auto& s : served) {

@@ -30,6 +30,31 @@ void EngineOptions::add_to(CLI::App& cmd) {
                "make every token's result bitwise independent of what shares its step (batch size, prefix-cache "
                "hits) on AVX-512 CPUs too, whose Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q4_K/Q5_K/Q6_K kernels otherwise depend on "
                "it; they then run their AVX2 kernels (slower prompts). Scalar and AVX2 CPUs always are");
+  cmd.add_option("--speculative", speculative,
+                 "speculative decoding: ngram (prompt lookup: each step drafts the next tokens from the request's "
+                 "own context and verifies them in one pass, so outputs are those without it; 1.1-3x faster "
+                 "decode where answers repeat their context), draft (a --draft-model drafts them) or off. Default: ngram (off for `bench`, whose "
+                 "figures measure plain decoding). A request may override it (num_speculative_tokens: 0..32, or "
+                 "a `prediction`)")
+      ->check(CLI::IsMember({"off", "ngram", "draft"}));
+  cmd.add_option("--draft-model", draft_model,
+                 "with --speculative draft: a small GGUF model of the same vocabulary (e.g. Qwen2.5-Coder-0.5B for "
+                 "the 1.5B) that drafts each step's tokens greedily; a request's `prediction` is still looked up "
+                 "first");
+  cmd.add_option("--draft-kv-memory", draft_kv_memory,
+                 "K/V budget of the draft model, e.g. 512MiB (default: as --kv-cache-memory's default, for the draft "
+                 "model)");
+  cmd.add_option("--num-speculative-tokens", num_speculative_tokens,
+                 "draft tokens per step when speculating (default 8; a request may ask for up to 32)")
+      ->check(CLI::Range(1, engine::kMaxSpeculativeTokens));
+  cmd.add_option("--spec-ngram-min", spec_ngram_min, "shortest context suffix a prompt-lookup draft matches (default 2)")
+      ->check(CLI::Range(1, 64));
+  cmd.add_option("--spec-ngram-max", spec_ngram_max, "longest context suffix a prompt-lookup draft tries first (default 4)")
+      ->check(CLI::Range(1, 64));
+  cmd.add_option("--spec-max-running", spec_max_running,
+                 "no drafts in a step while more requests than this run (default 16: on two cores drafting "
+                 "still paid at 16 streams, BENCHMARKS.md)")
+      ->check(CLI::Range(0, 4096));
 }
 
 uint64_t parse_byte_size(const std::string& text) {
@@ -81,10 +106,33 @@ engine::EngineConfig EngineOptions::make(const LoadedModel& lm, int threads, int
   c.enable_prefix_caching = !no_prefix_caching;
   c.model_id = lm.model->file().path();
   c.eog_ids = end_of_generation_ids(*lm.tokenizer);
+  c.speculative = speculative != "off";
+  c.draft_kv_memory_bytes = draft_kv_memory.empty() ? 0 : parse_byte_size(draft_kv_memory);
+  c.num_speculative_tokens = num_speculative_tokens;
+  c.ngram = engine::NgramLookup{spec_ngram_min, spec_ngram_max};
+  c.spec_max_running = spec_max_running;
   // Process-wide: every engine of the process computes with the same kernels.
   if (batch_invariant) kernels::set_matmul_batch_invariant(true);
   c.validate();
   return c;
+}
+
+LoadedModel EngineOptions::load_draft(int threads) const {
+  if (speculative != "draft") {
+    TRIAD_CHECK(draft_model.empty(), "--draft-model needs --speculative draft");
+    return {};
+  }
+  TRIAD_CHECK(!draft_model.empty(), "--speculative draft needs --draft-model FILE");
+  return load_model(draft_model, {}, threads);
+}
+
+bool EngineOptions::same_vocabulary(const LoadedModel& draft, const LoadedModel& target) {
+  const Tokenizer& a = *draft.tokenizer;
+  const Tokenizer& b = *target.tokenizer;
+  if (draft.model->config().n_vocab != target.model->config().n_vocab || a.n_vocab() != b.n_vocab()) return false;
+  for (int32_t id = 0; id < a.n_vocab(); ++id)
+    if (a.token_text(id) != b.token_text(id)) return false;
+  return true;
 }
 
 }  // namespace triad::app

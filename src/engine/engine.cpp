@@ -16,7 +16,10 @@
 #include "base/log.h"
 #include "engine/engine_api.h"
 #include "grammar/matcher.h"
+#include "engine/draft_model.h"
+#include "gguf/gguf_file.h"
 #include "engine/model_runner.h"
+#include "engine/ngram_lookup.h"
 #include "model/model.h"
 
 namespace triad::engine {
@@ -82,6 +85,7 @@ struct Engine::Impl {
   sched::Scheduler scheduler;
   std::shared_ptr<ThreadPool> pool;  // own, or shared with other engines
   ModelRunner runner;
+  std::unique_ptr<DraftModel> draft;  // draft-model speculation, when configured
 
   struct Live {
     std::shared_ptr<OutputSink> sink;
@@ -103,12 +107,24 @@ struct Engine::Impl {
     Pooling pooling = Pooling::kMean;
     std::vector<double> pooled;
     int32_t pooled_rows = 0;
+    // Speculative decoding: draft length per step (0: off) and the predicted output.
+    int32_t spec_k = 0;
+    std::vector<int32_t> prediction;
+    // Per draft source (0: lookup, 1: draft model): the running share of its drafts accepted,
+    // and steps left without its drafts after that share fell too low; and the source of this
+    // step's draft (-1: none).
+    float accept_share[2] = {1.f, 1.f};
+    int32_t pause[2] = {0, 0};
+    int32_t draft_source = -1;
   };
   std::unordered_map<RequestId, Live> live;
   std::vector<TokenLogprob> top_scratch;
   std::vector<int32_t> top_ids;
   grammar::TokenMask mask_scratch;
   std::vector<float> masked_logits;
+  std::vector<int32_t> draft_scratch;
+  std::vector<DraftModel::Job> draft_jobs;
+  std::vector<std::vector<int32_t>> draft_out;
 
   // Shared with callers, under mu.
   struct Pending {
@@ -130,6 +146,7 @@ struct Engine::Impl {
   std::atomic<RequestId> next_id{1};
   int64_t generated_total = 0, prompt_total = 0, steps = 0, finished_total = 0;
   int64_t embeddings_total = 0, embedding_tokens_total = 0;
+  int64_t spec_draft_total = 0, spec_accepted_total = 0;
   int64_t internal_errors = 0;
 
   std::thread thread;
@@ -145,6 +162,7 @@ struct Engine::Impl {
   void finish(RequestId id, FinishReason reason, const std::string& error) {
     auto it = live.find(id);
     if (it == live.end()) return;
+    if (draft) draft->release(id);
     Live& l = it->second;
     l.timings.e2e_s = since(l.submitted);
     if (!l.delivered) l.timings.ttft_s = l.timings.e2e_s;
@@ -231,14 +249,126 @@ struct Engine::Impl {
     e.requests_finished = finished_total;
     e.embedding_requests = embeddings_total;
     e.embedding_tokens = embedding_tokens_total;
+    e.spec_draft_tokens = spec_draft_total;
+    e.spec_accepted_tokens = spec_accepted_total;
     e.internal_errors = internal_errors;
     std::lock_guard<std::mutex> lk(mu);
     snapshot = e;
     last_progress = Clock::now();
   }
 
+  // Drafts for the decoding requests that speculate, unless too many run: a lookup in the
+  // request's prediction and its context (free); where that finds nothing, the draft model's,
+  // unless its drafts for this request have been accepted too rarely to pay lately.
+  void propose_drafts() {
+    if (scheduler.n_running() > config.spec_max_running) return;
+    draft_jobs.clear();
+    for (auto& [id, l] : live) {
+      l.draft_source = -1;
+      if (l.spec_k <= 0) continue;
+      const sched::SchedRequest* r = scheduler.request(id);
+      if (r == nullptr || r->status != sched::RequestStatus::kRunning ||
+          static_cast<size_t>(r->n_computed) + 1 != r->tokens.size())
+        continue;
+      draft_scratch.clear();
+      if (l.pause[0] > 0)
+        --l.pause[0];
+      else
+        ngram_draft(r->tokens, l.prediction, config.ngram, draft_length(l, 0), draft_scratch);
+      if (!draft_scratch.empty()) {
+        scheduler.set_draft(id, draft_scratch);
+        l.draft_source = 0;
+      } else if (draft && l.pause[1] > 0) {
+        --l.pause[1];
+      } else if (draft) {
+        draft_jobs.push_back(DraftModel::Job{id, r->tokens, draft_length(l, 1)});
+      }
+    }
+    if (draft_jobs.empty()) return;
+    {
+      const ThreadPool::Lease lease(*pool);
+      draft->propose(draft_jobs, draft_out, *pool);
+    }
+    for (size_t i = 0; i < draft_jobs.size(); ++i) {
+      if (draft_out[i].empty()) continue;
+      scheduler.set_draft(draft_jobs[i].id, draft_out[i]);
+      live.at(draft_jobs[i].id).draft_source = 1;
+    }
+  }
+
+  // After verifying a draft: the share of its source's drafts accepted (a running average over
+  // about the last 3); below that source's floor, the source sits out the request's next
+  // kPauseSteps steps. A rejected draft token is not free: it is a row of the verifying step
+  // (on two cores a 5-token step costs about 1.2-1.7 one-token steps), and from the draft model
+  // also a draft-model step, about half a target step when the draft has a third of the
+  // target's bytes. The floors are where drafting stops paying by those costs.
+  static constexpr float kMinAcceptShare[2] = {0.25f, 0.6f};
+  static constexpr int32_t kPauseSteps = 32;
+  // A source's draft length: spec_k scaled by its recent share accepted (at least 1), so that a
+  // source whose drafts are half refused drafts half as far.
+  static int32_t draft_length(const Live& l, int src) {
+    return std::clamp(static_cast<int32_t>(std::ceil(static_cast<float>(l.spec_k) * l.accept_share[src])), 1, l.spec_k);
+  }
+  void note_draft(Live& l, int32_t drafted, int32_t accepted) {
+    const int src = l.draft_source;
+    if (src < 0) return;
+    float& share = l.accept_share[src];
+    share = 0.7f * share + 0.3f * static_cast<float>(accepted) / static_cast<float>(drafted);
+    if (share < kMinAcceptShare[src]) {
+      l.pause[src] = kPauseSteps;
+      share = 0.3f;  // after the pause, short drafts to start with (one more refusal pauses again)
+    }
+  }
+
+  // Samples the tokens of scheduled seq i from its logit rows into `accepted` and `outputs`:
+  // one token, or with a draft of n tokens, row j's token for j = 0, 1, ... while it equals
+  // draft token j (the sampler and grammar then take it, so that row j + 1 is sampled in the
+  // state it would have had without speculation), ending with the first token that differs or
+  // the one after the whole draft. Each row draws exactly as a plain step would, so the output
+  // is the same as without a draft; for a sampled token that equals the draft token with
+  // probability p(draft), which is rejection sampling's acceptance rule for a deterministic
+  // draft, so the target distribution is kept. Throws on a sampling failure.
+  void sample_seq(const sched::ScheduledSeq& s, const sched::SchedRequest& r, Live& l, ModelRunner::Rows rows,
+                  std::vector<int32_t>& accepted, std::vector<TokenOutput>& outputs) {
+    const std::vector<int32_t>& stops = r.spec.stop_ids;
+    // The last 1 + n_draft rows (a prompt-logprobs step has all its rows, and no draft).
+    TRIAD_CHECK(rows.count >= 1 + s.n_draft, "engine: request ", s.id, " has ", rows.count, " logit rows for a draft of ",
+                s.n_draft);
+    const size_t base = rows.first + static_cast<size_t>(rows.count - 1 - s.n_draft);
+    for (int32_t j = 0; j <= s.n_draft; ++j) {
+      const float* logits = runner.logits(base + static_cast<size_t>(j));
+      if (l.matcher) logits = apply_mask(*l.matcher, logits);
+      const int32_t tok = l.sampler->sample(logits);
+      TokenOutput o;
+      o.id = tok;
+      if (l.logprobs >= 0) {
+        const TokenLogprob lp = l.sampler->logprobs(l.logprobs, top_scratch);
+        o.logprob = lp.logprob;
+        o.top = top_scratch;
+      }
+      accepted.push_back(tok);
+      outputs.push_back(std::move(o));
+      if (j == s.n_draft || tok != r.draft[static_cast<size_t>(j)] ||
+          std::find(stops.begin(), stops.end(), tok) != stops.end())
+        break;
+      // An accepted draft token: the next row's context.
+      l.sampler->accept(tok);
+      if (l.matcher && !l.matcher->accept_token(tok))
+        throw Error("internal error: the sampled token breaks the grammar");
+    }
+    if (s.n_draft > 0) {
+      const auto n_acc = static_cast<int32_t>(accepted.size()) - 1;
+      l.timings.draft_tokens += s.n_draft;
+      l.timings.accepted_tokens += n_acc;
+      note_draft(l, s.n_draft, n_acc);
+      spec_draft_total += s.n_draft;
+      spec_accepted_total += n_acc;
+    }
+  }
+
   // One iteration with work to do.
   void step() {
+    propose_drafts();
     sched::SchedulerOutput out = scheduler.schedule();
     for (RequestId id : out.failed)
       finish(id, FinishReason::kError,
@@ -288,8 +418,8 @@ struct Engine::Impl {
       return;
     }
     ++steps;
-    std::vector<int32_t> sampled(out.seqs.size(), -1);
-    std::vector<TokenOutput> outputs(out.seqs.size());
+    std::vector<std::vector<int32_t>> accepted(out.seqs.size());
+    std::vector<std::vector<TokenOutput>> outputs(out.seqs.size());
     for (size_t i = 0; i < out.seqs.size(); ++i) {
       const sched::ScheduledSeq& s = out.seqs[i];
       const sched::SchedRequest* r = scheduler.request(s.id);
@@ -300,8 +430,7 @@ struct Engine::Impl {
         pool_hidden(s, runner.hidden_rows(i));
         continue;
       }
-      if (!s.needs_logits) continue;
-      const float* logits = runner.logits(rows.first + static_cast<size_t>(rows.count) - 1);
+      if (!s.needs_logits || r == nullptr) continue;
       Live& l = live.at(s.id);
       if (l.prompt_logprobs >= 0 && !l.prompt_lp_sent) {
         l.prompt_lp_sent = true;
@@ -315,15 +444,7 @@ struct Engine::Impl {
         }
       }
       try {
-        if (l.matcher) logits = apply_mask(*l.matcher, logits);
-        const int32_t tok = l.sampler->sample(logits);
-        sampled[i] = tok;
-        outputs[i].id = tok;
-        if (l.logprobs >= 0) {
-          const TokenLogprob lp = l.sampler->logprobs(l.logprobs, top_scratch);
-          outputs[i].logprob = lp.logprob;
-          outputs[i].top = top_scratch;
-        }
+        sample_seq(s, *r, l, rows, accepted[i], outputs[i]);
       } catch (const std::exception& e) {
         // E.g. every logit is -inf under the request's logit bias: that request fails alone.
         scheduler.cancel(s.id);
@@ -331,16 +452,22 @@ struct Engine::Impl {
       }
     }
     // Cancelled-by-failure requests are gone from the scheduler; update() skips unknown ids.
-    const std::vector<sched::StepEvent> events = scheduler.update(out, sampled);
+    const std::vector<sched::StepEvent> events =
+        scheduler.update(out, std::span<const std::vector<int32_t>>(accepted));
     std::unordered_map<RequestId, size_t> index;
     for (size_t i = 0; i < out.seqs.size(); ++i) index.emplace(out.seqs[i].id, i);
+    std::vector<size_t> cursor(out.seqs.size(), 0);  // a seq's next token among its events
     for (const sched::StepEvent& ev : events) {
       auto it = live.find(ev.id);
       if (it == live.end()) continue;
       Live& l = it->second;
       if (ev.token >= 0) {
-        l.sampler->accept(ev.token);
-        if (l.matcher && !l.matcher->accept_token(ev.token)) {  // cannot happen: it was masked
+        const size_t i = index.at(ev.id);
+        const size_t k = cursor[i]++;
+        // Accepted draft tokens were given to the sampler and grammar while verifying.
+        const bool taken = k + 1 < accepted[i].size();
+        if (!taken) l.sampler->accept(ev.token);
+        if (!taken && l.matcher && !l.matcher->accept_token(ev.token)) {  // cannot happen: it was masked
           if (ev.finish == FinishReason::kNone) scheduler.cancel(ev.id);
           finish(ev.id, FinishReason::kError, "internal error: the sampled token breaks the grammar");
           continue;
@@ -353,7 +480,7 @@ struct Engine::Impl {
           }
           ++l.timings.completion_tokens;
           try {
-            l.sink->on_token(ev.id, outputs[index.at(ev.id)]);
+            l.sink->on_token(ev.id, outputs[i][k]);
           } catch (const std::exception& e) {
             // A sink that cannot take tokens (e.g. its client is gone) cancels its request.
             log_warn("engine: the output sink of request ", ev.id, " threw: ", e.what());
@@ -504,11 +631,22 @@ struct Engine::Impl {
   }
 };
 
-Engine::Engine(const Model& model, EngineConfig config, std::shared_ptr<ThreadPool> pool) {
+Engine::Engine(const Model& model, EngineConfig config, std::shared_ptr<ThreadPool> pool, const Model* draft) {
   if (config.max_model_len == 0) config.max_model_len = std::min(model.config().n_ctx_train > 0 ? model.config().n_ctx_train : 4096, 8192);
   config.validate();
   impl_ = std::make_unique<Impl>(model, std::move(config), std::move(pool));
   log_info(impl_->plan.describe());
+  if (draft) {
+    const EngineConfig& c = impl_->config;
+    DraftModelConfig dc;
+    dc.block_size = c.block_size;
+    dc.kv_type = c.k_type;
+    // Default: what the main pool would get for the draft model with the same limits.
+    dc.kv_bytes = c.draft_kv_memory_bytes ? c.draft_kv_memory_bytes : plan_kv_memory(draft->config(), c).total_bytes;
+    impl_->draft = std::make_unique<DraftModel>(*draft, model.config(), dc);
+    log_info("draft model ", draft->config().arch_name, " '", draft->file().path(), "': K/V pool ",
+             dc.kv_bytes >> 20, " MiB");
+  }
   impl_->thread = std::thread([this] { impl_->loop(); });
 }
 
@@ -584,6 +722,15 @@ RequestId Engine::submit(GenerationRequest req, std::shared_ptr<OutputSink> sink
     req.stop_ids.insert(req.stop_ids.end(), req.constraint->vocab().eog_ids().begin(),
                         req.constraint->vocab().eog_ids().end());
   }
+  TRIAD_CHECK(req.num_speculative_tokens >= -1 && req.num_speculative_tokens <= kMaxSpeculativeTokens,
+              "num_speculative_tokens must be in 0..", kMaxSpeculativeTokens, ", got ", req.num_speculative_tokens);
+  for (int32_t id : req.prediction)
+    TRIAD_CHECK(id >= 0 && id < c.n_vocab, "prediction token id ", id, " is outside the vocabulary (", c.n_vocab, ")");
+  const bool speculate = req.num_speculative_tokens > 0 ||
+                         (req.num_speculative_tokens < 0 && (impl_->config.speculative || !req.prediction.empty()));
+  l.spec_k = !speculate ? 0 : req.num_speculative_tokens > 0 ? req.num_speculative_tokens
+                                                              : impl_->config.num_speculative_tokens;
+  l.prediction = std::move(req.prediction);
   l.sink = std::move(sink);
   l.logprobs = req.logprobs;
   l.prompt_logprobs = req.prompt_logprobs;

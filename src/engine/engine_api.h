@@ -54,6 +54,14 @@ struct GenerationRequest {
   // token (which then always stops, whatever ignore_eos says) only where the grammar may end.
   // Null: unconstrained. Its vocabulary must be the model's tokenizer's.
   std::shared_ptr<grammar::Constraint> constraint;
+  // Speculative decoding (EngineConfig::speculative): -1 follows the engine's default; 0 turns it
+  // off for this request; 1..kMaxSpeculativeTokens drafts up to that many tokens per step.
+  // Outputs are the same either way: greedy picks the same tokens, and sampling draws each
+  // token from the same distribution with the same random numbers (a seeded request repeats).
+  int32_t num_speculative_tokens = -1;
+  // A predicted output (OpenAI's `prediction`): drafts are looked up here first. Non-empty
+  // turns speculation on for the request unless num_speculative_tokens is 0.
+  std::vector<int32_t> prediction;
 };
 
 // An embedding request: the final hidden states of the prompt's tokens pooled into one vector
@@ -82,6 +90,8 @@ struct RequestTimings {
   int32_t cached_tokens = 0;   // prompt tokens served by the prefix cache (first admission)
   int32_t completion_tokens = 0;
   int32_t preemptions = 0;
+  int32_t draft_tokens = 0;    // speculative tokens proposed and verified
+  int32_t accepted_tokens = 0; // of which accepted (each saved a step)
 };
 
 class OutputSink {
@@ -118,6 +128,8 @@ struct EngineStats {
   int64_t requests_finished = 0;
   int64_t embedding_requests = 0;     // embedding requests finished with their vector
   int64_t embedding_tokens = 0;       // of their prompt tokens
+  int64_t spec_draft_tokens = 0;      // speculative tokens verified
+  int64_t spec_accepted_tokens = 0;   // of which accepted
   int64_t internal_errors = 0;        // loop iterations that failed unexpectedly (their
                                       // requests finished with kError); 0 in a healthy engine
   double last_progress_s = 0;         // seconds since the loop last completed an iteration
@@ -129,7 +141,11 @@ class Engine {
   // The forward pass runs on `pool` when given (engines of several models share one pool, so
   // the cores are not oversubscribed: their steps' parallel regions take turns, and each
   // engine's serial work overlaps the others'); else on a pool of config.threads of its own.
-  Engine(const Model& model, EngineConfig config, std::shared_ptr<ThreadPool> pool = nullptr);
+  // `draft`, when given, is a small model of the same vocabulary that drafts tokens for
+  // speculative decoding (draft_model.h); it must outlive the engine too. Throws when it cannot
+  // draft for `model`.
+  Engine(const Model& model, EngineConfig config, std::shared_ptr<ThreadPool> pool = nullptr,
+         const Model* draft = nullptr);
   ~Engine();  // stops the loop; unfinished requests finish with kCancelled
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;

@@ -18,6 +18,11 @@ void EngineConfig::validate() const {
   TRIAD_CHECK(max_seqs >= 1 && max_seqs <= 4096, "--max-seqs must be in 1..4096, got ", max_seqs);
   TRIAD_CHECK(max_model_len >= 0 && max_model_len <= (1 << 24), "context length must be in 0..16777216, got ",
               max_model_len);
+  TRIAD_CHECK(num_speculative_tokens >= 1 && num_speculative_tokens <= kMaxSpeculativeTokens,
+              "--num-speculative-tokens must be in 1..", kMaxSpeculativeTokens, ", got ", num_speculative_tokens);
+  TRIAD_CHECK(ngram.min_n >= 1 && ngram.max_n >= ngram.min_n && ngram.max_n <= 64,
+              "--spec-ngram-min/-max must satisfy 1 <= min <= max <= 64, got ", ngram.min_n, " and ", ngram.max_n);
+  TRIAD_CHECK(spec_max_running >= 0, "--spec-max-running must be >= 0, got ", spec_max_running);
 }
 
 uint64_t available_memory_bytes() {

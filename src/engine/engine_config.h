@@ -6,10 +6,13 @@
 #include <string>
 #include <vector>
 
+#include "engine/ngram_lookup.h"
 #include "model/model_config.h"
 #include "tensor/dtype.h"
 
 namespace triad::engine {
+
+inline constexpr int32_t kMaxSpeculativeTokens = 32;
 
 struct EngineConfig {
   int32_t threads = 1;                // forward-pass threads (including the engine thread)
@@ -25,6 +28,19 @@ struct EngineConfig {
   std::string model_id;               // names the model in the prefix-cache namespace
   std::vector<int32_t> eog_ids;       // the model's end-of-generation token ids (stop tokens
                                       // of every request that does not set ignore_eos)
+  // Speculative decoding by prompt lookup (ngram_lookup.h): each decoding request drafts up to
+  // num_speculative_tokens next tokens from its own context, and one step verifies them all.
+  // `speculative` is the server default; a request may turn it on or off for itself
+  // (GenerationRequest::num_speculative_tokens, a prediction). No drafts are made in a step
+  // while more than spec_max_running requests run (verification then costs more than it saves).
+  // With a draft model (the Engine constructor's `draft`), a request whose lookup finds nothing
+  // takes the draft model's draft (paused for a while where those are mostly rejected); its
+  // K/V pool gets draft_kv_memory_bytes (0: the same default as the main pool's), in the K dtype.
+  bool speculative = false;            // (the command line's default is on: --speculative ngram)
+  uint64_t draft_kv_memory_bytes = 0;
+  int32_t num_speculative_tokens = 8;  // 1..kMaxSpeculativeTokens
+  NgramLookup ngram;
+  int32_t spec_max_running = 16;
   bool check_invariants = false;      // debug: verify scheduler and KV bookkeeping every step
                                       // (O(requests + blocks) per step; a violation counts as
                                       // an internal error)

@@ -18,17 +18,20 @@ void ModelRunner::execute(const sched::SchedulerOutput& out, const sched::Schedu
     const sched::ScheduledSeq& s = out.seqs[k];
     const sched::SchedRequest* r = scheduler.request(s.id);
     TRIAD_CHECK(r != nullptr, "runner: scheduled request ", s.id, " is unknown");
-    TRIAD_CHECK(s.n_computed >= 0 && s.n_new > 0 &&
-                    static_cast<size_t>(s.n_computed + s.n_new) <= r->tokens.size(),
+    TRIAD_CHECK(s.n_computed >= 0 && s.n_new > 0 && s.n_draft >= 0 && s.n_draft < s.n_new &&
+                    static_cast<size_t>(s.n_draft) <= r->draft.size() &&
+                    static_cast<size_t>(s.n_computed + s.n_new) <= r->tokens.size() + s.n_draft,
                 "runner: bad step for request ", s.id);
     BatchSeq b;
     b.row_begin = static_cast<int64_t>(tokens_.size());
     b.n_rows = s.n_new;
     b.pos0 = s.n_computed;
     for (int32_t g = 0; g < n_groups; ++g) b.block_tables.push_back(scheduler.kv().block_table(s.id, g));
+    const auto n_tokens = static_cast<int32_t>(r->tokens.size());
     for (int32_t i = 0; i < s.n_new; ++i) {
-      tokens_.push_back(r->tokens[s.n_computed + i]);
-      positions_.push_back(s.n_computed + i);
+      const int32_t p = s.n_computed + i;
+      tokens_.push_back(p < n_tokens ? r->tokens[p] : r->draft[p - n_tokens]);
+      positions_.push_back(p);
     }
     const RowOutput want = k < wants.size() ? wants[k] : RowOutput::kDefault;
     Rows rows{logit_rows_.size(), 0}, hidden{hidden_row_ids_.size(), 0};
@@ -38,9 +41,9 @@ void ModelRunner::execute(const sched::SchedulerOutput& out, const sched::Schedu
     } else if (want == RowOutput::kAllLogits) {
       for (int32_t i = 0; i < s.n_new; ++i) logit_rows_.push_back(b.row_begin + i);
       rows.count = s.n_new;
-    } else if (s.needs_logits) {
-      logit_rows_.push_back(b.row_begin + b.n_rows - 1);
-      rows.count = 1;
+    } else if (s.needs_logits) {  // the last row, or with a draft the rows that verify it
+      for (int32_t i = s.n_new - 1 - s.n_draft; i < s.n_new; ++i) logit_rows_.push_back(b.row_begin + i);
+      rows.count = 1 + s.n_draft;
     }
     rows_.push_back(rows);
     hidden_rows_.push_back(hidden);

@@ -1,6 +1,6 @@
 // ModelRunner: turns a scheduler step into one ForwardBatch, runs the model over the paged KV
 // storage, and returns what each sequence needs: the logits of the last row of a sequence that
-// samples, of every row of one that asks for all of them (prompt logprobs), or the final hidden
+// samples (with a draft: of its last 1 + n_draft rows, which verify the draft), of every row of one that asks for all of them (prompt logprobs), or the final hidden
 // states of every row of an embedding sequence (pooled by the engine).
 // Thread-safety: none; the engine thread owns it.
 #pragma once

@@ -156,6 +156,25 @@ bool Scheduler::allocate(const SchedRequest& r, int32_t n_computed, int32_t& n_n
   return true;
 }
 
+int32_t Scheduler::draft_that_fits(SchedRequest& r, int32_t budget) {
+  const auto n_tokens = static_cast<int32_t>(r.tokens.size());
+  if (r.draft.empty() || n_tokens - r.n_computed != 1 || r.spec.prefill_only) return 0;
+  // One token more than the draft is accepted at most: stay within max_tokens and the context.
+  int32_t n = std::min({static_cast<int32_t>(r.draft.size()), budget - 1,
+                        r.spec.max_tokens - r.n_output() - 1, config_.max_model_len - n_tokens - 1});
+  if (r.spec.max_chunk > 0) n = std::min(n, r.spec.max_chunk - 1);
+  if (n <= 0) return 0;
+  // Only free blocks: a draft never preempts (the plain one-token path below may).
+  return kv_->allocate_slots(r.spec.id, r.n_computed, n_tokens + n) ? n : 0;
+}
+
+void Scheduler::set_draft(RequestId id, std::span<const int32_t> draft) {
+  SchedRequest* r = find(id);
+  if (r == nullptr || r->status != RequestStatus::kRunning) return;
+  for (int32_t t : draft) TRIAD_CHECK(t >= 0, "scheduler: request ", id, " has a negative draft token id ", t);
+  r->draft.assign(draft.begin(), draft.end());
+}
+
 void Scheduler::forget(RequestId id) {
   kv_->free_sequence(id);
   requests_.erase(id);
@@ -188,6 +207,7 @@ void Scheduler::preempt(RequestId id, SchedulerOutput& out) {
               ", which is not the most recently admitted");
   running_.pop_back();
   kv_->free_sequence(id);
+  r.draft.clear();
   r.status = RequestStatus::kWaiting;
   r.n_computed = 0;
   ++r.n_preemptions;
@@ -230,6 +250,15 @@ SchedulerOutput Scheduler::schedule() {
     const RequestId id = running_[i];
     SchedRequest& r = requests_.at(id);
     const auto n_tokens = static_cast<int32_t>(r.tokens.size());
+    if (const int32_t n_draft = draft_that_fits(r, budget); n_draft > 0) {
+      // The last sampled token and the draft, in one chunk; never at another request's cost.
+      r.draft.resize(static_cast<size_t>(n_draft));
+      out.seqs.push_back(ScheduledSeq{id, r.n_computed, 1 + n_draft, true, n_draft});
+      budget -= 1 + n_draft;
+      ++i;
+      continue;
+    }
+    r.draft.clear();
     int32_t n_new = std::min(n_tokens - r.n_computed, budget);
     if (r.spec.max_chunk > 0) n_new = std::min(n_new, r.spec.max_chunk);
     if (n_new <= 0) {  // nothing to compute (cannot happen after update(); be safe)
@@ -256,6 +285,14 @@ SchedulerOutput Scheduler::schedule() {
     out.seqs.push_back(ScheduledSeq{id, r.n_computed, n_new, r.n_computed + n_new == n_tokens});
     budget -= n_new;
     ++i;
+  }
+
+  for (RequestId id : running_) {  // drafts of requests this step did not reach expire too
+    SchedRequest& r = requests_.at(id);
+    if (!r.draft.empty() && std::none_of(out.seqs.begin(), out.seqs.end(), [&](const ScheduledSeq& s) {
+          return s.id == id && s.n_draft > 0;
+        }))
+      r.draft.clear();
   }
 
   // Waiting requests, in order, while they fit. Not after a preemption: the pool is full, and
@@ -296,10 +333,19 @@ SchedulerOutput Scheduler::schedule() {
   return out;
 }
 
-std::vector<StepEvent> Scheduler::update(const SchedulerOutput& out,
-                                         std::span<const int32_t> sampled) {
+std::vector<StepEvent> Scheduler::update(const SchedulerOutput& out, std::span<const int32_t> sampled) {
   TRIAD_CHECK(sampled.size() == out.seqs.size(), "scheduler::update: ", sampled.size(),
               " sampled tokens for ", out.seqs.size(), " scheduled sequences");
+  std::vector<std::vector<int32_t>> accepted(out.seqs.size());
+  for (size_t i = 0; i < out.seqs.size(); ++i)
+    if (out.seqs[i].needs_logits && sampled[i] >= 0) accepted[i].push_back(sampled[i]);
+  return update(out, std::span<const std::vector<int32_t>>(accepted));
+}
+
+std::vector<StepEvent> Scheduler::update(const SchedulerOutput& out,
+                                         std::span<const std::vector<int32_t>> accepted) {
+  TRIAD_CHECK(accepted.size() == out.seqs.size(), "scheduler::update: ", accepted.size(),
+              " token lists for ", out.seqs.size(), " scheduled sequences");
   // Validate everything first so that a bad call changes nothing. Unknown ids (cancelled since
   // schedule()) are skipped.
   std::unordered_set<RequestId> seen;
@@ -311,12 +357,21 @@ std::vector<StepEvent> Scheduler::update(const SchedulerOutput& out,
     if (r == nullptr) continue;
     const int64_t end = static_cast<int64_t>(s.n_computed) + s.n_new;
     const auto n_tokens = static_cast<int64_t>(r->tokens.size());
-    TRIAD_CHECK(r->status == RequestStatus::kRunning && r->n_computed == s.n_computed &&
-                    s.n_new > 0 && end <= n_tokens && s.needs_logits == (end == n_tokens),
+    TRIAD_CHECK(r->status == RequestStatus::kRunning && r->n_computed == s.n_computed && s.n_new > 0 &&
+                    s.n_draft >= 0 && static_cast<size_t>(s.n_draft) == (s.n_draft > 0 ? r->draft.size() : 0) &&
+                    s.n_new > s.n_draft && end <= n_tokens + s.n_draft &&
+                    s.needs_logits == (end == n_tokens + s.n_draft),
                 "scheduler::update: the step of request ", s.id,
                 " does not match its state (a stale or altered SchedulerOutput?)");
-    TRIAD_CHECK(!s.needs_logits || r->spec.prefill_only || sampled[i] >= 0, "scheduler::update: request ", s.id,
-                " needs a sampled token, got ", sampled[i]);
+    const std::vector<int32_t>& a = accepted[i];
+    if (!s.needs_logits || r->spec.prefill_only) continue;
+    TRIAD_CHECK(!a.empty() && a.size() <= static_cast<size_t>(s.n_draft) + 1, "scheduler::update: request ", s.id,
+                " needs 1 to ", s.n_draft + 1, " accepted tokens, got ", a.size());
+    for (size_t k = 0; k < a.size(); ++k) {
+      TRIAD_CHECK(a[k] >= 0, "scheduler::update: request ", s.id, " needs a sampled token, got ", a[k]);
+      TRIAD_CHECK(k + 1 == a.size() || a[k] == r->draft[k], "scheduler::update: request ", s.id,
+                  " accepted token ", a[k], " where its draft has ", r->draft[k]);
+    }
   }
 
   std::vector<StepEvent> events;
@@ -325,33 +380,39 @@ std::vector<StepEvent> Scheduler::update(const SchedulerOutput& out,
     const ScheduledSeq& s = out.seqs[i];
     SchedRequest* r = find(s.id);
     if (r == nullptr) continue;
-    r->n_computed += s.n_new;
+    r->n_computed += s.n_new - s.n_draft;
     tokens_computed_ += s.n_new;
-    kv_->commit_full_blocks(s.id, r->tokens, r->n_computed);
-    StepEvent ev;
-    ev.id = s.id;
+    FinishReason finish = FinishReason::kNone;
     if (s.needs_logits && r->spec.prefill_only) {
-      ev.finish = FinishReason::kStop;  // its prompt is computed: nothing to sample
+      finish = FinishReason::kStop;  // its prompt is computed: nothing to sample
+      events.push_back(StepEvent{s.id, -1, finish});
     } else if (s.needs_logits) {
-      const int32_t tok = sampled[i];
-      ev.token = tok;
+      const std::vector<int32_t>& a = accepted[i];
       const std::vector<int32_t>& stops = r->spec.stop_ids;
-      if (std::find(stops.begin(), stops.end(), tok) != stops.end()) {
-        ev.finish = FinishReason::kStop;
-      } else {
-        r->tokens.push_back(tok);
-        if (r->n_output() >= r->spec.max_tokens ||
-            r->tokens.size() >= static_cast<size_t>(config_.max_model_len))
-          ev.finish = FinishReason::kLength;
+      for (size_t k = 0; k < a.size() && finish == FinishReason::kNone; ++k) {
+        const int32_t tok = a[k];
+        if (std::find(stops.begin(), stops.end(), tok) != stops.end()) {
+          finish = FinishReason::kStop;
+        } else {
+          r->tokens.push_back(tok);
+          if (k + 1 < a.size()) ++r->n_computed;  // a draft position: its K/V were computed
+          if (r->n_output() >= r->spec.max_tokens ||
+              r->tokens.size() >= static_cast<size_t>(config_.max_model_len))
+            finish = FinishReason::kLength;
+        }
+        events.push_back(StepEvent{s.id, tok, finish});
       }
+    } else {
+      events.push_back(StepEvent{s.id, -1, finish});
     }
-    if (ev.finish != FinishReason::kNone) {
+    r->draft.clear();
+    kv_->commit_full_blocks(s.id, r->tokens, r->n_computed);  // before a finish frees them: kept cached
+    if (finish != FinishReason::kNone) {
       remove_from_queues(*r);
       r->status = RequestStatus::kFinished;
-      r->finish = ev.finish;
+      r->finish = finish;
       forget(s.id);
     }
-    events.push_back(ev);
   }
   return events;
 }

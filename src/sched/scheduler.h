@@ -17,6 +17,16 @@
 // admission stops at the first that does not fit (no overtaking), except that a request that
 // could never fit in the whole pool finishes at once with kError instead of waiting forever.
 //
+// Speculative decoding: set_draft() gives a request in decode (its only uncomputed token is the
+// last sampled one) up to k proposed next tokens. schedule() then computes that token and the
+// draft in one chunk, with logits for each of them, when the budget, the context, max_tokens and
+// free blocks allow (a draft is cut to fit, and never preempts anything: without room the step
+// computes the one token alone). update() takes the tokens the engine accepted (the draft's
+// leading tokens that verification confirmed, then one more token, sampled): their K/V are
+// already in the cache, so n_computed advances past them; the K/V of rejected draft positions
+// stay in blocks the request holds and are overwritten later, and never reach the prefix cache
+// (only blocks below n_computed are committed). A draft lasts one schedule().
+//
 // Knows nothing of models or kernels: unit-tested with fake requests and no model.
 // Thread-safety: none; the engine thread owns it.
 #pragma once
@@ -80,6 +90,7 @@ struct SchedRequest {
   int32_t n_computed = 0;            // leading tokens whose K/V are in the cache
   int32_t n_cached_prompt = 0;       // prompt tokens served by the prefix cache at first admission
   int32_t n_preemptions = 0;
+  std::vector<int32_t> draft;        // proposed next tokens (set_draft), consumed by schedule()
   int64_t arrival = 0;               // submission order
   RequestStatus status = RequestStatus::kWaiting;
   FinishReason finish = FinishReason::kNone;
@@ -91,7 +102,10 @@ struct ScheduledSeq {
   RequestId id = 0;
   int32_t n_computed = 0;   // first position computed this step
   int32_t n_new = 0;        // tokens computed this step (> 0)
-  bool needs_logits = false;  // n_computed + n_new == tokens.size(): sample after the step
+  bool needs_logits = false;  // n_computed + n_new == tokens.size() + n_draft: sample after the step
+  // Draft tokens computed after the request's tokens (the last n_draft of the n_new, read from
+  // SchedRequest::draft): the step then needs the logits of its last 1 + n_draft positions.
+  int32_t n_draft = 0;
 };
 
 struct SchedulerOutput {
@@ -102,6 +116,8 @@ struct SchedulerOutput {
 };
 
 // What update() reports per request touched by the step.
+// A step that accepted several tokens for one request (speculative decoding) reports one event
+// per token, in order; only the last may carry a finish reason.
 struct StepEvent {
   RequestId id = 0;
   int32_t token = -1;                    // the token sampled for this request, or -1
@@ -131,12 +147,24 @@ class Scheduler {
   // sampled for out.seqs[i] if it needs_logits (ignored otherwise). Full blocks are committed to
   // the prefix cache; requests that finish are freed and forgotten after this call returns.
   std::vector<StepEvent> update(const SchedulerOutput& out, std::span<const int32_t> sampled);
+  // The same with every scheduled seq's accepted tokens: accepted[i] is empty when out.seqs[i]
+  // does not need logits; else its first m - 1 tokens (m = its size, 1 <= m <= n_draft + 1)
+  // equal the first m - 1 draft tokens, and the last is the token sampled after them. Tokens
+  // are appended in order until one is a stop token or the request reaches its length limit
+  // (the rest are then dropped); n_computed advances by n_new - n_draft + m - 1.
+  std::vector<StepEvent> update(const SchedulerOutput& out, std::span<const std::vector<int32_t>> accepted);
+
+  // Proposes draft tokens for the next schedule() (replacing any earlier draft). Only a running
+  // request in decode uses one; the draft is dropped by the next schedule() in any case.
+  // Unknown ids are ignored; negative token ids throw.
+  void set_draft(RequestId id, std::span<const int32_t> draft);
 
   // Live request (waiting or running); nullptr if unknown or finished.
   const SchedRequest* request(RequestId id) const;
   const kv::KvCacheManager& kv() const { return *kv_; }
   const SchedulerConfig& config() const { return config_; }
   bool has_work() const;  // any waiting or running request
+  int32_t n_running() const { return static_cast<int32_t>(running_.size()); }
   SchedulerStats stats() const;
   // Checks every internal invariant (each live request is in exactly one queue matching its
   // status; running ones hold a KV sequence covering n_computed, waiting ones hold none; queue
@@ -154,6 +182,9 @@ class Scheduler {
   // fits (a sliding-window group may hold a short chunk but not a long one). Returns false,
   // changing nothing, when nothing fits.
   bool allocate(const SchedRequest& r, int32_t n_computed, int32_t& n_new, bool alone);
+  // How many of `r`'s draft tokens this step computes (0: none), with their blocks allocated
+  // (free blocks only) when > 0.
+  int32_t draft_that_fits(SchedRequest& r, int32_t budget);
   // The most recently admitted running request `id` goes back to the head of the waiting queue
   // (or fails with kError if it could never fit again).
   void preempt(RequestId id, SchedulerOutput& out);

@@ -21,7 +21,9 @@ json usage_json(const UsageOut& u) {
               {"completion_tokens", u.completion_tokens},
               {"total_tokens", u.prompt_tokens + u.completion_tokens},
               {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}},
-              {"completion_tokens_details", {{"reasoning_tokens", u.reasoning_tokens}}}};
+              {"completion_tokens_details", {{"reasoning_tokens", u.reasoning_tokens},
+                                             {"accepted_prediction_tokens", u.accepted_prediction_tokens},
+                                             {"rejected_prediction_tokens", u.rejected_prediction_tokens}}}};
 }
 
 // {token: logprob} of an entry's alternatives (the completions format).

@@ -49,6 +49,10 @@ struct UsageOut {
   int32_t cached_tokens = 0;
   int32_t completion_tokens = 0;
   int32_t reasoning_tokens = 0;
+  // Speculative decoding: draft tokens the model confirmed and those it did not (OpenAI's
+  // Predicted Outputs fields; every draft counts, from a `prediction` or the prompt lookup).
+  int32_t accepted_prediction_tokens = 0;
+  int32_t rejected_prediction_tokens = 0;
 };
 
 class Encoder {

@@ -52,6 +52,7 @@ struct Service::Job : std::enable_shared_from_this<Service::Job> {
   std::vector<std::vector<int32_t>> prompts;
   std::vector<ChoiceState> choices;                 // index = prompt_i * n + j
   int32_t prompt_tokens = 0, cached_tokens = 0;
+  int32_t draft_tokens = 0, accepted_drafts = 0;  // speculative decoding, over the choices
   int remaining = 0;
   bool failed = false;
   bool failed_cancelled = false;  // a choice was cancelled by the client leaving or shutdown
@@ -194,6 +195,8 @@ struct Service::Job : std::enable_shared_from_this<Service::Job> {
     if (c.done) return;
     c.done = true;
     if (i % static_cast<size_t>(opt.n) == 0) cached_tokens += t.cached_tokens;
+    draft_tokens += t.draft_tokens;
+    accepted_drafts += t.accepted_tokens;
     model->metrics->queue.observe(t.queue_s);
     const bool ok = reason != engine::FinishReason::kError &&
                     (reason != engine::FinishReason::kCancelled || c.stopped_by_string);
@@ -273,6 +276,8 @@ struct Service::Job : std::enable_shared_from_this<Service::Job> {
                           log_field("prompt_tokens", static_cast<int64_t>(prompt_tokens)),
                           log_field("cached_tokens", static_cast<int64_t>(cached_tokens)),
                           log_field("completion_tokens", completion), log_field("choices", static_cast<int64_t>(choices.size())),
+                          log_field("draft_tokens", static_cast<int64_t>(draft_tokens)),
+                          log_field("accepted_draft_tokens", static_cast<int64_t>(accepted_drafts)),
                           log_field("ttft_ms", ttft_s < 0 ? -1.0 : ttft_s * 1e3), log_field("e2e_ms", e2e * 1e3),
                           log_field("finish", choices.empty() || choices[0].out.finish.empty() ? std::string(outcome)
                                                                                                  : choices[0].out.finish),
@@ -297,6 +302,8 @@ struct Service::Job : std::enable_shared_from_this<Service::Job> {
     }
     ++model->metrics->requests_ok;
     UsageOut u{prompt_tokens, cached_tokens, 0};
+    u.accepted_prediction_tokens = accepted_drafts;
+    u.rejected_prediction_tokens = draft_tokens - accepted_drafts;
     std::vector<ChoiceOut> outs;
     outs.reserve(choices.size());
     // The prompt's logprobs were computed by its first choice.
@@ -375,6 +382,9 @@ bool submit_all(const std::shared_ptr<Service::Job>& job, std::string& error) {
   // scores a continuation); computed by the first choice of each prompt.
   const int want_prompt = std::max(o.prompt_logprobs, o.echo && o.logprobs >= 0 ? o.logprobs : -1);
   std::vector<engine::RequestId> submitted;
+  const std::vector<int32_t> prediction =
+      o.prediction ? m.tokenizer->encode(*o.prediction, /*add_special=*/false, /*parse_special=*/false)
+                   : std::vector<int32_t>{};
   try {
     for (size_t p = 0; p < job->prompts.size(); ++p) {
       for (int j = 0; j < o.n; ++j) {
@@ -394,6 +404,8 @@ bool submit_all(const std::shared_ptr<Service::Job>& job, std::string& error) {
         // too) among the logprobs; lm-evaluation-harness relies on exactly one generated entry.
         r.deliver_stop_token = job->completion_defaults && o.logprobs >= 0;
         r.constraint = job->constraint;
+        r.prediction = prediction;
+        r.num_speculative_tokens = o.num_speculative_tokens.value_or(-1);
         std::lock_guard<std::mutex> lk(job->mu);  // a fast sink must see engine_id set
         job->choices[i].engine_id = m.engine->submit(std::move(r), std::make_shared<ChoiceSink>(job, i));
         submitted.push_back(job->choices[i].engine_id);

@@ -199,6 +199,12 @@ GenOptions parse_gen_options(const json& b, int32_t n_vocab, int max_n, bool cha
     o.echo = opt_bool(b, "echo").value_or(false);
     if (mt && *mt == 0 && !o.echo) bad("max_tokens", "'max_tokens' must be at least 1 (0 only with 'echo')");
   }
+  if (const json* pr = field(b, "prediction")) {
+    if (!pr->is_object() || !pr->contains("type") || (*pr)["type"] != "content" || !pr->contains("content"))
+      bad("prediction", "'prediction' must be {\"type\": \"content\", \"content\": ...}");
+    o.prediction = text_of_content((*pr)["content"], "prediction.content");
+  }
+  if (auto v = opt_int(b, "num_speculative_tokens", 0, 32)) o.num_speculative_tokens = static_cast<int>(*v);
   if (auto v = opt_int(b, "prompt_logprobs", 0, 20)) {
     if (o.stream) bad("prompt_logprobs", "'prompt_logprobs' is not supported with streaming", "unsupported_parameter");
     o.prompt_logprobs = static_cast<int>(*v);

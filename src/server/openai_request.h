@@ -80,6 +80,10 @@ struct GenOptions {
   // gpt-oss: the output is harmony messages (reasoning.h: HarmonySplitter), split into the
   // analysis (reasoning), the answer and tool calls.
   bool reasoning_harmony = false;
+  // Speculative decoding: OpenAI's `prediction` ({"type": "content", "content": text or text
+  // parts}: drafts are looked up in it) and the extension num_speculative_tokens (0..32; 0 off).
+  std::optional<std::string> prediction;
+  std::optional<int> num_speculative_tokens;
 };
 
 // The generation options of a request for a model with `n_vocab` tokens.

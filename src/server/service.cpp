@@ -616,6 +616,10 @@ void Service::metrics(std::shared_ptr<ResponseWriter> w) const {
   gauge("triad_prefix_cache_hits_total", "counter", "Prompt tokens served from the prefix cache.", [](const Row& r) { return r.s.prefix_hits; });
   gauge("triad_prompt_tokens_total", "counter", "Prompt tokens computed.", [](const Row& r) { return r.s.prompt_tokens; });
   gauge("triad_generation_tokens_total", "counter", "Tokens generated.", [](const Row& r) { return r.s.generated_tokens; });
+  gauge("triad_spec_decode_draft_tokens_total", "counter", "Speculative draft tokens verified.",
+        [](const Row& r) { return r.s.spec_draft_tokens; });
+  gauge("triad_spec_decode_accepted_tokens_total", "counter", "Speculative draft tokens accepted (each saved a step).",
+        [](const Row& r) { return r.s.spec_accepted_tokens; });
   gauge("triad_preemptions_total", "counter", "Requests preempted for KV space.", [](const Row& r) { return r.s.preemptions; });
   gauge("triad_engine_steps_total", "counter", "Engine steps that ran a forward pass.", [](const Row& r) { return r.s.steps; });
   gauge("triad_embedding_requests_total", "counter", "/v1/embeddings requests answered.",

@@ -74,9 +74,9 @@ def prompts(n_vocab=1024):
     return [prefix + [rng.randrange(259, n_vocab) for _ in range(3 + i % 4)] for i in range(16)]
 
 
-def ask(s, prompt, i, max_tokens=12):
+def ask(s, prompt, i, max_tokens=12, **extra):
     body = {"model": "m", "prompt": prompt, "max_tokens": max_tokens, "logprobs": 2, "seed": 1000 + i,
-            "temperature": 0.0 if i % 4 == 0 else 1.0, "ignore_eos": True}
+            "temperature": 0.0 if i % 4 == 0 else 1.0, "ignore_eos": True, **extra}
     r = httpx.post(s.base_url + "/completions", json=body, timeout=300)
     assert r.status_code == 200, r.text
     ch = r.json()["choices"][0]
@@ -95,10 +95,13 @@ def test_results_do_not_depend_on_the_batch_or_the_cache(models, wtype):
     ps = prompts(n_vocab)
     # A pool of 24 blocks of 16 tokens: 16 requests of ~55 tokens cannot all stay resident.
     online = ["--weight-type", ONLINE[wtype]] if wtype in ONLINE else []
+    # Speculative decoding (prompt lookup) is the server default here, so every pass but the
+    # first (which turns it off per request) also verifies drafts in batched steps.
     s = Server(["-m", str(models[wtype]), "--alias", "m", "--batch-invariant", "--max-seqs", "16",
-                "--kv-cache-memory", KV_MEMORY.get(wtype, "192KiB"), "--kv-block-size", "16", *online])
+                "--kv-cache-memory", KV_MEMORY.get(wtype, "192KiB"), "--kv-block-size", "16", *online,
+                "--speculative", "ngram", "--spec-ngram-min", "1", "--spec-max-running", "32"])
     try:
-        alone = [ask(s, p, i)[0] for i, p in enumerate(ps)]
+        alone = [ask(s, p, i, num_speculative_tokens=0)[0] for i, p in enumerate(ps)]
         # Again, one at a time: the shared prefix is now cached.
         warm = []
         cached = 0
@@ -116,13 +119,30 @@ def test_results_do_not_depend_on_the_batch_or_the_cache(models, wtype):
         other = [[rng.randrange(259, n_vocab) for _ in range(120)] for _ in range(4)]
         with cf.ThreadPoolExecutor(20) as ex:
             futs = [ex.submit(ask, s, p, i) for i, p in enumerate(ps)]
-            noise = [ex.submit(ask, s, p, 99, 64) for p in other]
+            # (Without drafts, so they last as long as they always did.)
+            noise = [ex.submit(ask, s, p, 99, 64, num_speculative_tokens=0) for p in other]
             batched = [f.result()[0] for f in futs]
             for f in noise:
                 f.result()
         for i in range(len(ps)):
             assert batched[i] == alone[i], f"{wtype}: request {i} changed in a batch of 16 with other traffic"
         assert metric(s, "triad_preemptions_total") > before, "the small pool should force preemption"
+        # Batched again, each request predicting its own output text with a stray character near
+        # its end: long runs of drafts are accepted, wrong ones rejected, and nothing changes.
+        drafted = metric(s, "triad_spec_decode_draft_tokens_total")
+        with cf.ThreadPoolExecutor(16) as ex:
+            futs = []
+            for i, p in enumerate(ps):
+                toks = alone[i][0]
+                futs.append(ex.submit(ask, s, p, i, prediction={"type": "content", "content": toks[:-3] + "x" + toks[-3:]}))
+            predicted = [f.result() for f in futs]
+        for i in range(len(ps)):
+            assert predicted[i][0] == alone[i], f"{wtype}: request {i} changed with a prediction"
+        accepted = sum(u["completion_tokens_details"]["accepted_prediction_tokens"] for _, u in predicted)
+        rejected = sum(u["completion_tokens_details"]["rejected_prediction_tokens"] for _, u in predicted)
+        assert accepted > 0 and rejected >= 0
+        assert metric(s, "triad_spec_decode_draft_tokens_total") - drafted == accepted + rejected
+        assert metric(s, "triad_spec_decode_accepted_tokens_total") > 0
     finally:
         assert s.stop() == 0, "".join(s.log[-20:])
 

@@ -12,9 +12,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <random>
@@ -24,6 +26,8 @@
 
 #include "base/error.h"
 #include "engine/engine_api.h"
+#include "engine/draft_model.h"
+#include "engine/ngram_lookup.h"
 #include "gguf/gguf_file.h"
 #include "grammar/grammar.h"
 #include "grammar/matcher.h"
@@ -43,6 +47,7 @@ class TestSink : public OutputSink {
     std::lock_guard<std::mutex> lk(mu_);
     if (finished_) ++calls_after_finish_;
     tokens_.push_back(t.id);
+    outputs_.push_back(t);
     if (cancel_after_ > 0 && static_cast<int>(tokens_.size()) == cancel_after_ && engine_) engine_->cancel(id);
   }
   void on_finish(RequestId, FinishReason r, const RequestTimings& t, const std::string& e) override {
@@ -66,6 +71,10 @@ class TestSink : public OutputSink {
   std::vector<int32_t> tokens() {
     std::lock_guard<std::mutex> lk(mu_);
     return tokens_;
+  }
+  std::vector<TokenOutput> outputs() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return outputs_;
   }
   FinishReason reason() {
     std::lock_guard<std::mutex> lk(mu_);
@@ -94,6 +103,7 @@ class TestSink : public OutputSink {
   bool finished_ = false;
   int n_finish_ = 0, calls_after_finish_ = 0;
   std::vector<int32_t> tokens_;
+  std::vector<TokenOutput> outputs_;
   FinishReason reason_ = FinishReason::kNone;
   RequestTimings timings_;
   std::string error_;
@@ -192,13 +202,17 @@ GenerationRequest greedy(std::vector<int32_t> prompt, int32_t max_tokens) {
 }
 
 // Submits every prompt at once (or one after another when `sequential`) and waits for all.
+// `tweak` may change each greedy request before it is submitted.
 std::vector<Outcome> run_prompts(Engine& eng, const std::vector<std::vector<int32_t>>& prompts,
-                                 int32_t max_tokens, bool sequential) {
+                                 int32_t max_tokens, bool sequential,
+                                 const std::function<void(size_t, GenerationRequest&)>& tweak = {}) {
   std::vector<std::shared_ptr<TestSink>> sinks;
   std::vector<Outcome> out(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
     auto s = std::make_shared<TestSink>();
-    eng.submit(greedy(prompts[i], max_tokens), s);
+    GenerationRequest r = greedy(prompts[i], max_tokens);
+    if (tweak) tweak(i, r);
+    eng.submit(std::move(r), s);
     sinks.push_back(s);
     if (sequential) {
       EXPECT_TRUE(s->wait_for(std::chrono::seconds(120)));
@@ -312,6 +326,48 @@ void check_equivalence(const Model& m) {
     EXPECT_GE(s.preemptions, 4) << "the tiny pool should force repeated preemption";
     expect_pool_at_rest(eng);
   }
+  {  // Speculative decoding by prompt lookup, on for every request and batched: the same tokens.
+    EngineConfig c = base_config(m);
+    c.speculative = true;
+    c.num_speculative_tokens = 5;
+    c.ngram = NgramLookup{1, 3};
+    c.spec_max_running = 16;
+    Engine eng(m, c);
+    expect_same_outputs(alone, run_prompts(eng, prompts, kMaxTokens, false), "speculative (prompt lookup)");
+    const EngineStats s = settled_stats(eng);
+    EXPECT_GT(s.spec_draft_tokens, 0);
+    std::printf("prompt lookup: %lld of %lld draft tokens accepted\n", static_cast<long long>(s.spec_accepted_tokens),
+                static_cast<long long>(s.spec_draft_tokens));
+    expect_pool_at_rest(eng);
+  }
+  {  // Predicted outputs, right except every 5th token, under a tiny pool and budget: drafts are
+     // accepted and rejected, requests are preempted, and the tokens stay the same.
+    EngineConfig c = base_config(m);
+    c.block_size = 4;
+    c.max_batched_tokens = 13;
+    c.spec_max_running = 16;
+    c.kv_memory_bytes = 48 * bytes_per_block_all_groups(m, c);
+    Engine eng(m, c);
+    const auto got = run_prompts(eng, prompts, kMaxTokens, false, [&](size_t i, GenerationRequest& r) {
+      r.prediction = alone[i].tokens;
+      for (size_t k = 4; k < r.prediction.size(); k += 5) r.prediction[k] = (r.prediction[k] + 1) % m.config().n_vocab;
+      r.num_speculative_tokens = 6;
+    });
+    expect_same_outputs(alone, got, "speculative (predictions), tiny pool and budget");
+    int64_t drafted = 0, accepted = 0;
+    for (const Outcome& o : got) {
+      drafted += o.timings.draft_tokens;
+      accepted += o.timings.accepted_tokens;
+      EXPECT_LE(o.timings.accepted_tokens, o.timings.draft_tokens);
+    }
+    const EngineStats s = settled_stats(eng);
+    EXPECT_EQ(s.spec_draft_tokens, drafted);
+    EXPECT_EQ(s.spec_accepted_tokens, accepted);
+    EXPECT_GT(accepted, kMaxTokens);          // whole runs of the prediction were taken
+    EXPECT_GT(drafted - accepted, 16);        // and the wrong tokens were not
+    EXPECT_GT(s.preemptions, 0);
+    expect_pool_at_rest(eng);
+  }
   {  // Tiny pool, tiny budget and prefix caching together, with a 4-token block.
     EngineConfig c = base_config(m);
     c.block_size = 4;
@@ -329,6 +385,262 @@ void check_equivalence(const Model& m) {
 TEST(EngineTest, EquivalenceStories260K) {
   LOAD_OR_SKIP(m, stories_path());
   check_equivalence(*m);
+}
+
+TEST(NgramLookupTest, DraftsFollowTheLatestLongestMatch) {
+  std::vector<int32_t> d;
+  const NgramLookup cfg{2, 4};
+  // The suffix [7 8 9] occurs at 1 and at 6; the latest occurrence wins: 10 11 follow it.
+  ngram_draft(std::vector<int32_t>{5, 7, 8, 9, 1, 2, 7, 8, 9, 10, 11, 3, 7, 8, 9}, {}, cfg, 3, d);
+  EXPECT_EQ(d, (std::vector<int32_t>{10, 11, 3}));
+  // A longer match beats a later shorter one: [1 2 3] at 0 over [2 3] at 5.
+  ngram_draft(std::vector<int32_t>{1, 2, 3, 4, 9, 2, 3, 6, 1, 2, 3}, {}, cfg, 2, d);
+  EXPECT_EQ(d, (std::vector<int32_t>{4, 9}));
+  // k cuts the draft; the context's end cuts it too.
+  ngram_draft(std::vector<int32_t>{1, 2, 3, 4, 5, 1, 2}, {}, cfg, 1, d);
+  EXPECT_EQ(d, (std::vector<int32_t>{3}));
+  ngram_draft(std::vector<int32_t>{4, 1, 2, 3, 1, 2}, {}, cfg, 8, d);
+  EXPECT_EQ(d, (std::vector<int32_t>{3, 1, 2}));
+  // A repeated token: the occurrence may overlap the suffix.
+  ngram_draft(std::vector<int32_t>{6, 6, 6}, {}, cfg, 4, d);
+  EXPECT_EQ(d, (std::vector<int32_t>{6}));
+  // No match of at least min_n tokens: no draft; a one-token match counts with min_n 1.
+  ngram_draft(std::vector<int32_t>{1, 2, 3, 4, 5, 3}, {}, cfg, 4, d);
+  EXPECT_TRUE(d.empty());
+  ngram_draft(std::vector<int32_t>{1, 2, 3, 4, 5, 3}, {}, NgramLookup{1, 4}, 2, d);
+  EXPECT_EQ(d, (std::vector<int32_t>{4, 5}));
+  // A prediction is searched first, at every n (a shorter match in it beats a longer one in
+  // the context); then the context.
+  const std::vector<int32_t> ctx = {1, 2, 3, 50, 51, 1, 2, 3};
+  ngram_draft(ctx, std::vector<int32_t>{9, 2, 3, 60, 61}, cfg, 2, d);
+  EXPECT_EQ(d, (std::vector<int32_t>{60, 61}));
+  ngram_draft(ctx, std::vector<int32_t>{9, 9, 9}, cfg, 2, d);
+  EXPECT_EQ(d, (std::vector<int32_t>{50, 51}));
+  // A match at the prediction's very end has nothing to propose: skipped.
+  ngram_draft(ctx, std::vector<int32_t>{0, 2, 3}, cfg, 2, d);
+  EXPECT_EQ(d, (std::vector<int32_t>{50, 51}));
+  // Degenerate inputs.
+  ngram_draft(std::vector<int32_t>{}, {}, cfg, 4, d);
+  EXPECT_TRUE(d.empty());
+  ngram_draft(std::vector<int32_t>{1, 2, 1, 2}, {}, cfg, 0, d);
+  EXPECT_TRUE(d.empty());
+}
+
+// Sampling with speculative decoding: each row is sampled exactly as without a draft (the same
+// random numbers), so seeded requests repeat their tokens with and without speculation.
+TEST(EngineTest, SpeculativeSamplingRepeatsSeededOutputs) {
+  LOAD_OR_SKIP(m, stories_path());
+  const auto prompts = sixteen_prompts(m->config().n_vocab);
+  auto sampled = [&](size_t i, GenerationRequest& r) {
+    r.sampling.temperature = 0.8f;
+    r.sampling.top_p = 0.95f;
+    r.sampling.seed = 1000 + i;
+    r.sampling.repetition_penalty = 1.1f;  // penalties see the accepted draft tokens in order
+  };
+  EngineConfig c = base_config(*m);
+  std::vector<Outcome> plain;
+  {
+    Engine eng(*m, c);
+    plain = run_prompts(eng, prompts, 32, false, sampled);
+  }
+  c.speculative = true;
+  c.ngram = NgramLookup{1, 3};
+  c.spec_max_running = 16;
+  Engine eng(*m, c);
+  const auto spec = run_prompts(eng, prompts, 32, false, [&](size_t i, GenerationRequest& r) {
+    sampled(i, r);
+    r.prediction = plain[i].tokens;  // mostly right: long accepted runs
+    if (i % 2) r.prediction.clear();  // prompt lookup alone
+  });
+  expect_same_outputs(plain, spec, "seeded sampling with speculation");
+  const EngineStats s = settled_stats(eng);
+  EXPECT_GT(s.spec_accepted_tokens, 100);
+  EXPECT_GT(s.spec_draft_tokens, s.spec_accepted_tokens);
+}
+
+// The distribution of tokens sampled from verification rows is the model's: a chi-square test on
+// stories260K (512 tokens). Prompt P; a = greedy first token, b = greedy second after a. Every
+// request (top-k 6, temperature 1, its own seed) predicts [a, b, ...], so after a first token
+// of a the step verifies b: the second token is sampled from row 0 and, when it is b, the third
+// from row 1 (given a, b). Both conditional distributions are compared with the exact ones
+// (top-6 logprobs of requests that end with a, or a b, renormalized as top-k sampling does).
+double chi_square_critical(int df, double z) {  // Wilson-Hilferty upper quantile
+  const double k = df, t = 2.0 / (9.0 * k);
+  return k * std::pow(1.0 - t + z * std::sqrt(t), 3.0);
+}
+
+TEST(EngineTest, SpeculativeSamplingKeepsTheDistribution) {
+  LOAD_OR_SKIP(m, stories_path());
+  const std::vector<int32_t> prompt = sixteen_prompts(m->config().n_vocab)[5];
+  EngineConfig c = base_config(*m);
+  c.ngram = NgramLookup{1, 1};
+  c.spec_max_running = 16;
+  Engine eng(*m, c);
+  auto run_one = [&](GenerationRequest r) {
+    auto sink = std::make_shared<TestSink>();
+    eng.submit(std::move(r), sink);
+    EXPECT_TRUE(sink->wait_for(std::chrono::seconds(60)));
+    return sink->outputs();
+  };
+  // The exact top-6 distribution after `ctx` (logprobs are before truncation: renormalize).
+  auto exact = [&](std::vector<int32_t> ctx) {
+    GenerationRequest r = greedy(std::move(ctx), 1);
+    r.logprobs = 6;
+    const std::vector<TokenOutput> o = run_one(r);
+    std::map<int32_t, double> p;
+    double sum = 0;
+    for (const TokenLogprob& t : o.at(0).top) sum += std::exp(static_cast<double>(t.logprob));
+    for (const TokenLogprob& t : o.at(0).top) p[t.id] = std::exp(static_cast<double>(t.logprob)) / sum;
+    return p;
+  };
+  const int32_t a = run_one(greedy(prompt, 1)).at(0).id;
+  std::vector<int32_t> pa = prompt;
+  pa.push_back(a);
+  const int32_t b = run_one(greedy(pa, 1)).at(0).id;
+  std::vector<int32_t> pab = pa;
+  pab.push_back(b);
+  const std::map<int32_t, double> want2 = exact(pa), want3 = exact(pab);
+
+  const int kN = 3000;
+  std::vector<std::shared_ptr<TestSink>> sinks;
+  for (int i = 0; i < kN; ++i) {
+    GenerationRequest r = greedy(prompt, 3);
+    r.sampling.temperature = 1.0f;
+    r.sampling.top_k = 6;
+    r.sampling.seed = 77 + static_cast<uint64_t>(i);
+    r.prediction = {a, b, a, b};
+    r.num_speculative_tokens = 2;
+    sinks.push_back(std::make_shared<TestSink>());
+    eng.submit(std::move(r), sinks.back());
+  }
+  std::map<int32_t, int> got2, got3;
+  int n2 = 0, n3 = 0;
+  for (auto& sk : sinks) {
+    ASSERT_TRUE(sk->wait_for(std::chrono::seconds(300)));
+    const std::vector<int32_t> t = sk->tokens();
+    ASSERT_EQ(t.size(), 3u);
+    if (t[0] != a) continue;
+    ++got2[t[1]];
+    ++n2;
+    if (t[1] != b) continue;
+    ++got3[t[2]];
+    ++n3;
+  }
+  const EngineStats st = settled_stats(eng);
+  EXPECT_GT(st.spec_accepted_tokens, 0);
+  auto check = [&](const char* what, const std::map<int32_t, double>& want, const std::map<int32_t, int>& got, int n) {
+    ASSERT_GT(n, 200) << what << ": too few samples for the test";
+    double chi = 0;
+    int df = -1;
+    for (const auto& [tok, p] : want) {
+      const double e = p * n;
+      const auto it = got.find(tok);
+      const double o = it == got.end() ? 0 : it->second;
+      chi += (o - e) * (o - e) / e;
+      ++df;
+    }
+    for (const auto& [tok, cnt] : got) EXPECT_TRUE(want.contains(tok)) << what << ": token " << tok << " is outside the top 6";
+    const double crit = chi_square_critical(df, 3.09);  // p = 0.001
+    std::printf("%s: %d samples, chi-square %.2f with %d degrees of freedom (critical %.2f at p = 0.001)\n", what, n,
+                chi, df, crit);
+    EXPECT_LT(chi, crit) << what;
+  };
+  check("second token (verification row 0)", want2, got2, n2);
+  check("third token (verification row 1, after an accepted draft)", want3, got3, n3);
+}
+
+// Draft-model proposals: a prompt is caught up in chunks over several calls (no draft until it
+// is), the draft is the draft model's greedy continuation, and after a partly rejected draft the
+// next call keeps the K/V of the tokens that still match and recomputes the rest.
+TEST(DraftModelTest, DraftsAreTheDraftModelsGreedyContinuation) {
+  LOAD_OR_SKIP(m, stories_path());
+  // The reference: the same model's greedy continuation through the engine (F32: batch-invariant).
+  EngineConfig ec = base_config(*m);
+  Engine eng(*m, ec);
+  auto greedy_next = [&](std::vector<int32_t> ctx, int n) {
+    return run_prompts(eng, {std::move(ctx)}, n, false)[0].tokens;
+  };
+  ThreadPool pool(2);
+  DraftModelConfig dc;
+  dc.kv_bytes = 8ull << 20;
+  dc.catch_up_chunk = 16;
+  DraftModel dm(*m, m->config(), dc);
+  const std::vector<int32_t> prompt = sixteen_prompts(m->config().n_vocab)[3];  // 36 tokens
+  ASSERT_EQ(prompt.size(), 36u);
+  std::vector<std::vector<int32_t>> out;
+  std::vector<DraftModel::Job> jobs = {{7, prompt, 5}};
+  dm.propose(jobs, out, pool);
+  EXPECT_TRUE(out[0].empty());  // 16 of 36 computed
+  dm.propose(jobs, out, pool);
+  EXPECT_TRUE(out[0].empty());  // 32
+  dm.propose(jobs, out, pool);
+  const std::vector<int32_t> g = greedy_next(prompt, 5);
+  EXPECT_EQ(out[0], g);  // caught up: 36, then 4 one-token steps
+  // Two draft tokens accepted, then a token the draft did not predict.
+  std::vector<int32_t> t = prompt;
+  t.insert(t.end(), {g[0], g[1], static_cast<int32_t>((g[2] + 1) % m->config().n_vocab)});
+  const int64_t rows_before = dm.draft_tokens_computed();
+  jobs = {{7, t, 3}};
+  dm.propose(jobs, out, pool);
+  EXPECT_EQ(out[0], greedy_next(t, 3));
+  // Kept: the prompt and the two accepted tokens; computed: the new token, then 2 draft steps.
+  EXPECT_EQ(dm.draft_tokens_computed() - rows_before, 1 + 2);
+  dm.release(7);
+  dm.propose(jobs, out, pool);  // a released request starts over
+  EXPECT_TRUE(out[0].empty());
+  // A pool too small for a request: no draft, and no error.
+  DraftModelConfig tiny = dc;
+  tiny.kv_bytes = 2 * 16 * KvStorage::token_bytes(m->config(), kv_layer_groups(m->config())[0], DType::kF16, DType::kF16);
+  DraftModel small(*m, m->config(), tiny);
+  jobs = {{1, prompt, 4}};
+  for (int i = 0; i < 4; ++i) small.propose(jobs, out, pool);
+  EXPECT_TRUE(out[0].empty());
+  // Models it cannot draft for.
+  LOAD_OR_SKIP(gem, synthetic_path("gemma3.gguf"));
+  EXPECT_THROW(DraftModel(*gem, gem->config(), dc), Error);  // sliding-window layers
+  ModelConfig other = m->config();
+  other.n_vocab += 1;
+  EXPECT_THROW(DraftModel(*m, other, dc), Error);
+}
+
+// The engine with a draft model: greedy outputs equal the target's alone, with a draft model
+// that mostly agrees (the model itself) and with one that mostly does not (another model of
+// the same vocabulary), batched, in a pool small enough to preempt.
+TEST(EngineTest, DraftModelSpeculationKeepsTheOutputs) {
+  LOAD_OR_SKIP(m, stories_path());
+  LOAD_OR_SKIP(other, synthetic_path("llama.gguf"));
+  const auto prompts = sixteen_prompts(m->config().n_vocab);
+  EngineConfig c = base_config(*m);
+  std::vector<Outcome> plain;
+  {
+    Engine eng(*m, c);
+    plain = run_prompts(eng, prompts, 24, false);
+  }
+  c.speculative = true;
+  c.spec_max_running = 16;
+  c.num_speculative_tokens = 4;
+  c.draft_kv_memory_bytes = 16ull << 20;
+  for (const Model* d : {m, other}) {
+    Engine eng(*m, c, nullptr, d);
+    expect_same_outputs(plain, run_prompts(eng, prompts, 24, false), d == m ? "drafted by itself" : "drafted by another model");
+    const EngineStats s = settled_stats(eng);
+    EXPECT_GT(s.spec_draft_tokens, 0);
+    std::printf("%s: %lld of %lld draft tokens accepted\n", d == m ? "draft = the model" : "draft = another model",
+                static_cast<long long>(s.spec_accepted_tokens), static_cast<long long>(s.spec_draft_tokens));
+    if (d == m) {
+      EXPECT_GT(s.spec_accepted_tokens * 10, s.spec_draft_tokens * 9);  // greedy agrees with itself
+    }
+    expect_pool_at_rest(eng);
+  }
+  {  // A tiny main pool: requests are preempted and resume with their draft state.
+    c.kv_memory_bytes = 14 * bytes_per_block_all_groups(*m, c);
+    Engine eng(*m, c, nullptr, m);
+    expect_same_outputs(plain, run_prompts(eng, prompts, 24, false), "drafted, tiny pool");
+    EXPECT_GT(settled_stats(eng).preemptions, 0);
+  }
+  EngineConfig bad = base_config(*m);
+  LOAD_OR_SKIP(gem, synthetic_path("gemma3.gguf"));
+  EXPECT_THROW(Engine(*m, bad, nullptr, gem), Error);
 }
 
 TEST(EngineTest, EquivalenceSyntheticGemma3WithShortWindow) {

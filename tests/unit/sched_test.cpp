@@ -146,28 +146,45 @@ class Harness {
   }
 
   // One step. `between` runs after the forward pass and before update() (e.g. a cancel).
+  // With a drafter, every running request in decode first gets drafter(its state) as its draft.
   SchedulerOutput step(const std::function<void(const SchedulerOutput&)>& between = {}) {
     const bool had_work = sched.has_work();
+    if (drafter) {
+      for (const auto& [id, spec] : specs) {
+        const SchedRequest* r = sched.request(id);
+        if (r && r->status == RequestStatus::kRunning && static_cast<size_t>(r->n_computed) + 1 == r->tokens.size())
+          sched.set_draft(id, drafter(*r));
+      }
+    }
     SchedulerOutput out = sched.schedule();
     ++steps;
     check_plan(out);
     if (had_work) {
       EXPECT_TRUE(!out.seqs.empty() || !out.failed.empty()) << "idle step";
     }
-    std::vector<int32_t> sampled(out.seqs.size(), -1);
-    for (size_t i = 0; i < out.seqs.size(); ++i) sampled[i] = forward(out.seqs[i]);
+    std::vector<std::vector<int32_t>> sampled(out.seqs.size());
+    for (size_t i = 0; i < out.seqs.size(); ++i) {
+      sampled[i] = forward(out.seqs[i]);
+      drafted += out.seqs[i].n_draft;
+      if (!sampled[i].empty()) accepted_drafts += static_cast<int64_t>(sampled[i].size()) - 1;
+    }
     if (between) between(out);
-    const std::vector<StepEvent> events = sched.update(out, sampled);
+    const std::vector<StepEvent> events = sched.update(out, std::span<const std::vector<int32_t>>(sampled));
     size_t e = 0;
     for (size_t i = 0; i < out.seqs.size(); ++i) {
       if (e < events.size() && events[e].id == out.seqs[i].id) {
-        const StepEvent& ev = events[e++];
-        EXPECT_EQ(ev.token, out.seqs[i].needs_logits && !specs.at(ev.id).prefill_only ? sampled[i] : -1);
-        if (ev.token >= 0 && ev.finish != FinishReason::kStop) shown[ev.id].push_back(ev.token);
-        if (ev.finish != FinishReason::kNone) {
-          EXPECT_EQ(sched.request(ev.id), nullptr);
-          done[ev.id] = ev.finish;
-          std::erase(admitted_, ev.id);
+        const bool samples = out.seqs[i].needs_logits && !specs.at(out.seqs[i].id).prefill_only;
+        // One event per accepted token (the last one may finish the request).
+        for (size_t k = 0; e < events.size() && events[e].id == out.seqs[i].id; ++k) {
+          const StepEvent& ev = events[e++];
+          EXPECT_EQ(ev.token, samples && k < sampled[i].size() ? sampled[i][k] : -1);
+          if (ev.token >= 0 && ev.finish != FinishReason::kStop) shown[ev.id].push_back(ev.token);
+          if (ev.finish != FinishReason::kNone) {
+            EXPECT_EQ(sched.request(ev.id), nullptr);
+            done[ev.id] = ev.finish;
+            std::erase(admitted_, ev.id);
+            EXPECT_TRUE(e == events.size() || events[e].id != ev.id) << "events after a finish";
+          }
         }
       } else {
         EXPECT_TRUE(cancelled.contains(out.seqs[i].id)) << "no event for " << out.seqs[i].id;
@@ -230,6 +247,8 @@ class Harness {
   std::set<RequestId> cancelled;
   std::vector<RequestId> admission_log;  // ids in the order they were (re)admitted
   int64_t steps = 0;
+  std::function<std::vector<int32_t>(const SchedRequest&)> drafter;
+  int64_t drafted = 0, accepted_drafts = 0;  // draft tokens scheduled, and accepted
 
  private:
   void check_plan(const SchedulerOutput& out) {
@@ -243,7 +262,14 @@ class Harness {
       ASSERT_NE(r, nullptr);
       EXPECT_EQ(r->status, RequestStatus::kRunning);
       EXPECT_EQ(r->n_computed, s.n_computed);
-      EXPECT_EQ(s.needs_logits, static_cast<size_t>(s.n_computed + s.n_new) == r->tokens.size());
+      EXPECT_EQ(s.needs_logits, static_cast<size_t>(s.n_computed + s.n_new) == r->tokens.size() + s.n_draft);
+      if (s.n_draft > 0) {  // the last sampled token and (a prefix of) the draft given
+        EXPECT_EQ(static_cast<size_t>(s.n_computed) + 1, r->tokens.size());
+        EXPECT_EQ(s.n_new, 1 + s.n_draft);
+        EXPECT_EQ(r->draft.size(), static_cast<size_t>(s.n_draft));
+        EXPECT_LE(r->n_output() + 1 + s.n_draft, r->spec.max_tokens) << "drafts past max_tokens";
+        EXPECT_LE(static_cast<int32_t>(r->tokens.size()) + s.n_draft, c.max_model_len - 1) << "drafts past the context";
+      }
       sum += s.n_new;
     }
     EXPECT_EQ(out.n_tokens, sum);
@@ -294,13 +320,16 @@ class Harness {
     return cells_[g][static_cast<size_t>(table[p / bs]) * bs + p % bs];
   }
 
-  // Computes s's positions through the block tables; returns the sampled token or -1.
-  int32_t forward(const ScheduledSeq& s) {
+  // Computes s's positions (its draft's too) through the block tables; returns the accepted
+  // tokens (empty without logits): with a draft, the token sampled at each draft position while
+  // it equals the draft token, then the first that differs (or the one after the draft).
+  std::vector<int32_t> forward(const ScheduledSeq& s) {
     const SchedRequest* r = sched.request(s.id);
     const int32_t bs = kvc_.block_size;
+    const auto n_tokens = static_cast<int32_t>(r->tokens.size());
     uint64_t prev = s.n_computed == 0 ? kSeed : cell(0, s.n_computed - 1, s.id);
     for (int32_t p = s.n_computed; p < s.n_computed + s.n_new; ++p) {
-      prev = mix(prev, r->tokens[p]);
+      prev = mix(prev, p < n_tokens ? r->tokens[p] : r->draft[p - n_tokens]);
       for (int32_t g = 0; g < sched.kv().n_groups(); ++g) {
         const kv::BlockId b = sched.kv().block_table(s.id, g)[p / bs];
         EXPECT_EQ(sched.kv().ref_count(g, b), 1) << "writing into a shared block";
@@ -308,15 +337,21 @@ class Harness {
         cell(g, p, s.id) = prev;
       }
     }
-    if (!s.needs_logits) return -1;
+    if (!s.needs_logits) return {};
     const std::vector<uint64_t> want = chain(r->tokens);
-    const int32_t last = s.n_computed + s.n_new - 1;
+    const int32_t last = n_tokens - 1;
     for (int32_t g = 0; g < sched.kv().n_groups(); ++g) {
       const int32_t w = kvc_.groups[g].window;
       for (int32_t q = w == 0 ? 0 : std::max(0, last - w + 1); q <= last; ++q)
         EXPECT_EQ(cell(g, q, s.id), want[q]) << "request " << s.id << " group " << g << " pos " << q;
     }
-    return fake_token(prev);
+    std::vector<int32_t> out;
+    for (int32_t j = 0; j <= s.n_draft; ++j) {
+      const int32_t tok = fake_token(cell(0, last + j, s.id));
+      out.push_back(tok);
+      if (j == s.n_draft || tok != r->draft[j]) break;
+    }
+    return out;
   }
 
   KvManagerConfig kvc_;
@@ -774,14 +809,33 @@ struct StressCase {
 };
 
 struct StressTotals {
-  int64_t errors = 0, cancels = 0, preemptions = 0, prefix_hits = 0;
+  int64_t errors = 0, cancels = 0, preemptions = 0, prefix_hits = 0, drafted = 0, accepted = 0;
 };
 
-void run_stress(const StressCase& c, uint32_t seed, StressTotals& totals) {
-  SCOPED_TRACE(testing::Message() << "seed " << seed);
+// A drafter that proposes 0..max_k tokens of the request's true continuation, each replaced by
+// a wrong token with probability 1/4 (the rest of such a draft is then rejected).
+std::function<std::vector<int32_t>(const SchedRequest&)> noisy_drafter(std::mt19937& rng, int max_k) {
+  return [&rng, max_k](const SchedRequest& r) {
+    auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+    std::vector<int32_t> d;
+    uint64_t v = chain(r.tokens).back();
+    for (int k = uni(0, max_k); k > 0; --k) {
+      int32_t t = fake_token(v);
+      if (uni(0, 3) == 0) t = (t + 1) % 1000;
+      d.push_back(t);
+      v = mix(v, t);
+    }
+    return d;
+  };
+}
+
+void run_stress(const StressCase& c, uint32_t seed, StressTotals& totals, bool drafts = false) {
+  SCOPED_TRACE(testing::Message() << "seed " << seed << (drafts ? " with drafts" : ""));
   std::mt19937 rng(seed);
   auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   Harness h(c.sc, c.kc);
+  std::mt19937 draft_rng(seed ^ 0x5eedu);
+  if (drafts) h.drafter = noisy_drafter(draft_rng, 6);
   const std::vector<std::vector<int32_t>> bases = {iota_tokens(40, 1), iota_tokens(40, 500),
                                                    iota_tokens(40, 900)};
   const std::string salt = "tenant-s";
@@ -819,6 +873,8 @@ void run_stress(const StressCase& c, uint32_t seed, StressTotals& totals) {
   totals.cancels += static_cast<int64_t>(h.cancelled.size());
   totals.preemptions += h.sched.stats().preemptions;
   totals.prefix_hits += h.sched.stats().kv.prefix_hits;
+  totals.drafted += h.drafted;
+  totals.accepted += h.accepted_drafts;
 }
 
 TEST(SchedulerTest, RandomizedStress) {
@@ -840,6 +896,113 @@ TEST(SchedulerTest, RandomizedStress) {
   EXPECT_GT(t.cancels, 0);
   EXPECT_GT(t.preemptions, 0);
   EXPECT_GT(t.prefix_hits, 0);
+
+  // Speculative decoding: the same workloads with noisy drafts give the same outputs (checked
+  // against the unbatched reference), through preemption, windows, cancels and prefix caching.
+  StressTotals d;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE(testing::Message() << "case " << i);
+    for (uint32_t seed = 1; seed <= 4; ++seed)
+      run_stress(cases[i], seed * 7919 + static_cast<uint32_t>(i), d, /*drafts=*/true);
+  }
+  EXPECT_GT(d.preemptions, 0);
+  EXPECT_GT(d.prefix_hits, 0);
+  EXPECT_GT(d.accepted, 0);
+  EXPECT_GT(d.drafted - d.accepted, 0);  // rejected ones too
+}
+
+TEST(SchedulerTest, DraftsAreVerifiedInOneStep) {
+  // A perfect drafter: each step accepts the whole draft plus one token.
+  Harness h(sched_config(64, 4, 64), kv_config(4, {{0, 64}}));
+  h.drafter = [](const SchedRequest& r) {
+    std::vector<int32_t> d;
+    uint64_t v = chain(r.tokens).back();
+    for (int k = 0; k < 3; ++k) {
+      d.push_back(fake_token(v));
+      v = mix(v, d.back());
+    }
+    return d;
+  };
+  h.add(make_spec(1, iota_tokens(10, 5), 13));
+  SchedulerOutput o = h.step();  // the prompt: no draft yet
+  ASSERT_EQ(o.seqs.size(), 1u);
+  EXPECT_EQ(o.seqs[0].n_draft, 0);
+  o = h.step();
+  EXPECT_EQ(o.seqs[0].n_draft, 3);
+  EXPECT_EQ(h.shown.at(1).size(), 5u);  // 1 + (3 + 1)
+  o = h.step();
+  o = h.step();
+  EXPECT_EQ(h.shown.at(1).size(), 13u);  // 5 + 4 + 4
+  EXPECT_EQ(h.done.at(1), FinishReason::kLength);
+  h.run_until_idle();
+  h.expect_outputs_match();
+  h.expect_pool_idle();
+
+  // Drafts are cut to max_tokens and to the context, and a wrong draft costs nothing but its
+  // positions: the outputs are those without drafts.
+  Harness w(sched_config(64, 4, 24), kv_config(4, {{0, 64}}));
+  std::mt19937 rng(3);
+  w.drafter = noisy_drafter(rng, 8);
+  w.add(make_spec(1, iota_tokens(10, 5), 6));
+  w.add(make_spec(2, iota_tokens(12, 300), 100));  // runs into the context limit
+  w.run_until_idle();
+  w.expect_outputs_match();
+  w.expect_pool_idle();
+  EXPECT_GT(w.accepted_drafts, 0);
+}
+
+TEST(SchedulerTest, DraftsNeverPreemptAndExpire) {
+  // Two requests fill the pool exactly; drafts that would need a further block are dropped
+  // instead of preempting the other request.
+  Harness h(sched_config(64, 4, 64), kv_config(4, {{0, 6}}));
+  h.add(make_spec(1, iota_tokens(11, 1), 1));  // 11 + 1 tokens: 3 blocks
+  h.add(make_spec(2, iota_tokens(11, 50), 1));
+  h.drafter = [](const SchedRequest&) { return std::vector<int32_t>{1, 2, 3, 4, 5, 6}; };
+  h.run_until_idle();
+  EXPECT_EQ(h.sched.stats().preemptions, 0);
+  EXPECT_EQ(h.drafted, 0);  // max_tokens 1: no room for a draft at all
+  h.expect_outputs_match();
+
+  Harness g(sched_config(64, 4, 64), kv_config(4, {{0, 6}}));
+  g.add(make_spec(1, iota_tokens(11, 1), 3));
+  g.add(make_spec(2, iota_tokens(11, 50), 3));
+  g.step();  // both prompts: 3 blocks each, the pool is full
+  g.drafter = [](const SchedRequest&) { return std::vector<int32_t>{1, 2, 3, 4, 5, 6}; };
+  // Position 11 is in block 2 (held); a one-token draft (position 12) would need block 3.
+  const SchedulerOutput o = g.step();
+  for (const ScheduledSeq& s : o.seqs) EXPECT_EQ(s.n_draft, 0);
+  EXPECT_EQ(g.sched.stats().preemptions, 0);
+  g.run_until_idle();
+  g.expect_outputs_match();
+
+  // A draft set for a waiting request is ignored, and one the next step does not use is gone.
+  Harness q(sched_config(64, 1, 64), kv_config(4, {{0, 32}}));
+  q.add(make_spec(1, iota_tokens(5, 1), 4));
+  q.add(make_spec(2, iota_tokens(5, 9), 4));
+  q.sched.set_draft(2, std::vector<int32_t>{7});
+  EXPECT_TRUE(q.sched.request(2)->draft.empty());
+  q.step();
+  q.sched.set_draft(1, std::vector<int32_t>{7, 8});
+  EXPECT_EQ(q.sched.request(1)->draft.size(), 2u);
+  EXPECT_THROW(q.sched.set_draft(1, std::vector<int32_t>{-1}), Error);
+  const SchedulerOutput o2 = q.sched.schedule();
+  ASSERT_EQ(o2.seqs.size(), 1u);
+  EXPECT_EQ(o2.seqs[0].n_draft, 2);
+  // update() refuses accepted tokens that do not match the draft, changing nothing.
+  const std::vector<std::vector<int32_t>> bad = {{9, 1}};
+  EXPECT_THROW(q.sched.update(o2, std::span<const std::vector<int32_t>>(bad)), Error);
+  const std::vector<std::vector<int32_t>> too_many = {{7, 8, 1, 2}};
+  EXPECT_THROW(q.sched.update(o2, std::span<const std::vector<int32_t>>(too_many)), Error);
+  EXPECT_EQ(q.sched.request(1)->n_computed, 5);
+  const std::vector<std::vector<int32_t>> ok = {{7, 3}};
+  const std::vector<StepEvent> ev = q.sched.update(o2, std::span<const std::vector<int32_t>>(ok));
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[0].token, 7);
+  EXPECT_EQ(ev[1].token, 3);
+  EXPECT_EQ(q.sched.request(1)->n_computed, 7);  // the prompt's last token and the accepted draft token
+  EXPECT_EQ(q.sched.request(1)->tokens.size(), 8u);
+  EXPECT_TRUE(q.sched.request(1)->draft.empty());
+  EXPECT_NO_THROW(q.sched.check_invariants());
 }
 
 }  // namespace
