@@ -170,6 +170,12 @@ void Service::stats(std::shared_ptr<ResponseWriter> w) const {
            {"hit_rate", queries > 0 ? static_cast<double>(s.prefix_hits) / queries : 0.0}}},
          {"preemptions", s.preemptions},
          {"tokens", {{"prompt", s.prompt_tokens}, {"generated", s.generated_tokens}}},
+         {"speculative",
+          {{"draft_tokens", s.spec_draft_tokens},
+           {"accepted_tokens", s.spec_accepted_tokens},
+           {"acceptance_rate", s.spec_draft_tokens > 0
+                                   ? static_cast<double>(s.spec_accepted_tokens) / static_cast<double>(s.spec_draft_tokens)
+                                   : 0.0}}},
          {"requests",
           {{"ok", mm.requests_ok.load()},
            {"error", mm.requests_error.load()},

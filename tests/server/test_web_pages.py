@@ -265,7 +265,8 @@ def is_count(v) -> bool:
 
 TOP = {"time", "uptime_s", "version", "models"}
 MODEL = {"id", "kind", "architecture", "weight_type", "weights_bytes", "kv_dtype", "kv_bytes_per_token",
-         "max_model_len", "running", "waiting", "kv_blocks", "kv_bytes", "prefix_cache", "preemptions", "tokens", "requests",
+         "max_model_len", "running", "waiting", "kv_blocks", "kv_bytes", "prefix_cache", "preemptions", "tokens",
+         "speculative", "requests",
          "output_tokens_per_s", "latency", "history"}
 SAMPLE = {"t", "output_tokens_per_s", "running", "waiting", "kv_used_blocks", "ttft_p50_s", "itl_p50_s"}
 
@@ -308,6 +309,12 @@ def check_stats(doc: dict, model_ids: list[str]) -> None:
             assert abs(pc["hit_rate"] - pc["hits"] / pc["queries"]) < 1e-9, (where, pc)
 
         assert set(m["tokens"]) == {"prompt", "generated"} and all(is_count(v) for v in m["tokens"].values()), where
+        sp = m["speculative"]
+        assert set(sp) == {"draft_tokens", "accepted_tokens", "acceptance_rate"}, (where, sp)
+        assert is_count(sp["draft_tokens"]) and is_count(sp["accepted_tokens"]), (where, sp)
+        assert sp["accepted_tokens"] <= sp["draft_tokens"] and 0 <= sp["acceptance_rate"] <= 1, (where, sp)
+        if sp["draft_tokens"]:
+            assert abs(sp["acceptance_rate"] - sp["accepted_tokens"] / sp["draft_tokens"]) < 1e-9, (where, sp)
         rq = m["requests"]
         assert set(rq) == {"ok", "error", "cancelled", "rejected", "embedding"}, (where, rq)
         assert all(is_count(v) for v in rq.values()), (where, rq)
