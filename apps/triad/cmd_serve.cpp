@@ -274,8 +274,9 @@ int run(const ServeOptions& o) {
       ec.kv_memory_bytes = fixed[i];
     else if (served.size() > 1 || total_budget > 0)
       ec.kv_memory_bytes = static_cast<uint64_t>(static_cast<long double>(shared_kv) * per_token[i] / sum_per_token);
-    const bool drafted = draft.model && !s.lm.model->config().encoder && EngineOptions::same_vocabulary(draft, s.lm);
-    if (draft.model && !s.lm.model->config().encoder && !drafted)
+    const bool generates = s.lm.model->config().has_logits() && s.lm.model->config().causal;
+    const bool drafted = draft.model && generates && EngineOptions::same_vocabulary(draft, s.lm);
+    if (draft.model && generates && !drafted)
       log_warn(s.sm.name, ": the draft model's vocabulary is not this model's; it speculates by prompt lookup");
     n_drafted += drafted;
     s.engine = std::make_unique<engine::Engine>(*s.lm.model, ec, pool, drafted ? draft.model.get() : nullptr);

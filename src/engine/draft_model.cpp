@@ -19,14 +19,15 @@ DraftModel::DraftModel(const Model& draft, const ModelConfig& target, DraftModel
     TRIAD_CHECK(g.window == 0, "the draft model (", c.arch_name,
                 ") has sliding-window layers, which a draft model cannot have here (a rejected draft rolls its "
                 "K/V back over blocks such a layer releases)");
-    block_bytes += KvStorage::token_bytes(c, g, config_.kv_type, config_.kv_type) * static_cast<uint64_t>(config_.block_size);
+    block_bytes += KvStorage::token_bytes(c, g, config_.k_type, config_.v_type) * static_cast<uint64_t>(config_.block_size);
   }
   const uint64_t n_blocks = std::min<uint64_t>(config_.kv_bytes / std::max<uint64_t>(block_bytes, 1), 1u << 30);
   TRIAD_CHECK(n_blocks >= 2, "the draft model's K/V pool of ", config_.kv_bytes, " bytes holds fewer than 2 blocks of ",
               block_bytes, " bytes");
   KvStorageConfig sc;
   sc.block_size = config_.block_size;
-  sc.k_type = sc.v_type = config_.kv_type;
+  sc.k_type = config_.k_type;
+  sc.v_type = config_.v_type;
   sc.blocks_per_group.assign(groups.size(), static_cast<int32_t>(n_blocks));
   storage_ = std::make_unique<KvStorage>(c, sc);
   kv::KvManagerConfig kc;
@@ -80,6 +81,7 @@ void DraftModel::forward(std::span<const Chunk> chunks, ThreadPool& pool) {
 
 void DraftModel::propose(std::span<const Job> jobs, std::vector<std::vector<int32_t>>& drafts, ThreadPool& pool) {
   drafts.assign(jobs.size(), {});
+  no_room_.clear();
   // 1. Bring each draft sequence up to its request's tokens (keeping the K/V of the positions
   //    whose tokens still match), and the first draft token from its last row.
   std::vector<Chunk> chunks;
@@ -100,11 +102,15 @@ void DraftModel::propose(std::span<const Job> jobs, std::vector<std::vector<int3
     common = std::min(common, n - 1);  // the last token is computed again for its logits
     const int32_t chunk = std::min(n - common, config_.catch_up_chunk);
     const bool whole = common + chunk == n;
-    // Room for the chunk, and after it for the k - 1 positions of the draft tokens it computes.
-    if (!kv_->allocate_slots(j.id, common, common + chunk + (whole ? j.k - 1 : 0))) {
+    // Room for all its tokens and the k - 1 positions of the draft tokens computed, checked
+    // before any chunk is computed (a prompt that can never fit is not recomputed every step).
+    if (!kv_->can_allocate(j.id, common, n + j.k - 1)) {
       release(j.id);  // no room: no draft for it, and its blocks go back to the others
+      no_room_.push_back(j.id);
       continue;
     }
+    TRIAD_CHECK(kv_->allocate_slots(j.id, common, common + chunk + (whole ? j.k - 1 : 0)),
+                "draft model: the K/V manager refused an allocation can_allocate accepted");
     s.seen.resize(static_cast<size_t>(common));
     chunks.push_back(Chunk{j.id, common, std::vector<int32_t>(j.tokens.begin() + common, j.tokens.begin() + common + chunk)});
     job_of.push_back(i);

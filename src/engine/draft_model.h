@@ -9,8 +9,9 @@
 // k - 1 one-token steps, batched over the requests: every draft position costs one row of the
 // small model. Verification accepts a prefix of the draft, so the next call keeps the draft
 // K/V of the positions whose tokens still match and recomputes from the first that differs.
-// A request whose draft K/V does not fit the pool gets no draft (its draft sequence is dropped);
-// others are never evicted for it.
+// A request whose draft K/V (its tokens and the draft) does not fit the pool's free blocks gets
+// no draft: its draft sequence is dropped before anything is computed for it, and it is listed
+// in no_room() until the next call. Others are never evicted for it.
 // Thread-safety: none; the engine thread owns it. propose() runs on the caller's pool.
 #pragma once
 
@@ -29,7 +30,7 @@ namespace triad::engine {
 
 struct DraftModelConfig {
   int32_t block_size = 16;
-  DType kv_type = DType::kF16;
+  DType k_type = DType::kF16, v_type = DType::kF16;
   uint64_t kv_bytes = 0;         // the draft's K/V pool (> 0)
   int32_t catch_up_chunk = 256;  // prompt tokens computed per request per call at most
 };
@@ -50,6 +51,8 @@ class DraftModel {
   void propose(std::span<const Job> jobs, std::vector<std::vector<int32_t>>& drafts, ThreadPool& pool);
   // Forgets a request's draft sequence (finished or cancelled); unknown ids are ignored.
   void release(uint64_t id);
+  // The requests of the last propose() whose draft K/V did not fit.
+  const std::vector<uint64_t>& no_room() const { return no_room_; }
 
   int64_t draft_tokens_computed() const { return rows_computed_; }  // rows the draft model ran
   const Model& model() const { return draft_; }
@@ -78,6 +81,7 @@ class DraftModel {
   std::vector<BatchSeq> batch_seqs_;
   std::vector<int64_t> logit_rows_;
   std::vector<float> logits_;
+  std::vector<uint64_t> no_room_;
   int64_t rows_computed_ = 0;
 };
 

@@ -178,6 +178,8 @@ struct Engine::Impl {
       snapshot.generated_tokens = generated_total;
       snapshot.embedding_requests = embeddings_total;
       snapshot.embedding_tokens = embedding_tokens_total;
+      snapshot.spec_draft_tokens = spec_draft_total;
+      snapshot.spec_accepted_tokens = spec_accepted_total;
     }
     try {
       sink->on_finish(id, reason, t, error);
@@ -270,25 +272,35 @@ struct Engine::Impl {
       if (r == nullptr || r->status != sched::RequestStatus::kRunning ||
           static_cast<size_t>(r->n_computed) + 1 != r->tokens.size())
         continue;
+      // At most what the step could take: one token more than the draft is accepted.
+      const int32_t room = std::min(r->spec.max_tokens - r->n_output(),
+                                    config.max_model_len - static_cast<int32_t>(r->tokens.size())) - 1;
+      if (room <= 0) continue;
       draft_scratch.clear();
       if (l.pause[0] > 0)
         --l.pause[0];
       else
-        ngram_draft(r->tokens, l.prediction, config.ngram, draft_length(l, 0), draft_scratch);
+        ngram_draft(r->tokens, l.prediction, config.ngram, std::min(room, draft_length(l, 0)), draft_scratch);
       if (!draft_scratch.empty()) {
         scheduler.set_draft(id, draft_scratch);
         l.draft_source = 0;
       } else if (draft && l.pause[1] > 0) {
         --l.pause[1];
       } else if (draft) {
-        draft_jobs.push_back(DraftModel::Job{id, r->tokens, draft_length(l, 1)});
+        draft_jobs.push_back(DraftModel::Job{id, r->tokens, std::min(room, draft_length(l, 1))});
       }
     }
     if (draft_jobs.empty()) return;
-    {
+    try {
       const ThreadPool::Lease lease(*pool);
       draft->propose(draft_jobs, draft_out, *pool);
+    } catch (const std::exception& e) {
+      // The draft model failing costs this step its drafts, not the requests.
+      log_warn("engine: the draft model failed: ", e.what());
+      for (const DraftModel::Job& j : draft_jobs) draft->release(j.id);
+      return;
     }
+    for (uint64_t id : draft->no_room()) live.at(id).pause[1] = kPauseSteps;  // its K/V did not fit
     for (size_t i = 0; i < draft_jobs.size(); ++i) {
       if (draft_out[i].empty()) continue;
       scheduler.set_draft(draft_jobs[i].id, draft_out[i]);
@@ -640,9 +652,22 @@ Engine::Engine(const Model& model, EngineConfig config, std::shared_ptr<ThreadPo
     const EngineConfig& c = impl_->config;
     DraftModelConfig dc;
     dc.block_size = c.block_size;
-    dc.kv_type = c.k_type;
-    // Default: what the main pool would get for the draft model with the same limits.
-    dc.kv_bytes = c.draft_kv_memory_bytes ? c.draft_kv_memory_bytes : plan_kv_memory(draft->config(), c).total_bytes;
+    dc.k_type = c.k_type;
+    dc.v_type = c.v_type;
+    // Default: as many tokens as the main pool holds (no request can have more), at the draft
+    // model's bytes per token.
+    if (c.draft_kv_memory_bytes) {
+      dc.kv_bytes = c.draft_kv_memory_bytes;
+    } else {
+      uint64_t tokens = 0, per_token = 0;
+      const KvMemoryPlan& p = impl_->plan;
+      for (size_t g = 0; g < p.blocks_per_group.size(); ++g)
+        if (p.group_window[g] == 0) tokens = std::max<uint64_t>(tokens, static_cast<uint64_t>(p.blocks_per_group[g]));
+      tokens = (tokens ? tokens : static_cast<uint64_t>(c.max_seqs) * static_cast<uint64_t>(c.max_model_len) / c.block_size) *
+               static_cast<uint64_t>(c.block_size);
+      for (const KvLayerGroup& g : kv_layer_groups(draft->config())) per_token += KvStorage::token_bytes(draft->config(), g, c.k_type, c.v_type);
+      dc.kv_bytes = tokens * per_token;
+    }
     impl_->draft = std::make_unique<DraftModel>(*draft, model.config(), dc);
     log_info("draft model ", draft->config().arch_name, " '", draft->file().path(), "': K/V pool ",
              dc.kv_bytes >> 20, " MiB");

@@ -57,7 +57,9 @@ struct GenerationRequest {
   // Speculative decoding (EngineConfig::speculative): -1 follows the engine's default; 0 turns it
   // off for this request; 1..kMaxSpeculativeTokens drafts up to that many tokens per step.
   // Outputs are the same either way: greedy picks the same tokens, and sampling draws each
-  // token from the same distribution with the same random numbers (a seeded request repeats).
+  // token from the same distribution with the same random numbers (a seeded request repeats),
+  // bitwise where the kernels are batch-invariant (kernels::matmul_is_batch_invariant(); else a
+  // verifying step may round a row as a batch would).
   int32_t num_speculative_tokens = -1;
   // A predicted output (OpenAI's `prediction`): drafts are looked up here first. Non-empty
   // turns speculation on for the request unless num_speculative_tokens is 0.

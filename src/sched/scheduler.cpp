@@ -164,7 +164,7 @@ int32_t Scheduler::draft_that_fits(SchedRequest& r, int32_t budget) {
                         r.spec.max_tokens - r.n_output() - 1, config_.max_model_len - n_tokens - 1});
   if (r.spec.max_chunk > 0) n = std::min(n, r.spec.max_chunk - 1);
   if (n <= 0) return 0;
-  // Only free blocks: a draft never preempts (the plain one-token path below may).
+  // Only free blocks: a draft never preempts (the one-token chunk already holds its block).
   return kv_->allocate_slots(r.spec.id, r.n_computed, n_tokens + n) ? n : 0;
 }
 
@@ -250,15 +250,6 @@ SchedulerOutput Scheduler::schedule() {
     const RequestId id = running_[i];
     SchedRequest& r = requests_.at(id);
     const auto n_tokens = static_cast<int32_t>(r.tokens.size());
-    if (const int32_t n_draft = draft_that_fits(r, budget); n_draft > 0) {
-      // The last sampled token and the draft, in one chunk; never at another request's cost.
-      r.draft.resize(static_cast<size_t>(n_draft));
-      out.seqs.push_back(ScheduledSeq{id, r.n_computed, 1 + n_draft, true, n_draft});
-      budget -= 1 + n_draft;
-      ++i;
-      continue;
-    }
-    r.draft.clear();
     int32_t n_new = std::min(n_tokens - r.n_computed, budget);
     if (r.spec.max_chunk > 0) n_new = std::min(n_new, r.spec.max_chunk);
     if (n_new <= 0) {  // nothing to compute (cannot happen after update(); be safe)
@@ -285,14 +276,6 @@ SchedulerOutput Scheduler::schedule() {
     out.seqs.push_back(ScheduledSeq{id, r.n_computed, n_new, r.n_computed + n_new == n_tokens});
     budget -= n_new;
     ++i;
-  }
-
-  for (RequestId id : running_) {  // drafts of requests this step did not reach expire too
-    SchedRequest& r = requests_.at(id);
-    if (!r.draft.empty() && std::none_of(out.seqs.begin(), out.seqs.end(), [&](const ScheduledSeq& s) {
-          return s.id == id && s.n_draft > 0;
-        }))
-      r.draft.clear();
   }
 
   // Waiting requests, in order, while they fit. Not after a preemption: the pool is full, and
@@ -327,6 +310,26 @@ SchedulerOutput Scheduler::schedule() {
     running_.push_back(id);
     out.seqs.push_back(ScheduledSeq{id, hit, n_new, hit + n_new == n_tokens});
     budget -= n_new;
+  }
+
+  // Drafts last, from what the budget and the free blocks have left once every running request
+  // has its chunk and the waiting ones have been admitted: a draft never takes a token or a
+  // block from another request. A decoding request's one-token chunk grows by its draft.
+  for (ScheduledSeq& s : out.seqs) {
+    SchedRequest& r = requests_.at(s.id);
+    if (r.draft.empty()) continue;
+    const int32_t n_draft = s.n_new == 1 && s.needs_logits ? draft_that_fits(r, budget + 1) : 0;
+    r.draft.resize(static_cast<size_t>(n_draft));
+    s.n_new += n_draft;
+    s.n_draft = n_draft;
+    budget -= n_draft;
+  }
+  for (RequestId id : running_) {  // drafts the step did not use expire
+    SchedRequest& r = requests_.at(id);
+    if (!r.draft.empty() && std::none_of(out.seqs.begin(), out.seqs.end(), [&](const ScheduledSeq& s) {
+          return s.id == id && s.n_draft > 0;
+        }))
+      r.draft.clear();
   }
 
   for (const ScheduledSeq& s : out.seqs) out.n_tokens += s.n_new;

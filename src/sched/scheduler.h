@@ -20,8 +20,9 @@
 // Speculative decoding: set_draft() gives a request in decode (its only uncomputed token is the
 // last sampled one) up to k proposed next tokens. schedule() then computes that token and the
 // draft in one chunk, with logits for each of them, when the budget, the context, max_tokens and
-// free blocks allow (a draft is cut to fit, and never preempts anything: without room the step
-// computes the one token alone). update() takes the tokens the engine accepted (the draft's
+// free blocks allow. Drafts are fitted last, from the budget and free blocks that every running
+// request's chunk and every admission left (a draft is cut to fit, and never takes a token or a
+// block another request would have had: without room the step computes the one token alone). update() takes the tokens the engine accepted (the draft's
 // leading tokens that verification confirmed, then one more token, sampled): their K/V are
 // already in the cache, so n_computed advances past them; the K/V of rejected draft positions
 // stay in blocks the request holds and are overwritten later, and never reach the prefix cache
@@ -182,8 +183,8 @@ class Scheduler {
   // fits (a sliding-window group may hold a short chunk but not a long one). Returns false,
   // changing nothing, when nothing fits.
   bool allocate(const SchedRequest& r, int32_t n_computed, int32_t& n_new, bool alone);
-  // How many of `r`'s draft tokens this step computes (0: none), with their blocks allocated
-  // (free blocks only) when > 0.
+  // How many of `r`'s draft tokens this step computes (0: none) when its one-token chunk and
+  // the draft share `budget` tokens, with their blocks allocated (free blocks only) when > 0.
   int32_t draft_that_fits(SchedRequest& r, int32_t budget);
   // The most recently admitted running request `id` goes back to the head of the waiting queue
   // (or fails with kError if it could never fit again).

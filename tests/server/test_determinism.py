@@ -95,8 +95,8 @@ def test_results_do_not_depend_on_the_batch_or_the_cache(models, wtype):
     ps = prompts(n_vocab)
     # A pool of 24 blocks of 16 tokens: 16 requests of ~55 tokens cannot all stay resident.
     online = ["--weight-type", ONLINE[wtype]] if wtype in ONLINE else []
-    # Speculative decoding (prompt lookup) is the server default here, so every pass but the
-    # first (which turns it off per request) also verifies drafts in batched steps.
+    # Speculative decoding (prompt lookup) is the server default here: the pass with the prefix
+    # cached and the batched pass with predictions verify drafts.
     s = Server(["-m", str(models[wtype]), "--alias", "m", "--batch-invariant", "--max-seqs", "16",
                 "--kv-cache-memory", KV_MEMORY.get(wtype, "192KiB"), "--kv-block-size", "16", *online,
                 "--speculative", "ngram", "--spec-ngram-min", "1", "--spec-max-running", "32"])
@@ -114,18 +114,24 @@ def test_results_do_not_depend_on_the_batch_or_the_cache(models, wtype):
             assert warm[i] == alone[i], f"{wtype}: request {i} changed with its prefix cached"
         # All at once, with four long requests of other traffic in the same steps (long-running,
         # so they overlap the 16 however fast the steps are, and their growth forces preemption).
+        # How many run at once depends on how fast the HTTP requests arrive, so on a loaded
+        # machine a pass may see no preemption: up to three passes, each checked.
         before = metric(s, "triad_preemptions_total")
         rng = random.Random(3)
         other = [[rng.randrange(259, n_vocab) for _ in range(120)] for _ in range(4)]
-        with cf.ThreadPoolExecutor(20) as ex:
-            futs = [ex.submit(ask, s, p, i) for i, p in enumerate(ps)]
-            # (Without drafts, so they last as long as they always did.)
-            noise = [ex.submit(ask, s, p, 99, 64, num_speculative_tokens=0) for p in other]
-            batched = [f.result()[0] for f in futs]
-            for f in noise:
-                f.result()
-        for i in range(len(ps)):
-            assert batched[i] == alone[i], f"{wtype}: request {i} changed in a batch of 16 with other traffic"
+        for _ in range(3):
+            with cf.ThreadPoolExecutor(20) as ex:
+                # (Plain decoding: the 16 and the noise last as long as they always did; the
+                # batched pass with predictions below verifies drafts.)
+                futs = [ex.submit(ask, s, p, i, num_speculative_tokens=0) for i, p in enumerate(ps)]
+                noise = [ex.submit(ask, s, p, 99, 64, num_speculative_tokens=0) for p in other]
+                batched = [f.result()[0] for f in futs]
+                for f in noise:
+                    f.result()
+            for i in range(len(ps)):
+                assert batched[i] == alone[i], f"{wtype}: request {i} changed in a batch of 16 with other traffic"
+            if metric(s, "triad_preemptions_total") > before:
+                break
         assert metric(s, "triad_preemptions_total") > before, "the small pool should force preemption"
         # Batched again, each request predicting its own output text with a stray character near
         # its end: long runs of drafts are accepted, wrong ones rejected, and nothing changes.

