@@ -378,15 +378,32 @@ struct Engine::Impl {
     }
   }
 
-  // One iteration with work to do.
+  // What one step's phases hand each other, per scheduled sequence.
+  struct StepResults {
+    std::vector<RowOutput> wants;                  // what the forward pass keeps of its rows
+    std::vector<std::vector<int32_t>> accepted;    // tokens taken (sampled; with a draft, verified)
+    std::vector<std::vector<TokenOutput>> outputs; // their entries for the sink
+  };
+
+  // One iteration with work to do, in five phases.
   void step() {
-    propose_drafts();
+    propose_drafts();                                   // speculative drafts, for schedule() to fit
+    const sched::SchedulerOutput out = schedule();      // which requests compute what
+    if (out.seqs.empty()) return;
+    StepResults res;
+    if (!forward(out, res)) return;                     // one batched forward pass
+    sample(out, res);                                   // tokens (drafts verified), pooled embeddings
+    deliver(res, scheduler.update(out, std::span<const std::vector<int32_t>>(res.accepted)), out);
+  }
+
+  // Schedules the step (scheduler.schedule()); fails the requests that can never fit and records queue times and the
+  // cached-prefix and preemption counts (they change only here, and must be recorded before a
+  // request can finish in this very step).
+  sched::SchedulerOutput schedule() {
     sched::SchedulerOutput out = scheduler.schedule();
     for (RequestId id : out.failed)
       finish(id, FinishReason::kError,
              "the request needs more KV cache than the whole pool holds (raise --kv-cache-memory)");
-    // Cached-prefix and preemption counts change only in schedule(): record them now, before
-    // a request can finish in this very step.
     auto note = [&](RequestId id) {
       auto it = live.find(id);
       const sched::SchedRequest* r = scheduler.request(id);
@@ -403,42 +420,51 @@ struct Engine::Impl {
         it->second.timings.queue_s = since(it->second.submitted);
       }
     }
-    if (out.seqs.empty()) return;
-    // Sequences still computing prompt positions whose logprobs were asked for want every row's
-    // logits; embedding sequences every row's hidden state.
-    std::vector<RowOutput> wants(out.seqs.size(), RowOutput::kDefault);
+    return out;
+  }
+
+  // Runs the step's forward pass. Sequences still computing prompt positions whose logprobs
+  // were asked for want every row's logits; embedding sequences every row's hidden state. A
+  // failure fails the step's requests, not the engine (returns false).
+  bool forward(const sched::SchedulerOutput& out, StepResults& res) {
+    res.wants.assign(out.seqs.size(), RowOutput::kDefault);
     for (size_t i = 0; i < out.seqs.size(); ++i) {
       const sched::ScheduledSeq& s = out.seqs[i];
       auto it = live.find(s.id);
       const sched::SchedRequest* r = scheduler.request(s.id);
       if (it == live.end() || r == nullptr) continue;
       if (it->second.embedding)
-        wants[i] = RowOutput::kHidden;
+        res.wants[i] = RowOutput::kHidden;
       else if (it->second.prompt_logprobs >= 0 && s.n_computed < r->n_prompt - 1)
-        wants[i] = RowOutput::kAllLogits;
+        res.wants[i] = RowOutput::kAllLogits;
     }
     try {
       const ThreadPool::Lease lease(*pool);  // a pool shared with other engines: one step whole
-      runner.execute(out, scheduler, wants);
+      runner.execute(out, scheduler, res.wants);
     } catch (const std::exception& e) {
-      // A forward-pass failure fails the requests of this step, not the engine.
       log_warn("engine: step failed: ", e.what());
       for (const sched::ScheduledSeq& s : out.seqs) {
         scheduler.cancel(s.id);
         finish(s.id, FinishReason::kError, e.what());
       }
-      return;
+      return false;
     }
     ++steps;
-    std::vector<std::vector<int32_t>> accepted(out.seqs.size());
-    std::vector<std::vector<TokenOutput>> outputs(out.seqs.size());
+    return true;
+  }
+
+  // Reads the step's rows: prompt logprobs, embeddings' pooled states, and each sampling
+  // sequence's tokens (sample_seq). A request whose sink or sampling fails finishes here alone.
+  void sample(const sched::SchedulerOutput& out, StepResults& res) {
+    res.accepted.assign(out.seqs.size(), {});
+    res.outputs.assign(out.seqs.size(), {});
     for (size_t i = 0; i < out.seqs.size(); ++i) {
       const sched::ScheduledSeq& s = out.seqs[i];
       const sched::SchedRequest* r = scheduler.request(s.id);
       if (r && s.n_computed < r->n_prompt) prompt_total += std::min(s.n_new, r->n_prompt - s.n_computed);
       const ModelRunner::Rows rows = runner.rows(i);
-      if (wants[i] == RowOutput::kAllLogits && r) prompt_logprobs(s, *r, rows);
-      if (wants[i] == RowOutput::kHidden) {
+      if (res.wants[i] == RowOutput::kAllLogits && r) prompt_logprobs(s, *r, rows);
+      if (res.wants[i] == RowOutput::kHidden) {
         pool_hidden(s, runner.hidden_rows(i));
         continue;
       }
@@ -456,16 +482,20 @@ struct Engine::Impl {
         }
       }
       try {
-        sample_seq(s, *r, l, rows, accepted[i], outputs[i]);
+        sample_seq(s, *r, l, rows, res.accepted[i], res.outputs[i]);
       } catch (const std::exception& e) {
         // E.g. every logit is -inf under the request's logit bias: that request fails alone.
         scheduler.cancel(s.id);
         finish(s.id, FinishReason::kError, e.what());
       }
     }
-    // Cancelled-by-failure requests are gone from the scheduler; update() skips unknown ids.
-    const std::vector<sched::StepEvent> events =
-        scheduler.update(out, std::span<const std::vector<int32_t>>(accepted));
+  }
+
+  // Hands the step's events to the sinks: each token (the sampler and grammar take the last of
+  // a sequence's tokens; accepted draft tokens were given to them while verifying), then the
+  // finishes. A sink that cannot take tokens (its client is gone) cancels its request.
+  void deliver(const StepResults& res, const std::vector<sched::StepEvent>& events,
+               const sched::SchedulerOutput& out) {
     std::unordered_map<RequestId, size_t> index;
     for (size_t i = 0; i < out.seqs.size(); ++i) index.emplace(out.seqs[i].id, i);
     std::vector<size_t> cursor(out.seqs.size(), 0);  // a seq's next token among its events
@@ -476,8 +506,7 @@ struct Engine::Impl {
       if (ev.token >= 0) {
         const size_t i = index.at(ev.id);
         const size_t k = cursor[i]++;
-        // Accepted draft tokens were given to the sampler and grammar while verifying.
-        const bool taken = k + 1 < accepted[i].size();
+        const bool taken = k + 1 < res.accepted[i].size();
         if (!taken) l.sampler->accept(ev.token);
         if (!taken && l.matcher && !l.matcher->accept_token(ev.token)) {  // cannot happen: it was masked
           if (ev.finish == FinishReason::kNone) scheduler.cancel(ev.id);
@@ -492,9 +521,8 @@ struct Engine::Impl {
           }
           ++l.timings.completion_tokens;
           try {
-            l.sink->on_token(ev.id, outputs[i][k]);
+            l.sink->on_token(ev.id, res.outputs[i][k]);
           } catch (const std::exception& e) {
-            // A sink that cannot take tokens (e.g. its client is gone) cancels its request.
             log_warn("engine: the output sink of request ", ev.id, " threw: ", e.what());
             if (ev.finish == FinishReason::kNone) scheduler.cancel(ev.id);
             finish(ev.id, FinishReason::kCancelled, "");
