@@ -42,8 +42,8 @@ void EngineOptions::add_to(CLI::App& cmd) {
                  "the 1.5B) that drafts each step's tokens greedily; a request's `prediction` is still looked up "
                  "first");
   cmd.add_option("--draft-kv-memory", draft_kv_memory,
-                 "K/V budget of the draft model, e.g. 512MiB (default: as --kv-cache-memory's default, for the draft "
-                 "model)");
+                 "K/V budget of the draft model, e.g. 512MiB (default: room for as many tokens as the main K/V pool "
+                 "holds)");
   cmd.add_option("--num-speculative-tokens", num_speculative_tokens,
                  "draft tokens per step when speculating (default 8; a request may ask for up to 32)")
       ->check(CLI::Range(1, engine::kMaxSpeculativeTokens));
