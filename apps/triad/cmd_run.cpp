@@ -109,6 +109,9 @@ int run(const RunOptions& o, bool seed_given) {
                "tokens, %.2f tokens/s after the first; finish: %s\n",
                prompt.size(), prompt_s, prompt.size() / std::max(prompt_s, 1e-9), generated.size(),
                n_after_first / std::max(gen_s, 1e-9), sched::finish_reason_name(sink->reason()));
+  if (sink->timings().draft_tokens > 0)
+    std::fprintf(stderr, "speculative decoding: %d of %d draft tokens accepted\n", sink->timings().accepted_tokens,
+                 sink->timings().draft_tokens);
   return 0;
 }
 
