@@ -36,6 +36,16 @@ uint8_t* scratch(size_t bytes) {
 
 std::atomic<bool> g_batch_invariant{false};
 
+}  // namespace
+
+float* kernel_scratch(int64_t floats) {
+  thread_local AlignedBuffer<float> buf;
+  if (buf.size() < static_cast<size_t>(floats)) buf.resize(static_cast<size_t>(floats));
+  return buf.data();
+}
+
+namespace {
+
 // The AVX-512 kernels whose rows depend on the batch (see set_matmul_batch_invariant): the
 // types with packed prompt kernels (matmul_packed_avx512.cpp), whose float accumulation order
 // differs from the direct kernels'. F32 / F16 / BF16, the row-scaled online types and the Q8K

@@ -64,6 +64,25 @@ inline void store_tile(const __m512 (&acc)[R][T], float* y, int64_t ys, int64_t 
   }
 }
 
+// The same reduction added to y (y += sum), in the same order (the float kernels' later
+// column blocks, matmul_tiles.h).
+template <int R, int T>
+inline void add_tile(const __m512 (&acc)[R][T], float* y, int64_t ys, int64_t r, int64_t t) {
+#pragma GCC unroll 16
+  for (int k = 0; k < T; ++k) {
+    float* dst = y + (t + k) * ys + r;
+    if constexpr (R % 4 == 0) {
+#pragma GCC unroll 4
+      for (int i = 0; i < R; i += 4)
+        _mm_storeu_ps(dst + i, _mm_add_ps(_mm_loadu_ps(dst + i),
+                                          hsum4(acc[i][k], acc[i + 1][k], acc[i + 2][k], acc[i + 3][k])));
+    } else {
+#pragma GCC unroll 4
+      for (int i = 0; i < R; ++i) dst[i] += _mm_cvtss_f32(hsum4(acc[i][k], acc[i][k], acc[i][k], acc[i][k]));
+    }
+  }
+}
+
 // Quantized weight types: direct kernels (matmul_quant_avx512.cpp; any token count) and the
 // packed prompt kernels (matmul_packed_avx512.cpp; used from kPackedMinTokens tokens on).
 void matmul_rows_quant(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1);

@@ -78,6 +78,11 @@ struct MatmulJob {
   int64_t y_stride = 0;
 };
 
+// A grow-only, 64-byte aligned buffer of at least `floats` floats owned by the calling thread
+// (the K-blocked prompt order packs a panel's block of weights there; matmul_tiles.h).
+// Defined in matmul.cpp, outside the ISA-flagged files.
+float* kernel_scratch(int64_t floats);
+
 // Which prepared activations a weight type uses.
 enum class ActKind { kF32, kBf16, kQ8, kQ8K, kQ8Row };
 ActKind act_kind(DType weight_type);

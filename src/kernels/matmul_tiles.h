@@ -113,4 +113,125 @@ void run(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
   }
 }
 
+// Column blocks, for the float kernels (F32 / F16 / BF16 weights; Kern::kKStep columns per
+// step, Kern::tile_part<R, T>(job, r, t, Part)). A row's dot product is summed in blocks of
+// block_cols(K) columns: 16 lanes of partial sums within a block, reduced at its end and added
+// to the output (y = block 0, y += block 1, ...). The block size depends only on K, so one
+// token and many compute every output alike (bitwise), whichever loop order runs.
+//
+// The K-blocked prompt order. The order above keeps a tile's R weight rows in L1 while its T
+// token rows stream from L2: T loads per step from L2, which on the Intel Xeon VM's two FMA
+// ports held F32 to half the FMA peak. Here a token tile's activations of one block stay in L1
+// while the row tiles of a panel stream their weights from L2 (R loads per step):
+//   for each panel of rows               (the panel's weights of one block stay in L2)
+//     for each column block              (kKBlockBytes of a token tile's activations)
+//       [Pack: widen the panel's block of weights once, for every token tile]
+//       for each tile of T tokens        (its activations of the block stay in L1 ...)
+//         for each tile of R rows        (... while the panel's row tiles use them)
+//           tile_part: the block's columns, reduced into y.
+// Widening (F16 -> f32) is exact, so a packed block gives the same products.
+struct Part {
+  int64_t c0 = 0, c1 = 0;   // the column block
+  bool first = true;        // y = the block's sums (else y += them)
+  bool prefetch = true;     // software prefetch of the weights (prefetch_ahead)
+  // Where the weights are: row r's column c at w + (r - w_r0) * w_rs + (c - w_c0) * element
+  // bytes (the job's rows, or a packed block).
+  const uint8_t* w = nullptr;
+  uint64_t w_rs = 0;
+  int64_t w_r0 = 0, w_c0 = 0;
+};
+
+inline constexpr int64_t kKBlockBytes = int64_t{24} << 10;   // a token tile's block of activations
+inline constexpr int64_t kL2PanelBytes = int64_t{768} << 10;  // a panel's weights of one block
+
+// Columns per block for rows of K: equal blocks (a multiple of the step, the last one shorter)
+// of at most kKBlockBytes of a kT-token tile's activations.
+template <class Kern>
+constexpr int64_t block_cols(int64_t K) {
+  constexpr int64_t S = Kern::kKStep;
+  constexpr int64_t max_cols = std::max<int64_t>(S, kKBlockBytes / (Kern::kT * Kern::kActBytes) / S * S);
+  const int64_t nkb = std::max<int64_t>(1, (K + max_cols - 1) / max_cols);
+  return ((K + nkb - 1) / nkb + S - 1) / S * S;
+}
+
+// Block [c0, c1) of the job's own rows.
+inline Part job_part(const MatmulJob& j, int64_t c0, int64_t c1, bool prefetch) {
+  Part p;
+  p.c0 = c0;
+  p.c1 = c1;
+  p.first = c0 == 0;
+  p.prefetch = prefetch;
+  p.w = j.w;
+  p.w_rs = j.row_bytes;
+  return p;
+}
+
+// tile<R, T> of a block kernel: every block of the row in turn (row tiles outer: tiles::run).
+template <class Kern, int R, int T>
+inline void tile_blocks(const MatmulJob& j, int64_t r, int64_t t) {
+  const int64_t kc = block_cols<Kern>(j.cols);
+  for (int64_t c0 = 0; c0 < j.cols; c0 += kc)
+    Kern::template tile_part<R, T>(j, r, t, job_part(j, c0, std::min(j.cols, c0 + kc), true));
+}
+
+// No packing: the kernel reads the job's weights.
+struct NoPack {
+  static constexpr int64_t kBytes = 0;
+};
+
+template <class Kern, int R, int T>
+inline void part_rem(const MatmulJob& j, int64_t r, int64_t t, int64_t rem, const Part& p) {
+  if constexpr (T > 0) {
+    if (rem == T) {
+      Kern::template tile_part<R, T>(j, r, t, p);
+    } else {
+      part_rem<Kern, R, T - 1>(j, r, t, rem, p);
+    }
+  }
+}
+
+// Pack (optional): kBytes per packed element (0: none) and
+//   static void pack(const MatmulJob&, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* dst,
+//                    uint64_t dst_rs)
+// which writes rows [r0, r1) x columns [c0, c1) in the element type Kern reads.
+template <class Kern, class Pack = NoPack>
+void run_kblocked(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+  constexpr int64_t R = Kern::kR, T = Kern::kT;
+  const int64_t K = j.cols;
+  const int64_t kc = block_cols<Kern>(K);
+  const int64_t block_bytes = Pack::kBytes > 0
+                                  ? kc * Pack::kBytes
+                                  : static_cast<int64_t>(j.row_bytes) * std::min(kc, K) / std::max<int64_t>(K, 1) + 1;
+  int64_t panel = std::max<int64_t>(R, kL2PanelBytes / block_bytes / R * R);
+  panel = std::min(panel, (r1 - r0 + R - 1) / R * R);
+  const uint64_t pack_rs = static_cast<uint64_t>((kc * Pack::kBytes + 63) / 64 * 64);
+  uint8_t* packed = nullptr;
+  if constexpr (Pack::kBytes > 0) packed = reinterpret_cast<uint8_t*>(kernel_scratch(static_cast<int64_t>(pack_rs) * panel / 4));
+  for (int64_t rp = r0; rp < r1; rp += panel) {
+    const int64_t re = std::min(r1, rp + panel);
+    for (int64_t c0 = 0; c0 < K; c0 += kc) {
+      Part p = job_part(j, c0, std::min(K, c0 + kc), false);
+      if constexpr (Pack::kBytes > 0) {
+        Pack::pack(j, rp, re, p.c0, p.c1, packed, pack_rs);
+        p.w = packed;
+        p.w_rs = pack_rs;
+        p.w_r0 = rp;
+        p.w_c0 = p.c0;
+      }
+      for (int64_t t = t0; t < t1; t += T) {
+        const int64_t nt = std::min(T, t1 - t);
+        int64_t r = rp;
+        for (; r + R <= re; r += R) {
+          if (nt == T) Kern::template tile_part<R, T>(j, r, t, p);
+          else part_rem<Kern, R, T - 1>(j, r, t, nt, p);
+        }
+        for (; r < re; ++r) {
+          if (nt == T) Kern::template tile_part<1, T>(j, r, t, p);
+          else part_rem<Kern, 1, T - 1>(j, r, t, nt, p);
+        }
+      }
+    }
+  }
+}
+
 }  // namespace triad::kernels::tiles

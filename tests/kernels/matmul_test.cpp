@@ -132,6 +132,10 @@ std::vector<Case> table() {
     cases.push_back({t, 13, 100, 17, 4, 0, 2});
     cases.push_back({t, 30, 896, 64, 0, 2, 2});
     cases.push_back({t, 11, 4864, 3, 16, 0, 1});
+    // The K-blocked prompt order (matmul_tiles.h run_kblocked, from 32 tokens on): several
+    // column blocks with a masked tail, row panels with a leftover row, padded strides.
+    cases.push_back({t, 41, 2090, 37, 6, 3, 2});
+    cases.push_back({t, 9, 4864, 70, 0, 0, 1});
   }
   return cases;
 }
@@ -475,6 +479,40 @@ TEST(MatmulTest, RowsDoNotDependOnTheBatch) {
     }
   }
   set_matmul_batch_invariant(false);
+}
+
+// The float kernels sum a row in column blocks whose size depends only on cols (matmul_tiles.h
+// block_cols): a one-token call (row tiles outer, software prefetch) and a prompt (the
+// K-blocked order, F16 widened into packed f32 blocks) give the same bits, for widths of one,
+// two and three blocks with masked tails, token counts around the prompt threshold and past a
+// token tile, and a row panel boundary (900 rows of F32 at 2090 columns span two panels).
+TEST(MatmulTest, FloatColumnBlocksDoNotDependOnTheBatch) {
+  std::mt19937 rng(7);
+  ThreadPool pool1(1), pool2(2);
+  for (IsaLevel level : levels()) {
+    for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
+      for (const int64_t cols : {int64_t{1000}, int64_t{2090}, int64_t{4101}}) {
+        const int64_t rows = cols == 2090 ? 900 : 45, n_max = 75;
+        std::vector<uint8_t> wbytes = random_weights(t, rows, cols, rng);
+        const WeightMatrix w{t, wbytes.data(), rows, cols};
+        std::vector<float> x(static_cast<size_t>(n_max * cols));
+        std::normal_distribution<float> nd(0.f, 1.f);
+        for (float& v : x) v = nd(rng);
+        std::vector<float> alone(static_cast<size_t>(n_max * rows));
+        for (int64_t i = 0; i < n_max; ++i)
+          matmul_isa(level, w, x.data() + i * cols, 1, cols, alone.data() + i * rows, rows, pool1);
+        for (const int64_t n : {int64_t{31}, int64_t{32}, int64_t{33}, int64_t{75}}) {
+          for (ThreadPool* pool : {&pool1, &pool2}) {
+            std::vector<float> y(static_cast<size_t>(n * rows));
+            matmul_isa(level, w, x.data(), n, cols, y.data(), rows, *pool);
+            ASSERT_EQ(0, std::memcmp(y.data(), alone.data(), y.size() * sizeof(float)))
+                << dtype_name(t) << " level " << static_cast<int>(level) << " cols=" << cols << " n=" << n
+                << " threads=" << pool->size();
+          }
+        }
+      }
+    }
+  }
 }
 
 // I8 sums beyond 2^24, where float(isum) rounds: every level (the reference included) computes
