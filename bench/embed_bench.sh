@@ -4,7 +4,7 @@
 # files, one server at a time, alternating, each measured client-side through HTTP by
 # bench/embed_bench.py (single sentences of ~30 tokens: batches of 1 / 16 / 64 in one request,
 # and 1 / 16 / 64 concurrent single-sentence requests).
-# Usage: bench/embed_bench.sh LLAMA_SERVER [THREADS] [SECONDS] [ROUNDS]
+# Usage: [TRIAD_BIN=...] bench/embed_bench.sh LLAMA_SERVER [THREADS] [SECONDS] [ROUNDS]
 #   LLAMA_SERVER: path of a llama.cpp llama-server binary (built beside the project); "-" skips it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,7 +12,7 @@ LLAMA=${1:?usage: bench/embed_bench.sh LLAMA_SERVER [THREADS] [SECONDS] [ROUNDS]
 THREADS=${2:-2}
 SECONDS_PER_POINT=${3:-8}
 ROUNDS=${4:-2}
-BIN=build/apps/triad/triad
+BIN=${TRIAD_BIN:-build/apps/triad/triad}  # TRIAD_BIN: another build (a before / after pair)
 DIR=models/all-MiniLM-L6-v2
 [ -d "$DIR" ] || scripts/fetch_models.sh --all
 OUT=${TMPDIR:-/tmp}/triad-embed-bench
