@@ -3,10 +3,11 @@
 # reader), tests/fuzz/template_fuzz (chat-template engine) and tests/fuzz/request_fuzz (the
 # server's request parsing) and tests/fuzz/grammar_fuzz (GBNF grammars and token masks), tests/fuzz/schema_fuzz (the JSON Schema
 # compiler), tests/fuzz/tool_fuzz (the tool-call output parser) and tests/fuzz/imatrix_fuzz
-# (imatrix files) and tests/fuzz/safetensors_fuzz (safetensors checkpoints) with clang, ASan and UBSan in
+# (imatrix files), tests/fuzz/safetensors_fuzz (safetensors checkpoints) and tests/fuzz/tokenizer_fuzz
+# (tokenizers over GGUF vocabularies, Unigram charsmaps included) with clang, ASan and UBSan in
 # build-fuzz/ (TRIAD_BUILD_FUZZ=ON, tests off, Release) and runs each for SECONDS (default 60).
 #
-# usage: scripts/fuzz.sh [SECONDS] [TARGET...]   targets: gguf template request grammar schema tool imatrix safetensors (default: all)
+# usage: scripts/fuzz.sh [SECONDS] [TARGET...]   targets: gguf template request grammar schema tool imatrix safetensors tokenizer (default: all)
 #        env: CC/CXX (default clang/clang++, else clang-14), TRIAD_FUZZ_BUILD (default
 #             <repo>/build-fuzz), TRIAD_TESTDATA (extra template seeds from its templates/)
 # Each fuzzer works on a copy of tests/fuzz/corpus/TARGET in the build folder (the checked-in
@@ -25,7 +26,7 @@ if ! [[ "$RUN_SECONDS" =~ ^[0-9]+$ ]]; then
 fi
 shift || true
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(gguf template request grammar schema tool imatrix safetensors)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(gguf template request grammar schema tool imatrix safetensors tokenizer)
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${TRIAD_FUZZ_BUILD:-$ROOT/build-fuzz}"
 
@@ -48,7 +49,7 @@ cmake -S "$ROOT" -B "$BUILD" -G Ninja \
   exit 1
 }
 for t in "${TARGETS[@]}"; do
-  case "$t" in gguf|template|request|grammar|schema|tool|imatrix|safetensors) ;; *) echo "unknown fuzz target '$t'" >&2; exit 2 ;; esac
+  case "$t" in gguf|template|request|grammar|schema|tool|imatrix|safetensors|tokenizer) ;; *) echo "unknown fuzz target '$t'" >&2; exit 2 ;; esac
   cmake --build "$BUILD" --target "${t}_fuzz" -j "$(nproc)"
 done
 
@@ -59,6 +60,8 @@ run_target() {
   cp -n "$ROOT"/tests/fuzz/corpus/"$t"/* "$work/corpus/"  # refresh seeds, keep what was found
   if [ "$t" = gguf ] || [ "$t" = imatrix ]; then
     extra=(-dict="$ROOT/tests/fuzz/gguf.dict" -max_len=8192)
+  elif [ "$t" = tokenizer ]; then
+    extra=(-dict="$ROOT/tests/fuzz/gguf.dict" -max_len=16384)
   elif [ "$t" = request ] || [ "$t" = safetensors ]; then
     extra=(-max_len=8192)
   elif [ "$t" = grammar ] || [ "$t" = schema ] || [ "$t" = tool ]; then

@@ -16,8 +16,9 @@ APT_PACKAGES=(
   chromium-driver                     # selenium drives the chat page and dashboard (tests/server/test_browser.py)
 )
 # ml_dtypes: FP8 rounding reference; lm-eval[api]: scores a local task through /v1/completions;
-# selenium: drives Debian's chromium through chromium-driver (no browser download)
-PIP_PACKAGES=(gguf numpy pytest jinja2 jsonschema openai ml_dtypes "lm-eval[api]==0.4.13" safetensors tokenizers selenium)
+# selenium: drives Debian's chromium through chromium-driver (no browser download);
+# sentencepiece: trains a Unigram model, the reference for the converted "t5" tokenizer
+PIP_PACKAGES=(gguf numpy pytest jinja2 jsonschema openai ml_dtypes "lm-eval[api]==0.4.13" safetensors tokenizers selenium sentencepiece)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -31,7 +32,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 PY=${PYTHON:-python3}
-if ! "$PY" -c "import gguf, numpy, pytest, jinja2, jsonschema, openai, ml_dtypes, lm_eval, tenacity, safetensors, tokenizers, selenium" 2>/dev/null; then
+if ! "$PY" -c "import gguf, numpy, pytest, jinja2, jsonschema, openai, ml_dtypes, lm_eval, tenacity, safetensors, tokenizers, selenium, sentencepiece" 2>/dev/null; then
   echo "setup: installing pip packages: ${PIP_PACKAGES[*]}"
   "$PY" -m pip install -q --disable-pip-version-check "${PIP_PACKAGES[@]}" \
     || "$PY" -m pip install -q --disable-pip-version-check --break-system-packages "${PIP_PACKAGES[@]}"

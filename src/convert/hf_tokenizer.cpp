@@ -2,6 +2,7 @@
 #include "convert/hf_tokenizer.h"
 
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <string>
@@ -404,6 +405,186 @@ void write_spm(gguf::GgufWriter& w, const json& tok, const json& tcfg, const jso
   special_ids(w, v, tok, tcfg, cfg);
 }
 
+// RFC 4648 base64 (the precompiled charsmap in tokenizer.json); padding optional.
+std::vector<uint8_t> base64_decode(const std::string& in) {
+  std::vector<uint8_t> out;
+  out.reserve(in.size() / 4 * 3);
+  uint32_t acc = 0;
+  int bits = 0;
+  for (const char c : in) {
+    int v;
+    if (c >= 'A' && c <= 'Z') v = c - 'A';
+    else if (c >= 'a' && c <= 'z') v = c - 'a' + 26;
+    else if (c >= '0' && c <= '9') v = c - '0' + 52;
+    else if (c == '+') v = 62;
+    else if (c == '/') v = 63;
+    else if (c == '=') break;
+    else fail("convert: tokenizer.json's precompiled_charsmap is not base64");
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<uint8_t>((acc >> bits) & 0xFF));
+    }
+  }
+  return out;
+}
+
+// A Unigram tokenizer.json (SentencePiece unigram: T5, XLM-R, multilingual E5 / MiniLM) as
+// llama.cpp's "t5" vocabulary: the pieces and their scores, the normalizer's precompiled charsmap,
+// "▁" for spaces with a space prefix per the Metaspace pre-tokenizer, and merged whitespace where
+// a WhitespaceSplit pre-tokenizer or a Replace of " {2,}" by " " asks for it. BOS / EOS and
+// whether they are added come from the post-processor (XLM-R "<s> $A </s>", T5 "$A </s>").
+void write_unigram(gguf::GgufWriter& w, const json& tok, const json& tcfg, const json& cfg, int64_t n_vocab_cfg) {
+  const json& model = tok["model"];
+  if (!model.contains("vocab") || !model["vocab"].is_array()) fail("convert: the Unigram tokenizer.json has no vocab list");
+  HfVocab v;
+  v.n = n_vocab_cfg;
+  std::vector<float> scores;
+  const json& vocab = model["vocab"];
+  if (static_cast<int64_t>(vocab.size()) > n_vocab_cfg)
+    fail("convert: tokenizer.json has ", vocab.size(), " pieces but config.json's vocab_size is ", n_vocab_cfg);
+  for (size_t i = 0; i < vocab.size(); ++i) {
+    const json& e = vocab[i];
+    if (!e.is_array() || e.size() != 2 || !e[0].is_string() || !e[1].is_number())
+      fail("convert: Unigram piece ", i, " of tokenizer.json is not [text, score]");
+    const std::string t = e[0].get<std::string>();
+    if (v.by_text.count(t)) fail("convert: tokenizer.json has the Unigram piece ", q(t), " twice");
+    v.by_id[static_cast<int64_t>(i)] = t;
+    v.by_text[t] = static_cast<int64_t>(i);
+    scores.push_back(e[1].get<float>());
+  }
+  if (tok.contains("added_tokens") && tok["added_tokens"].is_array())
+    for (const json& a : tok["added_tokens"]) {
+      if (!a.is_object() || !a.contains("content") || !a["content"].is_string() || !a.contains("id") ||
+          !a["id"].is_number_integer() || a["id"].get<int64_t>() < 0 || a["id"].get<int64_t>() >= n_vocab_cfg)
+        fail("convert: a tokenizer.json added token lacks its content or a valid id");
+      const int64_t id = a["id"].get<int64_t>();
+      const std::string t = a["content"].get<std::string>();
+      const auto it = v.by_id.find(id);
+      if (it != v.by_id.end() && it->second != t) fail("convert: tokenizer.json gives id ", id, " to both ", q(it->second), " and ", q(t));
+      v.by_id[id] = t;
+      v.by_text[t] = id;
+      v.added[id] = a.value("special", false);
+    }
+  const int64_t unk = model.contains("unk_id") && model["unk_id"].is_number_integer() ? model["unk_id"].get<int64_t>() : -1;
+  if (unk < 0 || unk >= static_cast<int64_t>(vocab.size())) fail("convert: the Unigram tokenizer.json has no unk_id");
+  const bool byte_fallback = model.value("byte_fallback", false);
+  const int64_t n = v.n;
+  std::vector<std::string> tokens(static_cast<size_t>(n));
+  std::vector<float> sc(static_cast<size_t>(n), 0.0f);
+  std::vector<int32_t> types(static_cast<size_t>(n), 5);
+  for (int64_t i = 0; i < n; ++i) {
+    const auto k = static_cast<size_t>(i);
+    const auto it = v.by_id.find(i);
+    if (it == v.by_id.end()) {
+      tokens[k] = "[PAD" + std::to_string(i) + "]";
+      continue;
+    }
+    tokens[k] = it->second;
+    if (k < scores.size()) sc[k] = scores[k];
+    const auto ad = v.added.find(i);
+    const std::string& t = it->second;
+    const bool byte = byte_fallback && t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>';
+    if (i == unk) types[k] = 2;
+    else if (ad != v.added.end()) types[k] = ad->second ? 3 : 4;
+    else if (byte) types[k] = 6;
+    else types[k] = 1;
+  }
+  // Normalizer: the precompiled charsmap, and a " {2,}" -> " " replacement (merged whitespace).
+  std::vector<uint8_t> charsmap;
+  bool merge_spaces = false;
+  std::function<void(const json&)> normalizer = [&](const json& nz) {
+    if (nz.is_null()) return;
+    const std::string t = nz.is_object() ? nz.value("type", "") : "";
+    if (t == "Precompiled") {
+      if (nz.contains("precompiled_charsmap") && nz["precompiled_charsmap"].is_string())
+        charsmap = base64_decode(nz["precompiled_charsmap"].get<std::string>());
+      else if (!nz.contains("precompiled_charsmap") || !nz["precompiled_charsmap"].is_null())
+        fail("convert: the Precompiled normalizer of tokenizer.json has no charsmap");
+    } else if (t == "Replace" && nz.contains("pattern") && nz["pattern"].is_object() &&
+               nz["pattern"].value("Regex", "") == " {2,}" && nz.value("content", "") == " ") {
+      merge_spaces = true;
+    } else if (t == "Sequence" && nz.contains("normalizers") && nz["normalizers"].is_array()) {
+      for (const json& x : nz["normalizers"]) normalizer(x);
+    } else {
+      fail("convert: the Unigram tokenizer.json's normalizer ", q(nz.dump()).substr(0, 100),
+           " is not one Triad supports (Precompiled, Replace \" {2,}\" -> \" \")");
+    }
+  };
+  if (tok.contains("normalizer")) normalizer(tok["normalizer"]);
+  // Pre-tokenizer: Metaspace ("▁", the prefix scheme), optionally after WhitespaceSplit.
+  bool metaspace = false, space_prefix = true;
+  std::function<void(const json&)> pre = [&](const json& p) {
+    if (p.is_null()) return;
+    const std::string t = p.is_object() ? p.value("type", "") : "";
+    if (t == "Metaspace") {
+      metaspace = true;
+      if (p.value("replacement", "\xE2\x96\x81") != "\xE2\x96\x81")
+        fail("convert: the Metaspace pre-tokenizer of tokenizer.json replaces spaces by something other than \"\xE2\x96\x81\"");
+      if (p.contains("prepend_scheme") && p["prepend_scheme"].is_string())
+        space_prefix = p["prepend_scheme"].get<std::string>() != "never";
+      else if (p.contains("add_prefix_space") && p["add_prefix_space"].is_boolean())
+        space_prefix = p["add_prefix_space"].get<bool>();
+    } else if (t == "WhitespaceSplit") {
+      merge_spaces = true;
+    } else if (t == "Sequence" && p.contains("pretokenizers") && p["pretokenizers"].is_array()) {
+      for (const json& x : p["pretokenizers"]) pre(x);
+    } else {
+      fail("convert: the Unigram tokenizer.json's pre-tokenizer ", q(p.dump()).substr(0, 100),
+           " is not one Triad supports (Metaspace, WhitespaceSplit)");
+    }
+  };
+  if (tok.contains("pre_tokenizer")) pre(tok["pre_tokenizer"]);
+  if (!metaspace) fail("convert: the Unigram tokenizer.json has no Metaspace pre-tokenizer (spaces as \"\xE2\x96\x81\")");
+  w.add_string("tokenizer.ggml.model", "t5");
+  w.add_string("tokenizer.ggml.pre", "default");
+  w.add_string_array("tokenizer.ggml.tokens", tokens);
+  w.add_f32_array("tokenizer.ggml.scores", sc);
+  w.add_i32_array("tokenizer.ggml.token_type", types);
+  w.add_bool("tokenizer.ggml.add_space_prefix", space_prefix);
+  w.add_bool("tokenizer.ggml.remove_extra_whitespaces", merge_spaces);
+  if (!charsmap.empty()) w.add_u8_array("tokenizer.ggml.precompiled_charsmap", charsmap);
+  w.add_u32("tokenizer.ggml.unknown_token_id", static_cast<uint32_t>(unk));
+  if (const int64_t p = v.id_of(tcfg, cfg, "pad_token", "pad_token_id"); p >= 0)
+    w.add_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(p));
+  // BOS / EOS from the post-processor's single-sequence template (else tokenizer_config.json's
+  // names, nothing added).
+  int64_t bos = -1, eos = -1;
+  bool add_bos = false, add_eos = false;
+  const json pp = tok.contains("post_processor") ? tok["post_processor"] : json();
+  auto special = [&](const json& item) -> int64_t {
+    if (!item.is_object() || !item.contains("SpecialToken") || !item["SpecialToken"].is_object()) return -1;
+    const auto it = v.by_text.find(item["SpecialToken"].value("id", ""));
+    return it == v.by_text.end() ? -1 : it->second;
+  };
+  if (pp.is_object() && (pp.value("type", "") == "RobertaProcessing" || pp.value("type", "") == "BertProcessing")) {
+    auto named = [&](const char* key) -> int64_t {
+      if (!pp.contains(key) || !pp[key].is_array() || pp[key].size() != 2 || !pp[key][0].is_string()) return -1;
+      const auto it = v.by_text.find(pp[key][0].get<std::string>());
+      return it == v.by_text.end() ? -1 : it->second;
+    };
+    bos = named("cls"), eos = named("sep");
+    add_bos = bos >= 0, add_eos = eos >= 0;
+  } else if (pp.is_object() && pp.value("type", "") == "TemplateProcessing" && pp.contains("single") && pp["single"].is_array()) {
+    bool seen_seq = false;
+    for (const json& item : pp["single"]) {
+      if (item.is_object() && item.contains("Sequence")) {
+        seen_seq = true;
+      } else if (const int64_t id = special(item); id >= 0) {
+        (seen_seq ? eos : bos) = id;
+        (seen_seq ? add_eos : add_bos) = true;
+      }
+    }
+  }
+  if (bos < 0) bos = v.id_of(tcfg, cfg, "bos_token", "bos_token_id");
+  if (eos < 0) eos = v.id_of(tcfg, cfg, "eos_token", "eos_token_id");
+  if (bos >= 0) w.add_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(bos));
+  if (eos >= 0) w.add_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(eos));
+  w.add_bool("tokenizer.ggml.add_bos_token", add_bos);
+  w.add_bool("tokenizer.ggml.add_eos_token", add_eos);
+}
+
 }  // namespace
 
 void write_gguf_tokenizer(gguf::GgufWriter& w, const json& tok, const json& tcfg, const fs::path& dir, const json& cfg,
@@ -416,10 +597,9 @@ void write_gguf_tokenizer(gguf::GgufWriter& w, const json& tok, const json& tcfg
   } else if (type == "BPE") {
     write_byte_bpe(w, tok, tcfg, cfg, n_vocab_cfg);
   } else if (type == "Unigram") {
-    fail("convert: tokenizer.json's model is Unigram (T5, XLM-R style), which Triad cannot tokenize yet "
-         "(byte-level BPE, SentencePiece BPE with byte fallback and WordPiece are supported)");
+    write_unigram(w, tok, tcfg, cfg, n_vocab_cfg);
   } else {
-    fail("convert: tokenizer.json's model ", q(type), " is not supported (BPE, BPE with byte fallback, WordPiece are)");
+    fail("convert: tokenizer.json's model ", q(type), " is not supported (BPE, BPE with byte fallback, Unigram, WordPiece are)");
   }
   if (type != "WordPiece") chat_template(w, dir, tcfg);
 }

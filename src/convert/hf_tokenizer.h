@@ -2,9 +2,11 @@
 // tokenizer.json's model picks the GGUF tokenizer: WordPiece -> "bert" (phantom-space pieces,
 // [CLS]/[SEP], normalizer flags), byte-level BPE -> "gpt2" (the split pattern named by
 // tokenizer.ggml.pre), BPE with byte fallback (SentencePiece: Llama 2, Mistral, Gemma) ->
-// "llama" with scores rebuilt from the merge order; the chat template from tokenizer_config.json
-// or chat_template.jinja. Anything else (Unigram, unknown normalizers or split patterns) is a
-// triad::Error naming it. Pure function of its inputs; thread-safe.
+// "llama" with scores rebuilt from the merge order,
+// Unigram (SentencePiece unigram: T5, XLM-R) -> "t5" with the precompiled charsmap; the chat
+// template from tokenizer_config.json or chat_template.jinja. Anything else (unknown models,
+// normalizers or split patterns) is a triad::Error naming it. Pure function of its inputs;
+// thread-safe.
 #pragma once
 
 #include <cstdint>

@@ -201,6 +201,10 @@ void GgufWriter::add_string_array(std::string key, const std::vector<std::string
 void GgufWriter::add_f32_array(std::string key, const std::vector<float>& values) {
   add_value(std::move(key), Value::make_packed_array(ValueType::kF32, values.data(), values.size()));
 }
+void GgufWriter::add_u8_array(std::string key, const std::vector<uint8_t>& values) {
+  add_value(std::move(key), Value::make_packed_array(ValueType::kU8, values.data(), values.size()));
+}
+
 void GgufWriter::add_i32_array(std::string key, const std::vector<int32_t>& values) {
   add_value(std::move(key), Value::make_packed_array(ValueType::kI32, values.data(), values.size()));
 }

@@ -49,6 +49,7 @@ class GgufWriter {
   void add_string_array(std::string key, const std::vector<std::string>& values);
   void add_f32_array(std::string key, const std::vector<float>& values);
   void add_i32_array(std::string key, const std::vector<int32_t>& values);
+  void add_u8_array(std::string key, const std::vector<uint8_t>& values);
   // Any value, including nested arrays (e.g. copied from a GgufFile's metadata). Arrays are
   // built with Value::make_*array / append (gguf_value.h), nested at most kMaxArrayDepth deep;
   // one whose storage no longer matches its elem_type is refused.

@@ -1,4 +1,4 @@
-// The three tokenization algorithms applied to one raw-text fragment (the special-token split
+// The tokenization algorithms applied to one raw-text fragment (the special-token split
 // has already happened). Internal to the tokenizer module.
 // Thread-safety: pure functions of an immutable Vocab; all scratch state is local.
 #pragma once
@@ -19,6 +19,10 @@ void spm_tokenize(const Vocab& v, std::string_view text, std::vector<int32_t>& o
 // Byte-level (or raw UTF-8) BPE: pre-tokenizes `text` (valid UTF-8) into words and merges each
 // word by merge rank (ties: leftmost).
 void bpe_tokenize(const Vocab& v, std::string_view text, std::vector<int32_t>& out);
+
+// Unigram (SentencePiece unigram, llama.cpp's "t5"): charsmap normalization, then Viterbi over
+// the piece scores (ugm.cpp).
+void ugm_tokenize(const Vocab& v, std::string_view text, std::vector<int32_t>& out);
 
 // WordPiece: BERT basic tokenization, then greedy longest-match per word.
 void wpm_tokenize(const Vocab& v, std::string_view text, std::vector<int32_t>& out);

@@ -139,6 +139,18 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
       if (add_special && v.add_eos) out.push_back(v.eos);
       break;
     }
+    case tok::VocabType::kUgm: {
+      if (add_special && v.add_bos) out.push_back(v.bos);
+      for (const tok::Fragment& fr : frags) {
+        if (fr.token >= 0) {
+          out.push_back(fr.token);
+        } else {
+          tok::ugm_tokenize(v, text.substr(fr.off, fr.len), out);
+        }
+      }
+      if (add_special && v.add_eos) out.push_back(v.eos);
+      break;
+    }
     case tok::VocabType::kWpm: {
       if (add_special && v.bos >= 0) out.push_back(v.bos);  // [CLS]
       for (const tok::Fragment& fr : frags) {

@@ -10,6 +10,10 @@
 // - "bert": WordPiece. BERT basic tokenization (lowercase / accent stripping per
 //   tokenizer.ggml.normalizer.*, default on), punctuation and CJK splitting, greedy
 //   longest-match with continuation pieces, [UNK] for unmatched words.
+// - "t5": Unigram (SentencePiece unigram models: T5, XLM-R, multilingual E5 / MiniLM). The
+//   precompiled charsmap normalizes the text (tokenizer.ggml.precompiled_charsmap), spaces become
+//   "▁" (tokenizer.ggml.add_space_prefix, tokenizer.ggml.remove_extra_whitespaces), then Viterbi
+//   picks the pieces with the highest total score; EOS appended by default.
 // Special tokens: control, user-defined and unknown-typed tokens are cut out of the text first,
 // longest text first (llama.cpp's order). User-defined tokens are always recognized;
 // control/unknown ones only with parse_special. Defaults for BOS/EOS/UNK/add_bos follow

@@ -4,6 +4,7 @@
 #include "tokenizer/vocab.h"
 
 #include <algorithm>
+#include <cstring>
 #include <cctype>
 #include <limits>
 
@@ -296,8 +297,31 @@ void load_vocab(const gguf::GgufFile& f, Vocab& v) {
     v.add_bos = pcfg.add_bos;
     v.escape_whitespaces = pcfg.escape_whitespaces;
     v.byte_encode = pcfg.byte_encode;
+  } else if (v.model == "t5") {
+    v.type = VocabType::kUgm;
+    v.eos = 1, v.unk = 2, v.pad = 0;
+    v.add_eos = true;
+    v.escape_whitespaces = true;
+    v.remove_extra_whitespaces =
+        meta("tokenizer.ggml.remove_extra_whitespaces", [&] { return f.get_bool("tokenizer.ggml.remove_extra_whitespaces", false); });
+    if (f.has("tokenizer.ggml.precompiled_charsmap")) {
+      const std::vector<int64_t> bytes = meta("tokenizer.ggml.precompiled_charsmap", [&] {
+        return f.get_int_array("tokenizer.ggml.precompiled_charsmap");
+      });
+      v.charsmap.reserve(bytes.size());
+      for (const int64_t b : bytes) {
+        TRIAD_CHECK(b >= -128 && b <= 255, "tokenizer metadata 'tokenizer.ggml.precompiled_charsmap' must be an array of bytes");
+        v.charsmap.push_back(static_cast<char>(b));
+      }
+      TRIAD_CHECK(v.charsmap.size() >= 4, "tokenizer metadata 'tokenizer.ggml.precompiled_charsmap' is too short (",
+                  v.charsmap.size(), " bytes) for its size header");
+      uint32_t units = 0;
+      std::memcpy(&units, v.charsmap.data(), 4);
+      TRIAD_CHECK(units % 4 == 0 && units <= v.charsmap.size() - 4, "tokenizer metadata 'tokenizer.ggml.precompiled_charsmap' "
+                  "says its character trie takes ", units, " bytes, but ", v.charsmap.size() - 4, " follow its header");
+    }
   } else {
-    fail("tokenizer: unsupported tokenizer model '", v.model, "' (supported: llama, gpt2, gemma4, bert)");
+    fail("tokenizer: unsupported tokenizer model '", v.model, "' (supported: llama, gpt2, gemma4, bert, t5)");
   }
   v.pre = v.type == VocabType::kBpe ? pcfg.name : (pre.empty() ? "default" : pre);
   v.add_space_prefix = meta("tokenizer.ggml.add_space_prefix",
@@ -347,6 +371,23 @@ void load_vocab(const gguf::GgufFile& f, Vocab& v) {
   std::stable_sort(v.specials.begin(), v.specials.end(),
                    [&](int32_t a, int32_t b) { return v.text[a].size() > v.text[b].size(); });
   set_strip_attrs(f, v);
+
+  if (v.type == VocabType::kUgm) {
+    TRIAD_CHECK(v.unk >= 0, "tokenizer: a Unigram vocabulary needs an unknown token");
+    double min_score = 0.0;
+    bool any = false;
+    for (int32_t id = 0; id < n; ++id) {
+      const uint16_t a = v.attr[static_cast<size_t>(id)];
+      if (a & kAttrNormal) {
+        min_score = any ? std::min<double>(min_score, v.score[static_cast<size_t>(id)]) : v.score[static_cast<size_t>(id)];
+        any = true;
+      }
+      if (a & (kAttrNormal | kAttrUserDefined | kAttrUnused)) v.ugm_sorted.push_back(id);
+    }
+    v.ugm_unk_score = min_score - 10.0;
+    std::sort(v.ugm_sorted.begin(), v.ugm_sorted.end(),
+              [&](int32_t a, int32_t b) { return v.text[static_cast<size_t>(a)] < v.text[static_cast<size_t>(b)]; });
+  }
 
   // SPM byte fallback table.
   v.byte_token.fill(-1);

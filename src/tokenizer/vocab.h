@@ -34,7 +34,7 @@ constexpr uint16_t kAttrByte = 1 << 5;
 constexpr uint16_t kAttrLstrip = 1 << 6;   // eat whitespace before the token when splitting
 constexpr uint16_t kAttrRstrip = 1 << 7;   // eat whitespace after it
 
-enum class VocabType { kSpm, kBpe, kWpm };
+enum class VocabType { kSpm, kBpe, kWpm, kUgm };
 
 struct Vocab {
   Vocab() = default;
@@ -64,6 +64,7 @@ struct Vocab {
   bool clean_spaces = false;
   bool escape_whitespaces = false;  // BPE: replace ' ' by "▁" before merging (gemma4)
   bool byte_encode = true;          // BPE: GPT-2 byte-level mapping (false: raw UTF-8, gemma4)
+  bool remove_extra_whitespaces = false;  // Unigram: drop runs of spaces, "▁" before each word
   bool lowercase = true;             // WordPiece normalizer
   bool strip_accents = true;
 
@@ -77,6 +78,12 @@ struct Vocab {
   std::string merge_keys;
   StringIndex merges;
   PreTokenizer pretokenizer;  // BPE only
+
+  // Unigram: the precompiled charsmap (raw bytes, ugm.cpp), the pieces it matches (normal,
+  // user-defined and unused tokens) sorted by text, and the unknown token's score.
+  std::string charsmap;
+  std::vector<int32_t> ugm_sorted;
+  double ugm_unk_score = -10.0;
 
   int32_t n_tokens() const { return static_cast<int32_t>(text.size()); }
   int32_t find(std::string_view s) const { return index.find(s); }

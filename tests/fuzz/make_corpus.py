@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Generates the GGUF seed corpus in tests/fuzz/corpus/gguf/ with the gguf Python package.
+"""Generates the GGUF seed corpus in tests/fuzz/corpus/gguf/ (and the tokenizer seeds in
+tests/fuzz/corpus/tokenizer/) with the gguf Python package.
 
 Valid seeds are written by gguf-py's GGUFWriter (an implementation independent of Triad's), so
 tests/unit/gguf_test.cpp also parses them and checks the values written here. Malformed seeds are
@@ -200,6 +201,51 @@ def fill_tiny_deepseek2(w):
     w.add_tensor("output_norm.weight", np.ones(8, dtype=np.float32))
 
 
+def charsmap(keys: dict, root_base: int = 1) -> bytes:
+    """A SentencePiece precompiled charsmap for single-byte keys: the uint32 size of a darts-clone
+    double array, the array, then the NUL-terminated replacements (keys: byte -> replacement)."""
+    strings, offsets = b"", {}
+    for k, r in keys.items():
+        offsets[k] = len(strings)
+        strings += r.encode() + b"\0"
+    units = {0: root_base << 10}
+    for k in keys:
+        node = root_base ^ k
+        units[node] = (1 << 10) | (1 << 8) | k  # label k, a leaf, base 1
+        units[node ^ 1] = offsets[k]             # the value unit: the replacement's offset
+    n = max(units) + 1
+    arr = b"".join(struct.pack("<I", units.get(i, 0)) for i in range(n))
+    return struct.pack("<I", len(arr)) + arr + strings
+
+
+def fill_t5_vocab(w, cmap):
+    pieces = ["<pad>", "</s>", "<unk>", "\u2581", "\u2581a", "a", "b", "bb", "\u2581A", "x", "\u2581Hello"]
+    w.add_string("tokenizer.ggml.model", "t5")
+    w.add_array("tokenizer.ggml.tokens", pieces)
+    w.add_array("tokenizer.ggml.scores", [0.0, 0.0, 0.0] + [-1.0 - 0.5 * k for k in range(len(pieces) - 3)])
+    w.add_array("tokenizer.ggml.token_type", [3, 3, 2] + [1] * (len(pieces) - 3))
+    w.add_bool("tokenizer.ggml.add_space_prefix", True)
+    w.add_bool("tokenizer.ggml.remove_extra_whitespaces", True)
+    if cmap is not None:
+        w.add_key_value("tokenizer.ggml.precompiled_charsmap", list(cmap), gguf.GGUFValueType.ARRAY,
+                        sub_type=gguf.GGUFValueType.UINT8)
+
+
+def tokenizer_seeds(tiny: bytes) -> dict:
+    """Seeds for tokenizer_fuzz (corpus/tokenizer): a Unigram vocabulary with a charsmap mapping
+    'A' -> 'a' and 'B' -> 'bb', without one, with the map's size header past its end, and with a
+    replacement offset past the strings; the GGUF seeds' llama vocabulary is replayed as well."""
+    cmap = charsmap({0x41: "a", 0x42: "bb"})
+    seeds = {
+        "valid_t5_charsmap.gguf": build(lambda w: fill_t5_vocab(w, cmap)),
+        "valid_t5_no_charsmap.gguf": build(lambda w: fill_t5_vocab(w, None)),
+        "bad_t5_charsmap_size.gguf": build(lambda w: fill_t5_vocab(w, struct.pack("<I", 1 << 20) + cmap[4:])),
+        "bad_t5_charsmap_offset.gguf": build(lambda w: fill_t5_vocab(w, cmap[:4 + 4 * 65] + struct.pack("<I", 999) + cmap[4 + 4 * 66:])),
+        "valid_llama_vocab.gguf": tiny,
+    }
+    return seeds
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     seeds = {}
@@ -245,6 +291,13 @@ def main():
     seeds["bad_alignment.gguf"] = (raw_header(3, 0, 1) + raw_str(b"general.alignment") +
                                    struct.pack("<II", 4, 48))
     seeds["bad_bool.gguf"] = raw_header(3, 0, 1) + raw_str(b"b") + struct.pack("<IB", 7, 2)
+
+    out_tok = os.path.join(os.path.dirname(OUT), "tokenizer")
+    os.makedirs(out_tok, exist_ok=True)
+    for name, data in sorted(tokenizer_seeds(tiny).items()):
+        with open(os.path.join(out_tok, name), "wb") as f:
+            f.write(data)
+        print(f"tokenizer/{name:28s} {len(data):6d} bytes")
 
     total = 0
     for name, data in sorted(seeds.items()):

@@ -7,6 +7,14 @@ target_compile_options(gguf_fuzz_replay PRIVATE ${TRIAD_WARNINGS})
 target_link_libraries(gguf_fuzz_replay PRIVATE triad_gguf)
 add_test(NAME gguf_fuzz_replay COMMAND gguf_fuzz_replay ${CMAKE_CURRENT_LIST_DIR}/corpus/gguf)
 
+# The tokenizers over GGUF vocabularies (tokenizer seeds, and the GGUF seeds too).
+add_executable(tokenizer_fuzz_replay
+  ${CMAKE_CURRENT_LIST_DIR}/replay_main.cpp ${CMAKE_CURRENT_LIST_DIR}/tokenizer_fuzz.cpp)
+target_compile_options(tokenizer_fuzz_replay PRIVATE ${TRIAD_WARNINGS})
+target_link_libraries(tokenizer_fuzz_replay PRIVATE triad_tokenizer triad_gguf)
+add_test(NAME tokenizer_fuzz_replay COMMAND tokenizer_fuzz_replay ${CMAKE_CURRENT_LIST_DIR}/corpus/tokenizer
+         ${CMAKE_CURRENT_LIST_DIR}/corpus/gguf)
+
 # The template engine's corpus, plus the real chat templates of the shared test data when they
 # are there (read in place, never copied into the repository).
 add_executable(template_fuzz_replay

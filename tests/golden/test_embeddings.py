@@ -330,3 +330,39 @@ def test_low_precision_conversions(low_precision_server, minilm_dir, hf_ids, fit
         cos = [bert_ref.cosine(g, want[i]) for g, i in zip(got, sample)]
         print(f"{t}: min cosine {min(cos):.6f} over {len(sample)} inputs")
         assert min(cos) >= cos_min, f"{t}: min cosine {min(cos):.6f} < {cos_min}"
+
+
+def test_a_bert_model_with_a_unigram_tokenizer(minilm_dir, tmp_path):
+    """A BertModel with an XLM-R style Unigram tokenizer, as the multilingual MiniLM / E5 models
+    ship: all-MiniLM-L6-v2's weights beside the Unigram tokenizer.json of test_convert (trained
+    here by SentencePiece; its ids index the same embedding rows). The converted GGUF must add
+    <s> ... </s>, tokenize as PyPI tokenizers, and embed as the reference over those ids."""
+    from test_convert import unigram_model
+
+    sp, tj = unigram_model()
+    hf = tmp_path / "multilingual-minilm"
+    hf.mkdir()
+    for name in os.listdir(minilm_dir):
+        if name not in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
+            os.symlink(os.path.join(minilm_dir, name), hf / name)
+    (hf / "tokenizer.json").write_text(json.dumps(tj))
+    (hf / "tokenizer_config.json").write_text(json.dumps({"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
+                                                          "pad_token": "<pad>", "tokenizer_class": "XLMRobertaTokenizer"}))
+    out = convert(str(hf), tmp_path, "f32")
+    tok = bert_ref.hf_tokenizer(str(hf))
+    texts = ["A man is eating food.", "Le café était très bon", "東京は日本の首都です。", "ｆｕｌｌｗｉｄｔｈ ＡＢＣ",
+             "Emoji 😀 and ☃ unknown", "The quick brown fox jumps over the lazy dog."]
+    s = Server(["-m", out, "--alias", "minilm"])
+    try:
+        for text in texts:
+            ids = tok.encode(text).ids
+            assert ids[0] == 0 and ids[-1] == 2
+            status, body = s.post("/tokenize", {"model": "minilm", "prompt": text, "add_special_tokens": True})
+            assert status == 200, body
+            assert body["tokens"] == ids, f"{text!r}: triad {body['tokens']} vs tokenizers {ids}"
+            e, usage = embeddings(s, [text])
+            assert usage["prompt_tokens"] == len(ids)
+            ref = bert_ref.embed(str(hf), ids)
+            assert bert_ref.cosine(e[0], ref) >= 0.9999, text
+    finally:
+        assert s.stop() == 0, "".join(s.log[-30:])
