@@ -23,6 +23,6 @@ echo "== the server (openai SDK) and template tests against the sanitizer build"
 # The GGUF reader gets about a minute (issue #2); the other parsers 30 s each (CI under 25 minutes).
 echo "== fuzzing the GGUF parser (${TRIAD_FUZZ_SECONDS_GGUF:-60} s)"
 scripts/fuzz.sh "${TRIAD_FUZZ_SECONDS_GGUF:-60}" gguf
-echo "== fuzzing the template engine, the request parser, grammars, schemas, tool-call output, imatrix and safetensors files (${TRIAD_FUZZ_SECONDS:-30} s each)"
-scripts/fuzz.sh "${TRIAD_FUZZ_SECONDS:-30}" template request grammar schema tool imatrix safetensors
+echo "== fuzzing the template engine, the request parser, grammars, schemas, tool-call output, imatrix and safetensors files, tokenizers (${TRIAD_FUZZ_SECONDS:-30} s each)"
+scripts/fuzz.sh "${TRIAD_FUZZ_SECONDS:-30}" template request grammar schema tool imatrix safetensors tokenizer
 echo "test: all passed"

@@ -14,6 +14,7 @@ target_compile_options(tokenizer_fuzz_replay PRIVATE ${TRIAD_WARNINGS})
 target_link_libraries(tokenizer_fuzz_replay PRIVATE triad_tokenizer triad_gguf)
 add_test(NAME tokenizer_fuzz_replay COMMAND tokenizer_fuzz_replay ${CMAKE_CURRENT_LIST_DIR}/corpus/tokenizer
          ${CMAKE_CURRENT_LIST_DIR}/corpus/gguf)
+set_tests_properties(tokenizer_fuzz_replay PROPERTIES LABELS cpp)  # also under the sanitizers (scripts/test.sh)
 
 # The template engine's corpus, plus the real chat templates of the shared test data when they
 # are there (read in place, never copied into the repository).
