@@ -54,7 +54,7 @@ inline void part_rows(const tiles::Part& p, int64_t r, const W* (&w)[R]) {
 template <int R, int T>
 inline void finish_part(const __m512 (&acc)[R][T], const tiles::Part& p, const MatmulJob& j, int64_t r, int64_t t) {
   if (p.first) store_tile<R, T>(acc, j.y, j.y_stride, r, t);
-  else add_tile<R, T>(acc, j.y, j.y_stride, r, t);
+  else store_tile<R, T, true>(acc, j.y, j.y_stride, r, t);
 }
 
 // F32 and F16 weights against f32 activations.

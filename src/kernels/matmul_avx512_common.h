@@ -47,38 +47,25 @@ inline void zero_tile(V (&acc)[R][T]) {
 // Reduces acc[i][k] (row r + i, token t + k) and stores it to y[(t + k) * ys + r + i]. Every
 // output is reduced in hsum4's order, also in tiles of fewer than 4 rows, so a row's result does
 // not depend on the tile it falls in (the thread split and the token count choose tiles).
-template <int R, int T>
+// kAdd: y += the sums instead (the float kernels' later column blocks, matmul_tiles.h).
+template <int R, int T, bool kAdd = false>
 inline void store_tile(const __m512 (&acc)[R][T], float* y, int64_t ys, int64_t r, int64_t t) {
 #pragma GCC unroll 16
   for (int k = 0; k < T; ++k) {
     float* dst = y + (t + k) * ys + r;
     if constexpr (R % 4 == 0) {
 #pragma GCC unroll 4
-      for (int i = 0; i < R; i += 4)
-        _mm_storeu_ps(dst + i, hsum4(acc[i][k], acc[i + 1][k], acc[i + 2][k], acc[i + 3][k]));
+      for (int i = 0; i < R; i += 4) {
+        __m128 v = hsum4(acc[i][k], acc[i + 1][k], acc[i + 2][k], acc[i + 3][k]);
+        if constexpr (kAdd) v = _mm_add_ps(_mm_loadu_ps(dst + i), v);
+        _mm_storeu_ps(dst + i, v);
+      }
     } else {
 #pragma GCC unroll 4
-      for (int i = 0; i < R; ++i)
-        dst[i] = _mm_cvtss_f32(hsum4(acc[i][k], acc[i][k], acc[i][k], acc[i][k]));
-    }
-  }
-}
-
-// The same reduction added to y (y += sum), in the same order (the float kernels' later
-// column blocks, matmul_tiles.h).
-template <int R, int T>
-inline void add_tile(const __m512 (&acc)[R][T], float* y, int64_t ys, int64_t r, int64_t t) {
-#pragma GCC unroll 16
-  for (int k = 0; k < T; ++k) {
-    float* dst = y + (t + k) * ys + r;
-    if constexpr (R % 4 == 0) {
-#pragma GCC unroll 4
-      for (int i = 0; i < R; i += 4)
-        _mm_storeu_ps(dst + i, _mm_add_ps(_mm_loadu_ps(dst + i),
-                                          hsum4(acc[i][k], acc[i + 1][k], acc[i + 2][k], acc[i + 3][k])));
-    } else {
-#pragma GCC unroll 4
-      for (int i = 0; i < R; ++i) dst[i] += _mm_cvtss_f32(hsum4(acc[i][k], acc[i][k], acc[i][k], acc[i][k]));
+      for (int i = 0; i < R; ++i) {
+        const float v = _mm_cvtss_f32(hsum4(acc[i][k], acc[i][k], acc[i][k], acc[i][k]));
+        dst[i] = kAdd ? dst[i] + v : v;
+      }
     }
   }
 }

@@ -199,9 +199,8 @@ void run_kblocked(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_
   constexpr int64_t R = Kern::kR, T = Kern::kT;
   const int64_t K = j.cols;
   const int64_t kc = block_cols<Kern>(K);
-  const int64_t block_bytes = Pack::kBytes > 0
-                                  ? kc * Pack::kBytes
-                                  : static_cast<int64_t>(j.row_bytes) * std::min(kc, K) / std::max<int64_t>(K, 1) + 1;
+  // Bytes of one row's block as the tiles read it (the float types' rows hold K whole elements).
+  const int64_t block_bytes = kc * (Pack::kBytes > 0 ? Pack::kBytes : static_cast<int64_t>(j.row_bytes) / K);
   int64_t panel = std::max<int64_t>(R, kL2PanelBytes / block_bytes / R * R);
   panel = std::min(panel, (r1 - r0 + R - 1) / R * R);
   const uint64_t pack_rs = static_cast<uint64_t>((kc * Pack::kBytes + 63) / 64 * 64);
