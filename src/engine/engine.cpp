@@ -17,6 +17,7 @@
 #include "engine/engine_api.h"
 #include "grammar/matcher.h"
 #include "engine/draft_model.h"
+#include "engine/draft_policy.h"
 #include "gguf/gguf_file.h"
 #include "engine/model_runner.h"
 #include "engine/ngram_lookup.h"
@@ -107,15 +108,10 @@ struct Engine::Impl {
     Pooling pooling = Pooling::kMean;
     std::vector<double> pooled;
     int32_t pooled_rows = 0;
-    // Speculative decoding: draft length per step (0: off) and the predicted output.
-    int32_t spec_k = 0;
+    // Speculative decoding: the drafting policy (draft length per step, 0: off) and the
+    // predicted output.
+    DraftPolicy drafting;
     std::vector<int32_t> prediction;
-    // Per draft source (0: lookup, 1: draft model): the running share of its drafts accepted,
-    // and steps left without its drafts after that share fell too low; and the source of this
-    // step's draft (-1: none).
-    float accept_share[2] = {1.f, 1.f};
-    int32_t pause[2] = {0, 0};
-    int32_t draft_source = -1;
   };
   std::unordered_map<RequestId, Live> live;
   std::vector<TokenLogprob> top_scratch;
@@ -266,8 +262,8 @@ struct Engine::Impl {
     if (scheduler.n_running() > config.spec_max_running) return;
     draft_jobs.clear();
     for (auto& [id, l] : live) {
-      l.draft_source = -1;
-      if (l.spec_k <= 0) continue;
+      l.drafting.set_source(-1);
+      if (!l.drafting.enabled()) continue;
       const sched::SchedRequest* r = scheduler.request(id);
       if (r == nullptr || r->status != sched::RequestStatus::kRunning ||
           static_cast<size_t>(r->n_computed) + 1 != r->tokens.size())
@@ -277,17 +273,14 @@ struct Engine::Impl {
                                     config.max_model_len - static_cast<int32_t>(r->tokens.size())) - 1;
       if (room <= 0) continue;
       draft_scratch.clear();
-      if (l.pause[0] > 0)
-        --l.pause[0];
-      else
-        ngram_draft(r->tokens, l.prediction, config.ngram, std::min(room, draft_length(l, 0)), draft_scratch);
+      if (l.drafting.ready(DraftPolicy::kLookup))
+        ngram_draft(r->tokens, l.prediction, config.ngram, std::min(room, l.drafting.length(DraftPolicy::kLookup)),
+                    draft_scratch);
       if (!draft_scratch.empty()) {
         scheduler.set_draft(id, draft_scratch);
-        l.draft_source = 0;
-      } else if (draft && l.pause[1] > 0) {
-        --l.pause[1];
-      } else if (draft) {
-        draft_jobs.push_back(DraftModel::Job{id, r->tokens, std::min(room, draft_length(l, 1))});
+        l.drafting.set_source(DraftPolicy::kLookup);
+      } else if (draft && l.drafting.ready(DraftPolicy::kModel)) {
+        draft_jobs.push_back(DraftModel::Job{id, r->tokens, std::min(room, l.drafting.length(DraftPolicy::kModel))});
       }
     }
     if (draft_jobs.empty()) return;
@@ -300,35 +293,11 @@ struct Engine::Impl {
       for (const DraftModel::Job& j : draft_jobs) draft->release(j.id);
       return;
     }
-    for (uint64_t id : draft->no_room()) live.at(id).pause[1] = kPauseSteps;  // its K/V did not fit
+    for (uint64_t id : draft->no_room()) live.at(id).drafting.pause(DraftPolicy::kModel);  // its K/V did not fit
     for (size_t i = 0; i < draft_jobs.size(); ++i) {
       if (draft_out[i].empty()) continue;
       scheduler.set_draft(draft_jobs[i].id, draft_out[i]);
-      live.at(draft_jobs[i].id).draft_source = 1;
-    }
-  }
-
-  // After verifying a draft: the share of its source's drafts accepted (a running average over
-  // about the last 3); below that source's floor, the source sits out the request's next
-  // kPauseSteps steps. A rejected draft token is not free: it is a row of the verifying step
-  // (on two cores a 5-token step costs about 1.2-1.7 one-token steps), and from the draft model
-  // also a draft-model step, about half a target step when the draft has a third of the
-  // target's bytes. The floors are where drafting stops paying by those costs.
-  static constexpr float kMinAcceptShare[2] = {0.25f, 0.6f};
-  static constexpr int32_t kPauseSteps = 32;
-  // A source's draft length: spec_k scaled by its recent share accepted (at least 1), so that a
-  // source whose drafts are half refused drafts half as far.
-  static int32_t draft_length(const Live& l, int src) {
-    return std::clamp(static_cast<int32_t>(std::ceil(static_cast<float>(l.spec_k) * l.accept_share[src])), 1, l.spec_k);
-  }
-  void note_draft(Live& l, int32_t drafted, int32_t accepted) {
-    const int src = l.draft_source;
-    if (src < 0) return;
-    float& share = l.accept_share[src];
-    share = 0.7f * share + 0.3f * static_cast<float>(accepted) / static_cast<float>(drafted);
-    if (share < kMinAcceptShare[src]) {
-      l.pause[src] = kPauseSteps;
-      share = 0.3f;  // after the pause, short drafts to start with (one more refusal pauses again)
+      live.at(draft_jobs[i].id).drafting.set_source(DraftPolicy::kModel);
     }
   }
 
@@ -372,7 +341,7 @@ struct Engine::Impl {
       const auto n_acc = static_cast<int32_t>(accepted.size()) - 1;
       l.timings.draft_tokens += s.n_draft;
       l.timings.accepted_tokens += n_acc;
-      note_draft(l, s.n_draft, n_acc);
+      l.drafting.verified(s.n_draft, n_acc);
       spec_draft_total += s.n_draft;
       spec_accepted_total += n_acc;
     }
@@ -781,8 +750,9 @@ RequestId Engine::submit(GenerationRequest req, std::shared_ptr<OutputSink> sink
     TRIAD_CHECK(id >= 0 && id < c.n_vocab, "prediction token id ", id, " is outside the vocabulary (", c.n_vocab, ")");
   const bool speculate = req.num_speculative_tokens > 0 ||
                          (req.num_speculative_tokens < 0 && (impl_->config.speculative || !req.prediction.empty()));
-  l.spec_k = !speculate ? 0 : req.num_speculative_tokens > 0 ? req.num_speculative_tokens
-                                                              : impl_->config.num_speculative_tokens;
+  l.drafting = DraftPolicy(!speculate                        ? 0
+                           : req.num_speculative_tokens > 0 ? req.num_speculative_tokens
+                                                            : impl_->config.num_speculative_tokens);
   l.prediction = std::move(req.prediction);
   l.sink = std::move(sink);
   l.logprobs = req.logprobs;

@@ -27,6 +27,7 @@
 #include "base/error.h"
 #include "engine/engine_api.h"
 #include "engine/draft_model.h"
+#include "engine/draft_policy.h"
 #include "engine/ngram_lookup.h"
 #include "gguf/gguf_file.h"
 #include "grammar/grammar.h"
@@ -389,6 +390,48 @@ void check_equivalence(const Model& m) {
 TEST(EngineTest, EquivalenceStories260K) {
   LOAD_OR_SKIP(m, stories_path());
   check_equivalence(*m);
+}
+
+// The drafting policy: lengths follow each source's share accepted; a source that falls below
+// its floor sits out kPauseSteps steps and comes back with short drafts; sources are independent.
+TEST(DraftPolicyTest, LengthsShrinkAndRefusedSourcesPause) {
+  DraftPolicy off;
+  EXPECT_FALSE(off.enabled());
+  DraftPolicy p(8);
+  ASSERT_TRUE(p.enabled());
+  EXPECT_TRUE(p.ready(DraftPolicy::kLookup));
+  EXPECT_EQ(8, p.length(DraftPolicy::kLookup));
+  p.set_source(DraftPolicy::kLookup);
+  p.verified(8, 4);  // share 0.7 + 0.15 = 0.85
+  EXPECT_EQ(7, p.length(DraftPolicy::kLookup));  // ceil(6.8)
+  EXPECT_EQ(8, p.length(DraftPolicy::kModel));    // untouched
+  p.verified(8, 0);  // 0.595
+  p.verified(8, 0);  // 0.4165
+  EXPECT_EQ(4, p.length(DraftPolicy::kLookup));
+  p.verified(8, 0);  // 0.29
+  EXPECT_TRUE(p.ready(DraftPolicy::kLookup));
+  p.verified(8, 0);  // 0.20 < 0.25: paused
+  for (int i = 0; i < DraftPolicy::kPauseSteps; ++i) EXPECT_FALSE(p.ready(DraftPolicy::kLookup)) << i;
+  EXPECT_TRUE(p.ready(DraftPolicy::kLookup));
+  EXPECT_EQ(3, p.length(DraftPolicy::kLookup));  // back at share 0.3: ceil(2.4)
+  EXPECT_TRUE(p.ready(DraftPolicy::kModel));
+  // The draft model's floor is higher (0.6); no source this step: nothing changes.
+  p.set_source(DraftPolicy::kModel);
+  p.verified(8, 2);  // 0.775
+  EXPECT_TRUE(p.ready(DraftPolicy::kModel));
+  p.verified(8, 2);  // 0.6175
+  p.verified(8, 2);  // 0.507: paused
+  EXPECT_FALSE(p.ready(DraftPolicy::kModel));
+  p.set_source(-1);
+  p.verified(8, 0);
+  EXPECT_EQ(3, p.length(DraftPolicy::kLookup));
+  // Lengths stay in [1, k].
+  DraftPolicy one(1);
+  one.set_source(DraftPolicy::kLookup);
+  one.verified(1, 0);
+  EXPECT_EQ(1, one.length(DraftPolicy::kLookup));
+  p.pause(DraftPolicy::kLookup);
+  EXPECT_FALSE(p.ready(DraftPolicy::kLookup));
 }
 
 TEST(NgramLookupTest, DraftsFollowTheLatestLongestMatch) {
