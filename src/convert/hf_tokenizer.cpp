@@ -160,32 +160,40 @@ struct HfVocab {
   }
 };
 
+// Gives id `id` (a JSON value from tokenizer.json) to `text`; a bad id, or an id already given to
+// another text, is an error.
+void put_token(HfVocab& v, const std::string& text, const json& id) {
+  if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= (int64_t{1} << 24))
+    fail("convert: tokenizer.json gives token ", q(text), " a bad id");
+  const int64_t i = id.get<int64_t>();
+  const auto it = v.by_id.find(i);
+  if (it != v.by_id.end() && it->second != text)
+    fail("convert: tokenizer.json gives id ", i, " to both ", q(it->second), " and ", q(text));
+  v.by_id[i] = text;
+  v.by_text[text] = i;
+}
+
+// tokenizer.json's added tokens (after the model's own vocabulary), then the check that every id
+// fits config.json's vocab_size.
+void read_added_tokens(const json& tok, HfVocab& v) {
+  if (tok.contains("added_tokens") && tok["added_tokens"].is_array())
+    for (const json& a : tok["added_tokens"]) {
+      if (!a.is_object() || !a.contains("content") || !a["content"].is_string() || !a.contains("id"))
+        fail("convert: a tokenizer.json added token lacks its content or id");
+      put_token(v, a["content"].get<std::string>(), a["id"]);
+      v.added[a["id"].get<int64_t>()] = a.value("special", false);
+    }
+  const int64_t max_id = v.by_id.empty() ? -1 : v.by_id.rbegin()->first;
+  if (max_id >= v.n) fail("convert: tokenizer.json has token id ", max_id, " but config.json's vocab_size is ", v.n);
+}
+
 HfVocab read_vocab(const json& tok, int64_t n_vocab_cfg) {
   const json& model = tok["model"];
   if (!model.contains("vocab") || !model["vocab"].is_object()) fail("convert: tokenizer.json has no vocab");
   HfVocab v;
   v.n = n_vocab_cfg;
-  auto put = [&](const std::string& text, const json& id) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= (int64_t{1} << 24))
-      fail("convert: tokenizer.json gives token ", q(text), " a bad id");
-    const int64_t i = id.get<int64_t>();
-    const auto it = v.by_id.find(i);
-    if (it != v.by_id.end() && it->second != text)
-      fail("convert: tokenizer.json gives id ", i, " to both ", q(it->second), " and ", q(text));
-    v.by_id[i] = text;
-    v.by_text[text] = i;
-  };
-  for (const auto& [text, id] : model["vocab"].items()) put(text, id);
-  if (tok.contains("added_tokens") && tok["added_tokens"].is_array())
-    for (const json& a : tok["added_tokens"]) {
-      if (!a.is_object() || !a.contains("content") || !a["content"].is_string() || !a.contains("id"))
-        fail("convert: a tokenizer.json added token lacks its content or id");
-      put(a["content"].get<std::string>(), a["id"]);
-      v.added[a["id"].get<int64_t>()] = a.value("special", false);
-    }
-  const int64_t max_id = v.by_id.empty() ? -1 : v.by_id.rbegin()->first;
-  if (max_id >= n_vocab_cfg)
-    fail("convert: tokenizer.json has token id ", max_id, " but config.json's vocab_size is ", n_vocab_cfg);
+  for (const auto& [text, id] : model["vocab"].items()) put_token(v, text, id);
+  read_added_tokens(tok, v);
   return v;
 }
 
@@ -450,23 +458,10 @@ void write_unigram(gguf::GgufWriter& w, const json& tok, const json& tcfg, const
       fail("convert: Unigram piece ", i, " of tokenizer.json is not [text, score]");
     const std::string t = e[0].get<std::string>();
     if (v.by_text.count(t)) fail("convert: tokenizer.json has the Unigram piece ", q(t), " twice");
-    v.by_id[static_cast<int64_t>(i)] = t;
-    v.by_text[t] = static_cast<int64_t>(i);
+    put_token(v, t, json(i));
     scores.push_back(e[1].get<float>());
   }
-  if (tok.contains("added_tokens") && tok["added_tokens"].is_array())
-    for (const json& a : tok["added_tokens"]) {
-      if (!a.is_object() || !a.contains("content") || !a["content"].is_string() || !a.contains("id") ||
-          !a["id"].is_number_integer() || a["id"].get<int64_t>() < 0 || a["id"].get<int64_t>() >= n_vocab_cfg)
-        fail("convert: a tokenizer.json added token lacks its content or a valid id");
-      const int64_t id = a["id"].get<int64_t>();
-      const std::string t = a["content"].get<std::string>();
-      const auto it = v.by_id.find(id);
-      if (it != v.by_id.end() && it->second != t) fail("convert: tokenizer.json gives id ", id, " to both ", q(it->second), " and ", q(t));
-      v.by_id[id] = t;
-      v.by_text[t] = id;
-      v.added[id] = a.value("special", false);
-    }
+  read_added_tokens(tok, v);
   const int64_t unk = model.contains("unk_id") && model["unk_id"].is_number_integer() ? model["unk_id"].get<int64_t>() : -1;
   if (unk < 0 || unk >= static_cast<int64_t>(vocab.size())) fail("convert: the Unigram tokenizer.json has no unk_id");
   const bool byte_fallback = model.value("byte_fallback", false);

@@ -179,7 +179,8 @@ struct KBf16 {
   }
 };
 
-// F16 weights widened to f32 once per K-blocked panel block (exact), for KFloat<false>.
+// F16 weights widened to f32 once per K-blocked panel block (exact, KFloat<true>'s widening),
+// for KFloat<false>.
 struct PackF16 {
   static constexpr int64_t kBytes = 4;
   static void pack(const MatmulJob& j, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* dst, uint64_t rs) {
@@ -188,11 +189,10 @@ struct PackF16 {
       float* d = reinterpret_cast<float*>(dst + static_cast<uint64_t>(r - r0) * rs);
       const int64_t n = c1 - c0;
       int64_t c = 0;
-      for (; c + 16 <= n; c += 16)
-        _mm512_store_ps(d + c, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + c))));
+      for (; c + 16 <= n; c += 16) _mm512_store_ps(d + c, KFloat<true>::load_w(src + c));
       if (c < n) {
         const __mmask16 m = static_cast<__mmask16>((1u << (n - c)) - 1);
-        _mm512_mask_storeu_ps(d + c, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, src + c)));
+        _mm512_mask_storeu_ps(d + c, m, KFloat<true>::load_w_masked(src + c, m));
       }
     }
   }

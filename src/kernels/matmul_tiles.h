@@ -179,6 +179,7 @@ struct NoPack {
   static constexpr int64_t kBytes = 0;
 };
 
+// tile_part<R, rem> for a run-time rem in [1, T].
 template <class Kern, int R, int T>
 inline void part_rem(const MatmulJob& j, int64_t r, int64_t t, int64_t rem, const Part& p) {
   if constexpr (T > 0) {
@@ -220,14 +221,8 @@ void run_kblocked(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_
       for (int64_t t = t0; t < t1; t += T) {
         const int64_t nt = std::min(T, t1 - t);
         int64_t r = rp;
-        for (; r + R <= re; r += R) {
-          if (nt == T) Kern::template tile_part<R, T>(j, r, t, p);
-          else part_rem<Kern, R, T - 1>(j, r, t, nt, p);
-        }
-        for (; r < re; ++r) {
-          if (nt == T) Kern::template tile_part<1, T>(j, r, t, p);
-          else part_rem<Kern, 1, T - 1>(j, r, t, nt, p);
-        }
+        for (; r + R <= re; r += R) part_rem<Kern, R, T>(j, r, t, nt, p);
+        for (; r < re; ++r) part_rem<Kern, 1, T>(j, r, t, nt, p);
       }
     }
   }

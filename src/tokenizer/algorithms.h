@@ -11,6 +11,9 @@
 
 namespace triad::tok {
 
+// U+2581 "▁", SentencePiece's mark for a space.
+inline constexpr std::string_view kSpaceMark = "\xE2\x96\x81";
+
 // SentencePiece BPE over UTF-8 characters: repeatedly merges the adjacent pair whose
 // concatenation is the highest-scoring token (ties: leftmost); characters left without a token
 // fall back to byte tokens. `text` already has spaces replaced by "▁".

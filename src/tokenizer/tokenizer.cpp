@@ -23,8 +23,6 @@ struct Tokenizer::Impl {
 
 namespace {
 
-constexpr std::string_view kSpaceMark = "\xE2\x96\x81";  // U+2581 "▁"
-
 void replace_all(std::string& s, std::string_view from, std::string_view to) {
   std::string out;
   out.reserve(s.size() + s.size() / 2);
@@ -118,7 +116,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
         s.clear();
         if (v.add_space_prefix && prev_special) s.push_back(' ');
         s.append(text.substr(fr.off, fr.len));
-        replace_all(s, " ", kSpaceMark);
+        replace_all(s, " ", tok::kSpaceMark);
         tok::spm_tokenize(v, s, out);
         prev_special = false;
       }
@@ -133,7 +131,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
           continue;
         }
         std::string s = tok::sanitize_utf8(text.substr(fr.off, fr.len));
-        if (v.escape_whitespaces) replace_all(s, " ", kSpaceMark);
+        if (v.escape_whitespaces) replace_all(s, " ", tok::kSpaceMark);
         tok::bpe_tokenize(v, s, out);
       }
       if (add_special && v.add_eos) out.push_back(v.eos);
@@ -177,7 +175,7 @@ std::string Tokenizer::token_piece(int32_t id, bool render_special) const {
   if (a & tok::kAttrNormal) {
     std::string s = t;
     if (v.type != tok::VocabType::kBpe || v.escape_whitespaces) {
-      replace_all(s, kSpaceMark, " ");
+      replace_all(s, tok::kSpaceMark, " ");
       return s;
     }
     std::string bytes;  // byte-level BPE: map each codepoint back to its byte

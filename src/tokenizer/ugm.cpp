@@ -23,8 +23,6 @@ namespace triad::tok {
 
 namespace {
 
-constexpr std::string_view kSpace = "\xE2\x96\x81";  // "▁"
-
 // Read-only view of the charsmap's double array and replacement strings.
 class Charsmap {
  public:
@@ -88,7 +86,7 @@ class Charsmap {
 // runs of spaces and puts one "▁" before every word, add_space_prefix one before the first.
 std::string normalize(const Vocab& v, std::string_view text) {
   const Charsmap map(v.charsmap);
-  const std::string_view space = v.escape_whitespaces ? kSpace : std::string_view(" ");
+  const std::string_view space = v.escape_whitespaces ? kSpaceMark : std::string_view(" ");
   const bool prepend = v.add_space_prefix, merge = v.remove_extra_whitespaces;
   std::string out;
   out.reserve(text.size() + text.size() / 2 + 3);

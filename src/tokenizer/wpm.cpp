@@ -83,7 +83,7 @@ void wpm_tokenize(const Vocab& v, std::string_view text, std::vector<int32_t>& o
       if (v.unk >= 0) out.push_back(v.unk);
       continue;
     }
-    w = "\xE2\x96\x81" + word;
+    w = std::string(kSpaceMark) + word;
     const size_t n = w.size();
     const size_t start = out.size();
     for (size_t i = 0; i < n; ++i) {
