@@ -13,9 +13,12 @@
 // Types: every GGUF weight type, and the online row-scaled fp8_e4m3 / int8 (W8A8).
 // --resident 1: n=1 reads one copy of the weights again and again, so a matrix that fits the
 // caches measures the kernel's compute-bound rate (where a kernel stops being memory-bound).
+// --layout gguf,lanes: the quantized types that have a lane layout (kernels/lane_layout.h, what
+// a model loads into on AVX-512) are measured in each listed layout; "~L" marks the lane rows.
+// --batch N: the token count of the compute-bound column (default 512; 16 is a 16-way decode).
 // usage: matmul_bench [--types f16,q8_0,...] [--shapes 896x896,...] [--threads 1,2]
 //                     [--tokens 1,512] [--isa scalar|avx2|avx512] [--min-time SECONDS]
-//                     [--resident 0|1]
+//                     [--resident 0|1] [--layout gguf,lanes] [--batch N]
 // Thread-safety: single-threaded driver; the kernels run on a ThreadPool.
 #include <algorithm>
 #include <cstdio>
@@ -29,6 +32,7 @@
 #include "base/cpu_features.h"
 #include "base/thread_pool.h"
 #include "base/timer.h"
+#include "kernels/lane_layout.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_impl.h"
 #include "kernels/membw.h"
@@ -164,6 +168,8 @@ int main(int argc, char** argv) {
   triad::IsaLevel isa = triad::best_isa();
   double min_time = 0.25;
   bool resident = false;
+  std::vector<std::string> layouts = split("gguf,lanes");
+  int64_t batch = 512;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--types") types = split(v);
@@ -172,10 +178,16 @@ int main(int argc, char** argv) {
     else if (a == "--tokens") tokens = split(v);
     else if (a == "--min-time") min_time = std::atof(v.c_str());
     else if (a == "--resident") resident = v == "1";
+    else if (a == "--layout") layouts = split(v);
+    else if (a == "--batch") batch = std::max<int64_t>(2, std::atoll(v.c_str()));
     else if (a == "--isa") isa = v == "scalar" ? triad::IsaLevel::kScalar
                                 : v == "avx2" ? triad::IsaLevel::kAvx2 : triad::IsaLevel::kAvx512;
     else { std::fprintf(stderr, "unknown option %s\n", a.c_str()); return 2; }
   }
+  // GGUF rows first: the lane rows are re-laid in the same buffer.
+  std::stable_sort(layouts.begin(), layouts.end(), [](const std::string& a, const std::string& b) {
+    return a == "gguf" && b != "gguf";
+  });
   if (!triad::kernels::matmul_isa_supported(isa)) {
     std::fprintf(stderr, "ISA %s not supported here\n", triad::isa_name(isa));
     return 2;
@@ -192,8 +204,9 @@ int main(int argc, char** argv) {
                 "VNNI %.1f GOP/s (x128), BF16 dot %.1f GFLOP/s (x64)\n",
                 p.fma * 32e-9, p.fma * 1e-9, p.vnni * 128e-9, p.bf16 * 64e-9);
   }
+  const std::string batch_col = "n=" + std::to_string(batch) + " GFLOP/s";
   std::printf("\n%-8s %-11s %3s %9s %8s %6s %14s\n", "type", "rows x cols", "thr", "n=1 GB/s",
-              "roofline", "ratio", "n=512 GFLOP/s");
+              "roofline", "ratio", batch_col.c_str());
   Rng rng;
   for (const std::string& tn : types) {
     const DType t = parse_type(tn);
@@ -208,15 +221,28 @@ int main(int argc, char** argv) {
       // n=1: enough copies to exceed the caches (>= 256 MiB in all).
       const uint64_t copies = resident ? 1 : std::max<uint64_t>(1, (uint64_t{256} << 20) / mbytes);
       const bool want1 = std::find(tokens.begin(), tokens.end(), "1") != tokens.end();
-      const bool want512 = std::find(tokens.begin(), tokens.end(), "512") != tokens.end();
+      const bool want512 = std::any_of(tokens.begin(), tokens.end(), [](const std::string& n) { return n != "1"; });
       triad::AlignedBuffer<uint8_t> w(mbytes * (want1 ? copies : 1));
       fill_weights(t, w.data(), mbytes, rng);
       for (uint64_t c = 1; c < (want1 ? copies : 1); ++c) std::memcpy(w.data() + c * mbytes, w.data(), mbytes);
-      std::vector<float> x(static_cast<size_t>(512 * s.cols)), y(static_cast<size_t>(512 * s.rows));
+      std::vector<float> x(static_cast<size_t>(std::max<int64_t>(512, batch) * s.cols)),
+          y(static_cast<size_t>(std::max<int64_t>(512, batch) * s.rows));
       // Row scales for the online types (null for the GGUF ones).
       std::vector<float> scales(triad::dtype_has_row_scale(t) ? static_cast<size_t>(s.rows) : 0, 0.01f);
       const float* rs = scales.empty() ? nullptr : scales.data();
       for (auto& v : x) v = rng.uniform();
+      for (const std::string& layout : layouts) {
+      const bool lanes = layout == "lanes";
+      if (lanes && !triad::kernels::lane_layout_supported(t)) continue;
+      if (lanes) {  // re-lay every copy, as a model load does
+        const uint64_t rb = triad::row_bytes(t, static_cast<uint64_t>(s.cols));
+        std::vector<uint8_t> tmp(static_cast<size_t>(rb));
+        for (uint64_t r = 0; r < w.size() / rb; ++r) {
+          std::memcpy(tmp.data(), w.data() + r * rb, rb);
+          triad::kernels::row_to_lanes(t, tmp.data(), s.cols, w.data() + r * rb);
+        }
+      }
+      const std::string label = tn + (lanes ? "~L" : "");
       for (const std::string& th : threads) {
         triad::ThreadPool pool(std::atoi(th.c_str()));
         double gbs = 0, gflops = 0;
@@ -230,7 +256,7 @@ int main(int argc, char** argv) {
             sec = std::min(sec, best_seconds(
                 [&](int64_t call) {
                   const triad::kernels::WeightMatrix wm{
-                      t, w.data() + (static_cast<uint64_t>(call) % copies) * mbytes, s.rows, s.cols, rs};
+                      t, w.data() + (static_cast<uint64_t>(call) % copies) * mbytes, s.rows, s.cols, rs, lanes};
                   triad::kernels::matmul_isa(isa, wm, x.data(), 1, s.cols, y.data(), s.rows, pool);
                 },
                 min_time / 3, 2, static_cast<int>(std::min<uint64_t>(copies, 100000))));
@@ -238,17 +264,18 @@ int main(int argc, char** argv) {
           gbs = static_cast<double>(mbytes) / sec * 1e-9;
         }
         if (want512) {
-          const triad::kernels::WeightMatrix wm{t, w.data(), s.rows, s.cols, rs};
+          const triad::kernels::WeightMatrix wm{t, w.data(), s.rows, s.cols, rs, lanes};
           const double sec = best_seconds(
               [&](int64_t) {
-                triad::kernels::matmul_isa(isa, wm, x.data(), 512, s.cols, y.data(), s.rows, pool);
+                triad::kernels::matmul_isa(isa, wm, x.data(), batch, s.cols, y.data(), s.rows, pool);
               },
               min_time, 3, 1);
-          gflops = 2.0 * static_cast<double>(s.rows) * static_cast<double>(s.cols) * 512 / sec * 1e-9;
+          gflops = 2.0 * static_cast<double>(s.rows) * static_cast<double>(s.cols) * static_cast<double>(batch) / sec * 1e-9;
         }
-        std::printf("%-8s %-11s %3s %9.1f %8.1f %5.0f%% %14.1f\n", tn.c_str(), sh.c_str(), th.c_str(),
+        std::printf("%-8s %-11s %3s %9.1f %8.1f %5.0f%% %14.1f\n", label.c_str(), sh.c_str(), th.c_str(),
                     gbs, roof, roof > 0 ? 100.0 * gbs / roof : 0.0, gflops);
         std::fflush(stdout);
+      }
       }
     }
   }

@@ -32,6 +32,8 @@ struct ImatrixOptions {
 int run(const ImatrixOptions& o) {
   const int threads = o.common.resolved_threads();
   print_startup(threads);
+  // The collector finds a matrix by its address in the file's mapping: keep the GGUF layout.
+  Model::set_weight_relayout(false);
   LoadedModel lm = load_model(o.common.model);
   const Model& m = *lm.model;
   const Tokenizer& tok = *lm.tokenizer;

@@ -45,7 +45,8 @@ namespace {
 // arithmetic: this executable's bytes (the build), the model's tensors (names, types, shapes,
 // and 4 KiB at the start, middle and end of each: a changed or fine-tuned weight file changes
 // them; hashing whole multi-GiB files at every start would not pay), the kernels' ISA level and
-// whether they are batch-invariant, and the online weight conversion (--weight-type).
+// whether they are batch-invariant, the weights' layout (--no-repack), and the online weight
+// conversion (--weight-type).
 std::string system_fingerprint(const Model& model, const std::string& weight_type) {
   EVP_MD_CTX* ctx = EVP_MD_CTX_new();
   EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
@@ -61,6 +62,7 @@ std::string system_fingerprint(const Model& model, const std::string& weight_typ
   }
   add_str(isa_name(best_isa()));
   add_str(kernels::matmul_is_batch_invariant() ? "invariant" : "batch-dependent");
+  add_str(model.weights().has_gguf_layout_quant() ? "gguf layout" : "lane layout");  // (--no-repack)
   add_str(weight_type);
   for (const gguf::TensorInfo& t : model.file().tensors()) {
     add_str(t.name);
@@ -339,9 +341,10 @@ int run(const ServeOptions& o) {
     }
     log_info(s.sm.name, ": ", s.engine->kv_plan().describe(), "; context ", s.engine->max_model_len(), " tokens");
     log_info(s.sm.name, ": ", isa_name(best_isa()), " kernels, ",
-             kernels::matmul_is_batch_invariant()
+             kernels::matmul_is_batch_invariant() || !s.lm.model->weights().has_gguf_layout_quant()
                  ? "batch-invariant (a token's result does not depend on what shares its step)"
-                 : "batch-dependent for Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q4_K/Q5_K/Q6_K/IQ4_NL/MXFP4 (--batch-invariant makes them invariant)",
+                 : "batch-dependent for the Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q4_K/Q5_K/Q6_K/IQ4_NL/MXFP4 matrices kept in "
+                   "GGUF layout (--batch-invariant makes them invariant)",
              "; system_fingerprint ", s.sm.fingerprint);
     {
       // Constrained decoding: the vocabulary's byte trie, and the JSON-mode grammar's masks near

@@ -19,6 +19,7 @@
 #include "base/checked_math.h"
 #include "base/error.h"
 #include "kernels/act_quant.h"
+#include "kernels/lane_layout.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_impl.h"
 
@@ -66,16 +67,37 @@ bool avx512_batch_dependent(DType t) {
   }
 }
 
-MatmulRowsFn rows_fn(IsaLevel level, DType t) {
+MatmulRowsFn rows_fn(IsaLevel level, DType t, bool lanes) {
   switch (level) {
     case IsaLevel::kAvx512:
-      if (avx512_batch_dependent(t) && g_batch_invariant.load(std::memory_order_relaxed))
+      // The lane layout runs the packed kernels for every token count: invariant as it is.
+      if (!lanes && avx512_batch_dependent(t) && g_batch_invariant.load(std::memory_order_relaxed))
         return matmul_rows_avx2;
       return matmul_rows_avx512;
     case IsaLevel::kAvx2: return matmul_rows_avx2;
     case IsaLevel::kScalar: break;
   }
   return matmul_rows_ref;
+}
+
+// Rows [r0, r1) of a lane-layout job on a level without lane kernels (AVX2, scalar): laid back
+// into GGUF blocks 16 rows at a time, in a scratch of the calling thread, and run there.
+void rows_from_lanes(MatmulRowsFn fn, const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+  thread_local AlignedBuffer<uint8_t> buf;
+  constexpr int64_t kRows = 16;
+  if (buf.size() < kRows * j.row_bytes) buf.resize(static_cast<size_t>(kRows * j.row_bytes));
+  for (int64_t r = r0; r < r1; r += kRows) {
+    const int64_t n = std::min(kRows, r1 - r);
+    for (int64_t i = 0; i < n; ++i)
+      row_from_lanes(j.type, j.w + static_cast<uint64_t>(r + i) * j.row_bytes, j.cols,
+                     buf.data() + static_cast<uint64_t>(i) * j.row_bytes);
+    MatmulJob b = j;
+    b.lanes = false;
+    b.w = buf.data();
+    b.rows = n;
+    b.y = j.y + r;
+    fn(b, 0, n, t0, t1);
+  }
 }
 
 // Prepares the activations that `job.type` pairs with; tokens are split over the pool when
@@ -199,6 +221,8 @@ void check_matmul_args(const WeightMatrix& w, const float* x, int64_t n_tokens, 
   // I8 rows are dotted in int32: 127 * 127 * cols must stay below 2^31.
   TRIAD_CHECK(w.type != DType::kI8 || w.cols <= 131072, "matmul: I8 rows of ", w.cols,
               " columns exceed 131072");
+  TRIAD_CHECK(!w.lanes || lane_layout_supported(w.type), "matmul: ", dtype_name(w.type),
+              " has no lane layout");
   TRIAD_CHECK(w.rows >= 0 && w.cols >= 0 && n_tokens >= 0, "matmul: negative size (rows ",
               w.rows, ", cols ", w.cols, ", n_tokens ", n_tokens, ")");
   const int64_t bs = traits(w.type).block_size;
@@ -242,8 +266,17 @@ void matmul_isa(IsaLevel level, const WeightMatrix& w, const float* x, int64_t n
   j.y = y;
   j.y_stride = y_stride;
   j.row_scale = w.row_scale;
+  j.lanes = w.lanes;
   prepare_activations(level, j, pool);
-  const MatmulRowsFn fn = rows_fn(level, w.type);
+  const MatmulRowsFn rows = rows_fn(level, w.type, w.lanes);
+  const bool relay = w.lanes && rows != matmul_rows_avx512;
+  auto fn = [&](const MatmulJob& job, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+    if (relay) {
+      rows_from_lanes(rows, job, r0, r1, t0, t1);
+    } else {
+      rows(job, r0, r1, t0, t1);
+    }
+  };
   const int nth = pool.size();
   if (nth == 1) {
     fn(j, 0, w.rows, 0, n_tokens);

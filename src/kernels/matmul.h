@@ -18,6 +18,9 @@ struct WeightMatrix {
   // One float per row for the row-scaled online types (dtype_has_row_scale: FP8 E4M3 and I8),
   // where row r's weights are row_scale[r] * code; null for every GGUF type.
   const float* row_scale = nullptr;
+  // Rows in the lane layout (kernels/lane_layout.h) instead of GGUF blocks: set by the load-time
+  // re-layout (ModelWeights::relayout) for the types lane_layout_supported() names.
+  bool lanes = false;
 };
 
 // Y[t*y_stride + r] = sum_c W[r][c] * X[t*x_stride + c], for t < n_tokens, r < rows.
@@ -52,13 +55,14 @@ void matmul_experts_pair(const ExpertProducts& e, const void* const* data2, cons
                          float* y2, int64_t y_stride, float* gather, ThreadPool& pool);
 
 // Batch invariance: whether a token's output row is bitwise the same whatever else shares the
-// call (the number of tokens, the thread count). The scalar and AVX2 kernels always are. The
-// AVX-512 kernels of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL and MXFP4 are not:
-// from kPackedMinTokens tokens on the packed prompt kernels take over, about twice as fast, and
-// sum in another order (for the K-quants one token also sums in another order than tiles of
-// tokens). set_matmul_batch_invariant(true) makes those types run their AVX2 rows on AVX-512
-// CPUs, so every type is invariant there too, at their speed. (F32, F16, BF16, Q2_K, Q3_K,
-// IQ4_XS, FP8 and I8 are invariant on every level.) Process-wide; set it before serving.
+// call (the number of tokens, the thread count). The scalar and AVX2 kernels always are, and so
+// is every weight in the lane layout (WeightMatrix::lanes: what a model loads into on AVX-512),
+// which runs one kernel for every token count. Quantized weights in GGUF blocks on AVX-512
+// (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL, MXFP4) are not: from
+// kPackedMinTokens tokens on the packed prompt kernels take over and sum in another order.
+// set_matmul_batch_invariant(true) makes those run their AVX2 rows on AVX-512 CPUs, so every
+// type is invariant there too, at their speed. (F32, F16, BF16, Q2_K, Q3_K, IQ4_XS, FP8 and I8
+// are invariant on every level.) Process-wide; set it before serving.
 void set_matmul_batch_invariant(bool on);
 bool matmul_batch_invariant_requested();
 // Whether matmul() is batch-invariant for every weight type on this CPU, as configured.

@@ -100,6 +100,7 @@ struct D32 {
   static constexpr int kGroup = 64, kSteps = 1;
   static constexpr int kOff = kQ8 ? 128 : (kHasM ? 0 : (kFive ? 16 : 8));
   static constexpr bool kMins = kHasM;
+  static constexpr bool kTable = false;
   struct Group {
     __m512i codes;
     __m512 ws;
@@ -156,7 +157,7 @@ template <bool kMx>
 struct DTab32 {
   static constexpr int kBytes = kMx ? 17 : 18;
   static constexpr int kGroup = 64, kSteps = 1, kOff = 128;
-  static constexpr bool kMins = false;
+  static constexpr bool kMins = false, kHasM = false, kFive = false, kQ8 = false, kTable = true;
   struct Group {
     __m512i codes;
     __m512 ws;

@@ -11,8 +11,12 @@
 //   - Activations (Q8 codes, act_quant.h) are re-laid once per token chunk by every thread
 //     (cheap: a register transpose per 512 bytes), with per-lane-block offset corrections
 //     init = -offset * sum(xq) and the lane-expanded scales / block sums.
-//   - Weights are decoded (the same decoders as the direct kernels) and re-laid for a tile of 4
-//     rows once per token chunk, then used by every tile of 3 tokens of the chunk from L1.
+//   - Weights in GGUF blocks are decoded (the same decoders as the direct kernels) and re-laid
+//     for a tile of 4 rows once per token chunk (Packer), then used by every tile of 3 tokens of
+//     the chunk from L1. Weights in the lane layout (lane_layout.h, laid out once at load) are
+//     only widened (LanePacker: and, shift, masked merges; no transposes), and serve every token
+//     count, one token included: a single token tile packs each group just before its use
+//     (fused), with the same operations as a tile, so a row's bits never depend on the batch.
 // Same arithmetic as matmul_ref (matmul_impl.h): integer group sums are exact, each is scaled by
 // fl(ws * dx) and accumulated in f32; minimums are added as mins * xs.
 // Thread-safety: writes only the outputs of its rows and tokens; scratch is thread-local.
@@ -28,6 +32,7 @@
 #include "kernels/matmul_avx512_common.h"
 #include "kernels/matmul_decode_avx512.h"
 #include "kernels/matmul_impl.h"
+#include "kernels/matmul_tiles.h"
 
 namespace triad::kernels::avx512 {
 namespace {
@@ -137,6 +142,17 @@ struct Packer<D> {
   }
 };
 
+// The scale part of a packed Q4_K / Q5_K group from the two super-blocks' [fl(d * sc_j) x 8 |
+// fl(dmin * mn_j) x 8] (DK45::Group::wm): 16 scales, then the 16 minimums negated (the kernel
+// adds mins * xs).
+inline void store_k45_scales(const __m512 (&wm)[2], uint8_t* out) {
+  const __m512i lo = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+  const __m512i hi = _mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+  _mm512_store_ps(reinterpret_cast<float*>(out + 512), _mm512_permutex2var_ps(wm[0], lo, wm[1]));
+  _mm512_store_ps(reinterpret_cast<float*>(out + 576),
+                  _mm512_sub_ps(_mm512_setzero_ps(), _mm512_permutex2var_ps(wm[0], hi, wm[1])));
+}
+
 template <bool kFive>
 struct Packer<DK45<kFive>> {
   using D = DK45<kFive>;
@@ -162,12 +178,7 @@ struct Packer<DK45<kFive>> {
     }
     transpose_32(n);
     for (int k = 0; k < 8; ++k) _mm512_store_si512(out + 64 * k, n[k]);
-    // wm[h] lanes 0..7: scales of sub-blocks 8h .. 8h+7; lanes 8..15: their minimums (stored
-    // negated: the kernel adds mins * xs).
-    const __m512i lo = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
-    const __m512i hi = _mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
-    _mm512_store_ps(out + 512, _mm512_permutex2var_ps(wm[0], lo, wm[1]));
-    _mm512_store_ps(out + 576, _mm512_sub_ps(_mm512_setzero_ps(), _mm512_permutex2var_ps(wm[0], hi, wm[1])));
+    store_k45_scales(wm, out);
   }
 };
 
@@ -186,6 +197,141 @@ struct Packer<DQ6K> {
     transpose_16(n);
     for (int k = 0; k < 4; ++k) _mm512_store_si512(out + 64 * k, n[k]);
     _mm512_store_ps(out + 256, gs.wm);
+  }
+};
+
+// ---- Weights in the lane layout (lane_layout.h): the codes already lie in lane-block order at
+// their stored width, so a group is only widened into the kernel's format above (and, shift,
+// masked merges), with no transposes.
+
+// Bit k of every byte of h moved to bit 4 (the fifth code bit of code vector k); epi16 shifts
+// are safe because only bit 4 of each byte is kept.
+template <int k>
+inline __m512i high_bit_to4(__m512i h) {
+  if constexpr (k < 4) return _mm512_slli_epi16(h, 4 - k);
+  else if constexpr (k == 4) return h;
+  else return _mm512_srli_epi16(h, k - 4);
+}
+
+// lo | (h & m) per byte.
+inline __m512i merge_bits(__m512i lo, __m512i h, char m) {
+  return _mm512_ternarylogic_epi64(lo, h, _mm512_set1_epi8(m), 0xF8);
+}
+
+template <class D>
+struct LanePacker;
+
+// The 32-element block types: a group is up to 16 blocks, lane l = block 16g + l.
+template <class D>
+  requires(D::kGroup == 64)
+struct LanePacker<D> {
+  static constexpr int kLB = 32;
+  template <int v>
+  static inline void nibble_pair(const uint8_t* p, int plane, __mmask64 m, __m512i hb, uint8_t* out) {
+    const __m512i lo4 = _mm512_set1_epi8(0x0F);
+    const __m512i n = _mm512_maskz_loadu_epi8(m, p + v * plane);
+    __m512i lo = _mm512_and_si512(n, lo4), hi = _mm512_and_si512(_mm512_srli_epi16(n, 4), lo4);
+    if constexpr (D::kFive) {
+      lo = merge_bits(lo, high_bit_to4<v>(hb), 0x10);
+      hi = merge_bits(hi, high_bit_to4<v + 4>(hb), 0x10);
+    }
+    if constexpr (D::kTable) {
+      lo = _mm512_shuffle_epi8(D::table(), lo);
+      hi = _mm512_shuffle_epi8(D::table(), hi);
+    }
+    _mm512_store_si512(out + 64 * v, lo);
+    _mm512_store_si512(out + 64 * (v + 4), hi);
+  }
+  static void pack(const uint8_t* row, int64_t cols, int64_t g, uint8_t* out) {
+    const int64_t nb = cols / 32;
+    const int nl = static_cast<int>(std::min<int64_t>(16, nb - 16 * g));
+    const uint8_t* p = row + g * 16 * D::kBytes;
+    const int plane = 4 * nl;
+    const __mmask64 m = nl == 16 ? ~uint64_t{0} : (uint64_t{1} << plane) - 1;
+    const __mmask16 m16 = static_cast<__mmask16>((1u << nl) - 1);
+    const uint8_t* sc;
+    if constexpr (D::kQ8) {
+      const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+#pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k)
+        _mm512_store_si512(out + 64 * k, _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, p + k * plane), flip));
+      sc = p + 8 * plane;
+    } else {
+      const __m512i hb = D::kFive ? _mm512_maskz_loadu_epi8(m, p + 4 * plane) : _mm512_setzero_si512();
+      nibble_pair<0>(p, plane, m, hb, out);
+      nibble_pair<1>(p, plane, m, hb, out);
+      nibble_pair<2>(p, plane, m, hb, out);
+      nibble_pair<3>(p, plane, m, hb, out);
+      sc = p + (D::kFive ? 5 : 4) * plane;
+    }
+    __m512 ws;
+    if constexpr (D::kTable && D::kBytes == 17) {  // MXFP4: exponent bytes
+      const __m512i e = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m16, sc));
+      ws = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m16, e, kE8m0Half.v, 4);
+    } else {
+      ws = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m16, sc));
+    }
+    _mm512_store_ps(reinterpret_cast<float*>(out + 512), ws);
+    if constexpr (D::kMins)
+      _mm512_store_ps(reinterpret_cast<float*>(out + 576), _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m16, sc + 2 * nl)));
+  }
+};
+
+// Q4_K / Q5_K: a group is one or two super-blocks (8 or 16 lanes of 32-element sub-blocks).
+template <bool kFive>
+struct LanePacker<DK45<kFive>> {
+  using D = DK45<kFive>;
+  static constexpr int kLB = 32;
+  template <int v>
+  static inline void nibble_pair(const uint8_t* p, int plane, __mmask64 m, __m512i hb, uint8_t* out) {
+    const __m512i lo4 = _mm512_set1_epi8(0x0F);
+    const __m512i n = _mm512_maskz_loadu_epi8(m, p + v * plane);
+    __m512i lo = _mm512_and_si512(n, lo4), hi = _mm512_and_si512(_mm512_srli_epi16(n, 4), lo4);
+    if constexpr (kFive) {
+      lo = merge_bits(lo, high_bit_to4<v>(hb), 0x10);
+      hi = merge_bits(hi, high_bit_to4<v + 4>(hb), 0x10);
+    }
+    _mm512_store_si512(out + 64 * v, lo);
+    _mm512_store_si512(out + 64 * (v + 4), hi);
+  }
+  static void pack(const uint8_t* row, int64_t cols, int64_t g, uint8_t* out) {
+    const int nsb = static_cast<int>(std::min<int64_t>(2, cols / 256 - 2 * g));
+    const int nl = 8 * nsb, plane = 4 * nl;
+    const uint8_t* p = row + g * 2 * D::kBytes;
+    const __mmask64 m = nl == 16 ? ~uint64_t{0} : (uint64_t{1} << plane) - 1;
+    const __m512i hb = kFive ? _mm512_maskz_loadu_epi8(m, p + 4 * plane) : _mm512_setzero_si512();
+    nibble_pair<0>(p, plane, m, hb, out);
+    nibble_pair<1>(p, plane, m, hb, out);
+    nibble_pair<2>(p, plane, m, hb, out);
+    nibble_pair<3>(p, plane, m, hb, out);
+    const uint8_t* hdr = p + (kFive ? 5 : 4) * plane;
+    __m512 wm[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int h = 0; h < nsb; ++h) {
+      typename D::Group gs;
+      D::group(hdr + 16 * h, 0, gs);
+      wm[h] = gs.wm;
+    }
+    store_k45_scales(wm, out);
+  }
+};
+
+// Q6_K: a group is one super-block (16 lanes of 16-element sub-blocks).
+template <>
+struct LanePacker<DQ6K> {
+  static constexpr int kLB = 16;
+  static void pack(const uint8_t* row, int64_t, int64_t g, uint8_t* out) {
+    const uint8_t* p = row + g * DQ6K::kBytes;
+    const __m512i lo4 = _mm512_set1_epi8(0x0F);
+    const __m512i n0 = _mm512_loadu_si512(p), n1 = _mm512_loadu_si512(p + 64);
+    const __m512i qh = _mm512_loadu_si512(p + 128);
+    _mm512_store_si512(out, merge_bits(_mm512_and_si512(n0, lo4), _mm512_slli_epi16(qh, 4), 0x30));
+    _mm512_store_si512(out + 64, merge_bits(_mm512_and_si512(n1, lo4), _mm512_slli_epi16(qh, 2), 0x30));
+    _mm512_store_si512(out + 128, merge_bits(_mm512_and_si512(_mm512_srli_epi16(n0, 4), lo4), qh, 0x30));
+    _mm512_store_si512(out + 192,
+                       merge_bits(_mm512_and_si512(_mm512_srli_epi16(n1, 4), lo4), _mm512_srli_epi16(qh, 2), 0x30));
+    DQ6K::Group gs;
+    DQ6K::group(p, 0, gs);  // scales at +192, d at +208: the same offsets as a GGUF block
+    _mm512_store_ps(reinterpret_cast<float*>(out + 256), gs.wm);
   }
 };
 
@@ -247,72 +393,104 @@ Scratch& scratch() {
   return s;
 }
 
-template <class D>
+// P: Packer<D> (weights in GGUF blocks) or LanePacker<D> (the lane layout).
+template <class D, class P>
 struct Packed {
-  using P = Packer<D>;
   static constexpr int kLB = P::kLB;
   static constexpr int kR = 4, kT = 3;
   static constexpr int kCodeBytes = kLB * 16;
   static constexpr int64_t kWGroupBytes = kCodeBytes + 64 + (D::kMins ? 64 : 0);
   static constexpr int64_t kAGroupBytes = kCodeBytes + 128 + (D::kMins ? 64 : 0);
 
-  // rows: kR packed rows of ng groups (row i at pw + i * ng * kWGroupBytes); acts: token k at
-  // pa + k * ng * kAGroupBytes.
+  // One group of a tile: row i's packed group at wg + i * wrow, token k's at ag + k * arow.
   template <int T>
-  static void tile(const uint8_t* pw, const uint8_t* pa, int64_t ng, float* y, int64_t ys,
-                   int rows_valid) {
+  static inline void group(__m512 (&acc)[kR][T], const uint8_t* wg, const uint8_t* ag, int64_t wrow, int64_t arow) {
     constexpr int R = kR;
-    __m512 acc[R][T];
+    __m512i iacc[R][T];
 #pragma GCC unroll 8
-    for (int i = 0; i < R; ++i)
+    for (int k = 0; k < T; ++k) {
+      const __m512i init = D::kOff ? _mm512_load_si512(ag + k * arow + kCodeBytes) : _mm512_setzero_si512();
 #pragma GCC unroll 8
-      for (int k = 0; k < T; ++k) acc[i][k] = _mm512_setzero_ps();
-    const int64_t wrow = ng * kWGroupBytes, arow = ng * kAGroupBytes;
-    for (int64_t g = 0; g < ng; ++g) {
-      const uint8_t* wg = pw + g * kWGroupBytes;
-      const uint8_t* ag = pa + g * kAGroupBytes;
-      __m512i iacc[R][T];
+      for (int i = 0; i < R; ++i) iacc[i][k] = init;
+    }
+#pragma GCC unroll 8
+    for (int s = 0; s < kLB / 4; ++s) {
+      __m512i wv[R];
+#pragma GCC unroll 8
+      for (int i = 0; i < R; ++i) wv[i] = _mm512_load_si512(wg + i * wrow + 64 * s);
 #pragma GCC unroll 8
       for (int k = 0; k < T; ++k) {
-        const __m512i init = D::kOff ? _mm512_load_si512(ag + k * arow + kCodeBytes) : _mm512_setzero_si512();
+        const __m512i xv = _mm512_load_si512(ag + k * arow + 64 * s);
 #pragma GCC unroll 8
-        for (int i = 0; i < R; ++i) iacc[i][k] = init;
-      }
-#pragma GCC unroll 8
-      for (int s = 0; s < kLB / 4; ++s) {
-        __m512i wv[R];
-#pragma GCC unroll 8
-        for (int i = 0; i < R; ++i) wv[i] = _mm512_load_si512(wg + i * wrow + 64 * s);
-#pragma GCC unroll 8
-        for (int k = 0; k < T; ++k) {
-          const __m512i xv = _mm512_load_si512(ag + k * arow + 64 * s);
-#pragma GCC unroll 8
-          for (int i = 0; i < R; ++i) iacc[i][k] = _mm512_dpbusd_epi32(iacc[i][k], wv[i], xv);
-        }
-      }
-#pragma GCC unroll 8
-      for (int i = 0; i < R; ++i) {
-        const __m512 ws = _mm512_load_ps(wg + i * wrow + kCodeBytes);
-#pragma GCC unroll 8
-        for (int k = 0; k < T; ++k) {
-          const __m512 dx = _mm512_load_ps(ag + k * arow + kCodeBytes + 64);
-          acc[i][k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[i][k]), _mm512_mul_ps(ws, dx), acc[i][k]);
-          if constexpr (D::kMins) {
-            const __m512 mn = _mm512_load_ps(wg + i * wrow + kCodeBytes + 64);
-            acc[i][k] = _mm512_fmadd_ps(mn, _mm512_load_ps(ag + k * arow + kCodeBytes + 128), acc[i][k]);
-          }
-        }
+        for (int i = 0; i < R; ++i) iacc[i][k] = _mm512_dpbusd_epi32(iacc[i][k], wv[i], xv);
       }
     }
 #pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
+      const __m512 ws = _mm512_load_ps(wg + i * wrow + kCodeBytes);
+#pragma GCC unroll 8
+      for (int k = 0; k < T; ++k) {
+        const __m512 dx = _mm512_load_ps(ag + k * arow + kCodeBytes + 64);
+        acc[i][k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[i][k]), _mm512_mul_ps(ws, dx), acc[i][k]);
+        if constexpr (D::kMins) {
+          const __m512 mn = _mm512_load_ps(wg + i * wrow + kCodeBytes + 64);
+          acc[i][k] = _mm512_fmadd_ps(mn, _mm512_load_ps(ag + k * arow + kCodeBytes + 128), acc[i][k]);
+        }
+      }
+    }
+  }
+
+  template <int T>
+  static inline void store(const __m512 (&acc)[kR][T], float* y, int64_t ys, int rows_valid) {
+#pragma GCC unroll 8
     for (int k = 0; k < T; ++k) {
       float* dst = y + k * ys;
-      if (rows_valid == R) {
+      if (rows_valid == kR) {
         _mm_storeu_ps(dst, hsum4(acc[0][k], acc[1][k], acc[2][k], acc[3][k]));
       } else {
         for (int i = 0; i < rows_valid; ++i) dst[i] = hsum16(acc[i][k]);
       }
     }
+  }
+
+  // rows: kR packed rows of ng groups (row i at pw + i * ng * kWGroupBytes); acts: token k at
+  // pa + k * ng * kAGroupBytes.
+  template <int T>
+  static void tile(const uint8_t* pw, const uint8_t* pa, int64_t ng, float* y, int64_t ys,
+                   int rows_valid) {
+    __m512 acc[kR][T];
+#pragma GCC unroll 8
+    for (int i = 0; i < kR; ++i)
+#pragma GCC unroll 8
+      for (int k = 0; k < T; ++k) acc[i][k] = _mm512_setzero_ps();
+    const int64_t wrow = ng * kWGroupBytes, arow = ng * kAGroupBytes;
+    for (int64_t g = 0; g < ng; ++g) group<T>(acc, pw + g * kWGroupBytes, pa + g * kAGroupBytes, wrow, arow);
+    store<T>(acc, y, ys, rows_valid);
+  }
+
+  // A tile whose T tokens are all of the chunk (decode): each group of the rows is packed just
+  // before it is used (into gbuf, kR groups), so the weights stream from memory while the
+  // arithmetic runs. The same operations as tile<T> in the same order: the same bits.
+  template <int T>
+  static void fused(const MatmulJob& j, int64_t r, int rv, const uint8_t* pa, int64_t ng, uint8_t* gbuf,
+                    float* y, int64_t ys) {
+    __m512 acc[kR][T];
+#pragma GCC unroll 8
+    for (int i = 0; i < kR; ++i)
+#pragma GCC unroll 8
+      for (int k = 0; k < T; ++k) acc[i][k] = _mm512_setzero_ps();
+    const int64_t arow = ng * kAGroupBytes;
+    const uint64_t rb = j.row_bytes;
+    const uint8_t* w0 = j.w + static_cast<uint64_t>(r) * rb;
+    const int64_t tile_bytes = kR * static_cast<int64_t>(rb);
+    for (int64_t g = 0; g < ng; ++g) {
+      // The weights stream from memory: prefetch this group's share of a later row tile.
+      tiles::prefetch_ahead(w0, tile_bytes, g * tile_bytes / ng, (g + 1) * tile_bytes / ng);
+      for (int i = 0; i < rv; ++i)
+        P::pack(j.w + static_cast<uint64_t>(r + i) * rb, j.cols, g, gbuf + i * kWGroupBytes);
+      group<T>(acc, gbuf, pa + g * kAGroupBytes, kWGroupBytes, arow);
+    }
+    store<T>(acc, y, ys, rv);
   }
 
   template <int T>
@@ -346,6 +524,17 @@ struct Packed {
         relay_token<kLB, D::kOff, D::kMins>(j, t, ng, abuf.data() + (t - tc) * per_tok, kAGroupBytes);
       for (int64_t r = r0; r < r1; r += kR) {
         const int rv = static_cast<int>(std::min<int64_t>(kR, r1 - r));
+        if (te - tc <= kT) {  // one token tile: pack each group just before its use
+          uint8_t* gbuf = wbuf.data();
+          if (rv < kR) std::memset(gbuf, 0, kR * kWGroupBytes);
+          float* y = j.y + tc * j.y_stride + r;
+          switch (te - tc) {
+            case 1: fused<1>(j, r, rv, abuf.data(), ng, gbuf, y, j.y_stride); break;
+            case 2: fused<2>(j, r, rv, abuf.data(), ng, gbuf, y, j.y_stride); break;
+            default: fused<kT>(j, r, rv, abuf.data(), ng, gbuf, y, j.y_stride); break;
+          }
+          continue;
+        }
         for (int i = 0; i < kR; ++i) {
           uint8_t* dst = wbuf.data() + i * ng * kWGroupBytes;
           if (i < rv) {
@@ -367,20 +556,29 @@ struct Packed {
   }
 };
 
+template <class D>
+inline void run_packed(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+  if (j.lanes) {
+    Packed<D, LanePacker<D>>::run(j, r0, r1, t0, t1);
+  } else {
+    Packed<D, Packer<D>>::run(j, r0, r1, t0, t1);
+  }
+}
+
 }  // namespace
 
 void matmul_rows_packed(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
   switch (j.type) {
-    case DType::kQ4_0: Packed<D32<DType::kQ4_0>>::run(j, r0, r1, t0, t1); return;
-    case DType::kQ4_1: Packed<D32<DType::kQ4_1>>::run(j, r0, r1, t0, t1); return;
-    case DType::kQ5_0: Packed<D32<DType::kQ5_0>>::run(j, r0, r1, t0, t1); return;
-    case DType::kQ5_1: Packed<D32<DType::kQ5_1>>::run(j, r0, r1, t0, t1); return;
-    case DType::kQ8_0: Packed<D32<DType::kQ8_0>>::run(j, r0, r1, t0, t1); return;
-    case DType::kQ4_K: Packed<DK45<false>>::run(j, r0, r1, t0, t1); return;
-    case DType::kQ5_K: Packed<DK45<true>>::run(j, r0, r1, t0, t1); return;
-    case DType::kQ6_K: Packed<DQ6K>::run(j, r0, r1, t0, t1); return;
-    case DType::kIQ4_NL: Packed<DTab32<false>>::run(j, r0, r1, t0, t1); return;
-    case DType::kMXFP4: Packed<DTab32<true>>::run(j, r0, r1, t0, t1); return;
+    case DType::kQ4_0: run_packed<D32<DType::kQ4_0>>(j, r0, r1, t0, t1); return;
+    case DType::kQ4_1: run_packed<D32<DType::kQ4_1>>(j, r0, r1, t0, t1); return;
+    case DType::kQ5_0: run_packed<D32<DType::kQ5_0>>(j, r0, r1, t0, t1); return;
+    case DType::kQ5_1: run_packed<D32<DType::kQ5_1>>(j, r0, r1, t0, t1); return;
+    case DType::kQ8_0: run_packed<D32<DType::kQ8_0>>(j, r0, r1, t0, t1); return;
+    case DType::kQ4_K: run_packed<DK45<false>>(j, r0, r1, t0, t1); return;
+    case DType::kQ5_K: run_packed<DK45<true>>(j, r0, r1, t0, t1); return;
+    case DType::kQ6_K: run_packed<DQ6K>(j, r0, r1, t0, t1); return;
+    case DType::kIQ4_NL: run_packed<DTab32<false>>(j, r0, r1, t0, t1); return;
+    case DType::kMXFP4: run_packed<DTab32<true>>(j, r0, r1, t0, t1); return;
     default: break;
   }
   matmul_rows_ref(j, r0, r1, t0, t1);  // not reached: every quantized type is handled above

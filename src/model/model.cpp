@@ -1,14 +1,20 @@
 #include "model/model.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
+#include <thread>
 #include <vector>
 
+#include "base/cpu_features.h"
 #include "base/error.h"
+#include "base/log.h"
+#include "base/timer.h"
 #include "gguf/gguf_file.h"
+#include "kernels/lane_layout.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/paged_attention.h"
@@ -109,8 +115,20 @@ std::unique_ptr<Model> Model::load(const std::string& path, const WeightTransfor
   m->config_ = ModelConfig::from_gguf(*m->file_);
   m->weights_ = ModelWeights::bind(*m->file_, m->config_);
   if (transform) transform(m->weights_, *m->file_, m->config_);
+  if (weight_relayout() && best_isa() == IsaLevel::kAvx512) {
+    const Timer t;
+    const int n = m->weights_.relayout(*m->file_, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+    if (n > 0) log_info("weights: ", n, " quantized matrices re-laid for the AVX-512 kernels in ", t.seconds(), " s");
+  }
   return m;
 }
+
+namespace {
+std::atomic<bool> g_relayout{true};
+}  // namespace
+
+void Model::set_weight_relayout(bool on) { g_relayout.store(on); }
+bool Model::weight_relayout() { return g_relayout.load(); }
 
 void Model::embed(std::span<const int32_t> tokens, std::span<const int32_t> positions, float* x,
                   ThreadPool& pool) const {
@@ -121,9 +139,15 @@ void Model::embed(std::span<const int32_t> tokens, std::span<const int32_t> posi
   };
   pool.parallel_for(static_cast<int64_t>(tokens.size()), [&](int64_t b, int64_t end) {
     std::vector<float> extra(c.encoder ? static_cast<size_t>(E) : 0);
+    std::vector<uint8_t> blocks(weights_.token_embd.lanes ? row_bytes(weights_.token_embd.type, static_cast<uint64_t>(E)) : 0);
     for (int64_t t = b; t < end; ++t) {
       float* dst = x + t * E;
-      kernels::dequantize_row(weights_.token_embd.type, row_of(weights_.token_embd, tokens[t]), dst, E);
+      const uint8_t* row = row_of(weights_.token_embd, tokens[t]);
+      if (weights_.token_embd.lanes) {  // the tied output, re-laid for the kernels
+        kernels::row_from_lanes(weights_.token_embd.type, row, E, blocks.data());
+        row = blocks.data();
+      }
+      kernels::dequantize_row(weights_.token_embd.type, row, dst, E);
       if (c.embd_scale != 1.f) kernels::scale_inplace(dst, c.embd_scale, E);
       if (!c.encoder) continue;
       if (weights_.pos_embd.data != nullptr) {

@@ -78,8 +78,15 @@ class Model {
   // (unknown architecture, missing or misshapen tensor, unsupported type).
   // progress, when given, is called as the file's tensor data is read in ahead of use
   // (gguf::GgufFile::prefetch), before the weights are bound and transformed.
+  // On a CPU with the AVX-512 kernels, the quantized matrices are then re-laid for them
+  // (ModelWeights::relayout; no memory overhead) unless set_weight_relayout(false) was called.
   static std::unique_ptr<Model> load(const std::string& path, const WeightTransform& transform = {},
                                      const std::function<void(uint64_t done, uint64_t total)>& progress = {});
+  // Process-wide: whether Model::load re-lays quantized weights (default true; `--no-repack`
+  // and tools that key on the file's tensor addresses, such as the imatrix collector, turn it
+  // off). Set it before loading.
+  static void set_weight_relayout(bool on);
+  static bool weight_relayout();
   ~Model();
 
   const ModelConfig& config() const { return config_; }

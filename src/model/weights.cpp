@@ -1,10 +1,13 @@
 #include "model/weights.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
 #include "base/error.h"
 #include "gguf/gguf_file.h"
+#include "base/thread_pool.h"
+#include "kernels/lane_layout.h"
 #include "kernels/quant.h"
 #include "tensor/dtype.h"
 #include "tensor/fp16.h"
@@ -177,6 +180,64 @@ std::vector<ModelWeights::NamedMatrix> ModelWeights::block_matrices() {
 uint8_t* ModelWeights::own_bytes(size_t n) {
   owned_bytes_.emplace_back(n);
   return owned_bytes_.back().data();
+}
+
+bool ModelWeights::owns(const void* p) const {
+  const auto* b = static_cast<const uint8_t*>(p);
+  for (const AlignedBuffer<uint8_t>& o : owned_bytes_)
+    if (b >= o.data() && b < o.data() + o.size()) return true;
+  return false;
+}
+
+int ModelWeights::relayout(const gguf::GgufFile& f, int threads) {
+  std::vector<NamedMatrix> todo = block_matrices();
+  const bool tied = output.data != nullptr && output.data == token_embd.data;
+  if (tied) {
+    todo.push_back({"token_embd.weight", &token_embd});
+  } else if (output.data != nullptr) {
+    todo.push_back({"output.weight", &output});
+  }
+  ThreadPool pool(std::max(1, threads));
+  int n = 0;
+  for (NamedMatrix& nm : todo) {
+    kernels::WeightMatrix& m = *nm.matrix;
+    if (m.data == nullptr || m.lanes || !kernels::lane_layout_supported(m.type)) continue;
+    const uint64_t rb = row_bytes(m.type, static_cast<uint64_t>(m.cols));
+    const auto* src = static_cast<const uint8_t*>(m.data);
+    const bool in_place = owns(m.data);
+    uint8_t* dst = in_place ? const_cast<uint8_t*>(src) : own_bytes(static_cast<size_t>(rb * static_cast<uint64_t>(m.rows)));
+    pool.parallel_for(m.rows, [&](int64_t b, int64_t e) {
+      std::vector<uint8_t> row(static_cast<size_t>(rb));
+      for (int64_t r = b; r < e; ++r) {
+        const uint64_t o = rb * static_cast<uint64_t>(r);
+        std::memcpy(row.data(), src + o, static_cast<size_t>(rb));
+        kernels::row_to_lanes(m.type, row.data(), m.cols, dst + o);
+      }
+    });
+    if (!in_place)
+      if (const gguf::TensorInfo* ti = f.find_tensor(nm.name)) f.release_pages(*ti);
+    m.data = dst;
+    m.lanes = true;
+    ++n;
+  }
+  if (tied) output = token_embd;
+  return n;
+}
+
+bool ModelWeights::has_gguf_layout_quant() const {
+  auto gguf = [](const kernels::WeightMatrix& m) {
+    return m.data != nullptr && !m.lanes && kernels::lane_layout_supported(m.type);
+  };
+  auto gguf_e = [](const ExpertMatrices& e) { return e.n() > 0 && kernels::lane_layout_supported(e.first.type); };
+  if (gguf(output)) return true;
+  for (const LayerWeights& L : layers) {
+    for (const kernels::WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.wq_a, &L.wq_b, &L.wkv_a, &L.w_gate, &L.w_up,
+                                           &L.w_down, &L.gate_inp, &L.gate_shexp, &L.up_shexp, &L.down_shexp})
+      if (gguf(*m)) return true;
+    for (const ExpertMatrices* e : {&L.wk_b, &L.wv_b, &L.gate_exps, &L.up_exps, &L.down_exps})
+      if (gguf_e(*e)) return true;
+  }
+  return false;
 }
 
 ModelWeights ModelWeights::bind_encoder(const gguf::GgufFile& f, ModelConfig& c) {

@@ -30,6 +30,7 @@
 #include "base/error.h"
 #include "base/thread_pool.h"
 #include "kernels/act_quant.h"
+#include "kernels/lane_layout.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_impl.h"
 #include "kernels/quant.h"
@@ -201,20 +202,116 @@ TEST(MatmulTest, TableOfShapesOnEveryIsa) {
     for (int64_t t = 0; t < c.n_tokens; ++t)
       for (int64_t r = c.rows; r < ys; ++r) ASSERT_EQ(yref[t * ys + r], kSentinel);
 
+    // The same weights in the lane layout (lane_layout.h), where the type has one: every level
+    // must give what it gives on the GGUF blocks within the same bound (AVX-512 runs its lane
+    // kernels, the other levels lay the rows back: bitwise their block results).
+    std::vector<uint8_t> wl;
+    if (lane_layout_supported(c.type)) {
+      wl.resize(w.size());
+      for (int64_t r = 0; r < c.rows; ++r) row_to_lanes(c.type, w.data() + r * rb, c.cols, wl.data() + r * rb);
+    }
     for (IsaLevel level : isas) {
       SCOPED_TRACE(isa_name(level));
-      std::vector<float> y(static_cast<size_t>(c.n_tokens * ys), kSentinel);
-      matmul_isa(level, wm, x.data(), c.n_tokens, xs, y.data(), ys, c.threads == 1 ? pool1 : pool2);
-      for (int64_t t = 0; t < c.n_tokens; ++t) {
-        for (int64_t r = 0; r < c.rows; ++r) {
-          const size_t o = static_cast<size_t>(r * c.n_tokens + t);
-          ASSERT_LE(std::fabs(y[t * ys + r] - yref[t * ys + r]), 2e-6 * mag[o] + 1e-30)
-              << "row " << r << " token " << t << ": " << y[t * ys + r] << " vs ref "
-              << yref[t * ys + r];
+      std::vector<float> yb;
+      for (const bool lanes : {false, true}) {
+        if (lanes && wl.empty()) continue;
+        SCOPED_TRACE(lanes ? "lane layout" : "GGUF blocks");
+        WeightMatrix wx = wm;
+        if (lanes) {
+          wx.data = wl.data();
+          wx.lanes = true;
         }
-        for (int64_t r = c.rows; r < ys; ++r) ASSERT_EQ(y[t * ys + r], kSentinel) << "stride gap";
+        std::vector<float> y(static_cast<size_t>(c.n_tokens * ys), kSentinel);
+        matmul_isa(level, wx, x.data(), c.n_tokens, xs, y.data(), ys, c.threads == 1 ? pool1 : pool2);
+        for (int64_t t = 0; t < c.n_tokens; ++t) {
+          for (int64_t r = 0; r < c.rows; ++r) {
+            const size_t o = static_cast<size_t>(r * c.n_tokens + t);
+            ASSERT_LE(std::fabs(y[t * ys + r] - yref[t * ys + r]), 2e-6 * mag[o] + 1e-30)
+                << "row " << r << " token " << t << ": " << y[t * ys + r] << " vs ref "
+                << yref[t * ys + r];
+          }
+          for (int64_t r = c.rows; r < ys; ++r) ASSERT_EQ(y[t * ys + r], kSentinel) << "stride gap";
+        }
+        if (!lanes) {
+          yb = y;
+        } else if (level != IsaLevel::kAvx512) {
+          ASSERT_EQ(0, std::memcmp(y.data(), yb.data(), y.size() * sizeof(float))) << "laid back rows differ";
+        }
       }
     }
+    if (!wl.empty()) {  // matmul_ref on the lane layout lays the rows back: its block result
+      std::vector<float> yl(static_cast<size_t>(c.n_tokens * ys), kSentinel);
+      matmul_ref(WeightMatrix{c.type, wl.data(), c.rows, c.cols, nullptr, true}, x.data(), c.n_tokens, xs, yl.data(),
+                 ys);
+      ASSERT_EQ(0, std::memcmp(yl.data(), yref.data(), yl.size() * sizeof(float)));
+    }
+  }
+}
+
+// The lane layout is a bijection on a type's row bytes: to_lanes then from_lanes gives the
+// blocks back for random rows of every supported type, with whole and partial groups; and a
+// few bytes are where lane_layout.h says they are (Q8_0 codes, Q4_0 nibbles, a Q5_0 fifth bit,
+// Q4_K headers, a Q6_K high pair), so the kernels and the documentation read the same layout.
+TEST(MatmulTest, LaneLayoutRoundTripsAndMatchesItsSpecification) {
+  std::mt19937 rng(5);
+  const DType types[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0,
+                         DType::kIQ4_NL, DType::kMXFP4, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+  for (DType t : types) {
+    ASSERT_TRUE(lane_layout_supported(t));
+    const int64_t bs = traits(t).block_size;
+    for (int64_t cols : {bs, 3 * bs, bs == 32 ? int64_t{896} : int64_t{768}, bs == 32 ? int64_t{1024} : int64_t{4864 / 256 * 256}}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " cols=" + std::to_string(cols));
+      const std::vector<uint8_t> w = random_weights(t, 1, cols, rng);
+      std::vector<uint8_t> lanes(w.size()), back(w.size());
+      row_to_lanes(t, w.data(), cols, lanes.data());
+      row_from_lanes(t, lanes.data(), cols, back.data());
+      ASSERT_EQ(back, w);
+      ASSERT_NE(lanes, w) << "the layout should move bytes";
+    }
+  }
+  EXPECT_FALSE(lane_layout_supported(DType::kQ2_K));
+  EXPECT_FALSE(lane_layout_supported(DType::kF16));
+  // Spot checks against the specification, on a row of 896 (a full group of 16 and one of 12).
+  auto relay = [&](DType t, int64_t cols) {
+    std::vector<uint8_t> w = random_weights(t, 1, cols, rng), l(w.size());
+    row_to_lanes(t, w.data(), cols, l.data());
+    return std::make_pair(w, l);
+  };
+  {
+    const auto [w, l] = relay(DType::kQ8_0, 896);
+    // Group 1 (blocks 16..27, nl = 12) starts at byte 16 * 34; plane k has 48 bytes.
+    const uint8_t* g1 = l.data() + 16 * 34;
+    EXPECT_EQ(g1[3 * 48 + 4 * 5 + 2], w[(16 + 5) * 34 + 2 + 4 * 3 + 2]);  // block 21, element 14
+    EXPECT_EQ(g1[8 * 48 + 2 * 7 + 1], w[(16 + 7) * 34 + 1]);              // block 23's d, high byte
+    EXPECT_EQ(l[2 * 64 + 4 * 15 + 3], w[15 * 34 + 2 + 11]);               // group 0, block 15, element 11
+  }
+  {
+    const auto [w, l] = relay(DType::kQ4_0, 896);
+    EXPECT_EQ(l[1 * 64 + 4 * 9 + 2], w[9 * 18 + 2 + 6]);  // plane 1 = qs[4..7] of each block
+    EXPECT_EQ(l[4 * 64 + 2 * 3], w[3 * 18]);              // block 3's d after the 4 planes
+  }
+  {
+    const auto [w, l] = relay(DType::kQ5_0, 32 * 16);
+    uint32_t qh;
+    std::memcpy(&qh, w.data() + 6 * 22 + 2, 4);
+    // High-bit plane after the 4 nibble planes: bit k of byte 4l + b is bit 4k + b of qh.
+    EXPECT_EQ((l[4 * 64 + 4 * 6 + 3] >> 5) & 1, (qh >> (4 * 5 + 3)) & 1);
+  }
+  {
+    const auto [w, l] = relay(DType::kQ4_K, 512);
+    // Headers after the 4 nibble planes: super-block 1's 16 bytes as stored.
+    EXPECT_EQ(0, std::memcmp(l.data() + 4 * 64 + 16, w.data() + 144, 16));
+    // Plane 2, lane 3 (sub-block 3: the high nibbles of qs[32 .. 63]), byte 1 -> element 9 low,
+    // element 25 high.
+    const uint8_t* qs = w.data() + 16;
+    EXPECT_EQ(l[2 * 64 + 4 * 3 + 1], (qs[32 + 9] >> 4) | (qs[32 + 25] & 0xF0));
+  }
+  {
+    const auto [w, l] = relay(DType::kQ6_K, 256);
+    // Element 4k + b of sub-block s is element 16s + 4k + b of the block; its high pair is at bits
+    // 2k of high-plane byte 4s + b. Sub-block 9, k = 3, b = 1: element 157 = 128 + 29 (h = 1, l = 29,
+    // quarter 0): qh[32 + 29] bits 0..1.
+    EXPECT_EQ((l[128 + 4 * 9 + 1] >> 6) & 3, w[128 + 32 + 29] & 3);
   }
 }
 
@@ -442,13 +539,22 @@ TEST(MatmulTest, RowsDoNotDependOnTheBatch) {
                            DType::kQ6_K};
     ThreadPool pool1(1), pool2(2);
     for (IsaLevel level : levels()) {
-      for (DType t : types) {
+      for (DType t : types)
+      for (const bool lanes : {false, true}) {
+        if (lanes && !lane_layout_supported(t)) continue;
         const bool q8k = t == DType::kQ2_K || t == DType::kQ3_K || t == DType::kIQ4_XS;
-        const bool bitwise = invariant || level != IsaLevel::kAvx512 || t == DType::kF32 || t == DType::kF16 ||
-                             t == DType::kBF16 || q8k;
+        // The lane layout runs one kernel for every token count: bitwise in both modes.
+        const bool bitwise = invariant || lanes || level != IsaLevel::kAvx512 || t == DType::kF32 ||
+                             t == DType::kF16 || t == DType::kBF16 || q8k;
         const int64_t cols = traits(t).block_size == 256 ? 512 : 256, rows = 67;
         std::vector<uint8_t> wbytes = random_weights(t, rows, cols, rng);
-        WeightMatrix w{t, wbytes.data(), rows, cols};
+        if (lanes) {
+          const uint64_t rb = row_bytes(t, static_cast<uint64_t>(cols));
+          std::vector<uint8_t> l(wbytes.size());
+          for (int64_t r = 0; r < rows; ++r) row_to_lanes(t, wbytes.data() + r * rb, cols, l.data() + r * rb);
+          wbytes = l;
+        }
+        WeightMatrix w{t, wbytes.data(), rows, cols, nullptr, lanes};
         const int64_t n_max = 40;
         std::vector<float> x(static_cast<size_t>(n_max * cols));
         std::normal_distribution<float> nd(0.f, 1.f);
@@ -460,7 +566,7 @@ TEST(MatmulTest, RowsDoNotDependOnTheBatch) {
           for (ThreadPool* pool : {&pool1, &pool2}) {
             std::vector<float> y(static_cast<size_t>(n * rows));
             matmul_isa(level, w, x.data(), n, cols, y.data(), rows, *pool);
-            const std::string where = std::string(dtype_name(t)) + " level " +
+            const std::string where = std::string(dtype_name(t)) + (lanes ? " lanes" : "") + " level " +
                                       std::to_string(static_cast<int>(level)) + " n=" + std::to_string(n) +
                                       " threads=" + std::to_string(pool->size());
             if (bitwise) {

@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/cpu_features.h"
 #include "base/error.h"
 #include "engine/engine_api.h"
 #include "engine/draft_model.h"
@@ -32,6 +33,7 @@
 #include "gguf/gguf_file.h"
 #include "grammar/grammar.h"
 #include "grammar/matcher.h"
+#include "kernels/matmul.h"
 #include "tokenizer/tokenizer.h"
 #include "model/kv_storage.h"
 #include "model/model.h"
@@ -693,6 +695,20 @@ TEST(EngineTest, DraftModelSpeculationKeepsTheOutputs) {
 TEST(EngineTest, EquivalenceSyntheticGemma3WithShortWindow) {
   LOAD_OR_SKIP(m, synthetic_path("gemma3.gguf"));
   ASSERT_EQ(m->config().sliding_window, 10);  // shorter than every prompt (21+ tokens)
+  check_equivalence(*m);
+}
+
+// A quantized model (Q4_K_M mix: Q4_K, Q5_0, Q6_K, Q8_0 matrices) without --batch-invariant: on
+// AVX-512 its matrices are re-laid at load (kernels/lane_layout.h), and the lane kernels give a
+// token the same bits alone, batched, chunked or with its prefix cached. (Elsewhere the kernels
+// are invariant anyway.)
+TEST(EngineTest, EquivalenceQuantizedWithoutBatchInvariantMode) {
+  LOAD_OR_SKIP(m, synthetic_path("gemma3_q4_k_m.gguf"));
+  ASSERT_FALSE(kernels::matmul_batch_invariant_requested());
+  if (best_isa() == IsaLevel::kAvx512) {
+    EXPECT_FALSE(m->weights().has_gguf_layout_quant()) << "quantized matrices should be re-laid on AVX-512";
+    EXPECT_TRUE(m->weights().output.lanes);
+  }
   check_equivalence(*m);
 }
 

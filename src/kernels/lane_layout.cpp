@@ -1,0 +1,250 @@
+// Scalar re-layout between GGUF blocks and the lane layout (lane_layout.h). Both directions go
+// through one decoded group: the full-width code of every element of up to 16 lane blocks plus
+// the bytes of their scale fields, so the bit layouts of each side are written down once.
+#include "kernels/lane_layout.h"
+
+#include <cstring>
+
+#include "base/error.h"
+
+namespace triad::kernels {
+namespace {
+
+// How a type's GGUF blocks hold codes and scales.
+struct Spec {
+  int lb = 32;          // elements per lane block
+  int block_elems = 32;  // elements per GGUF block
+  int block_bytes = 0;
+  int code_bits = 4;    // 4, 5, 6 or 8
+  int scale_bytes = 0;  // per 32-element block: scale fields before qh / qs (d, d+m, e)
+  bool kquant45 = false, q6k = false;
+};
+
+Spec spec_of(DType t) {
+  Spec s;
+  s.block_bytes = static_cast<int>(traits(t).block_bytes);
+  switch (t) {
+    case DType::kQ4_0: case DType::kIQ4_NL: s.scale_bytes = 2; break;
+    case DType::kMXFP4: s.scale_bytes = 1; break;
+    case DType::kQ4_1: s.scale_bytes = 4; break;
+    case DType::kQ5_0: s.scale_bytes = 2; s.code_bits = 5; break;
+    case DType::kQ5_1: s.scale_bytes = 4; s.code_bits = 5; break;
+    case DType::kQ8_0: s.scale_bytes = 2; s.code_bits = 8; break;
+    case DType::kQ4_K: s.block_elems = 256; s.kquant45 = true; break;
+    case DType::kQ5_K: s.block_elems = 256; s.kquant45 = true; s.code_bits = 5; break;
+    case DType::kQ6_K: s.block_elems = 256; s.lb = 16; s.q6k = true; s.code_bits = 6; break;
+    default: fail("no lane layout for ", dtype_name(t));
+  }
+  return s;
+}
+
+// One group decoded: codes[l][e] of lane block l, element e; `hdr` the scale bytes of every
+// GGUF block of the group (32-element blocks: scale_bytes each; K-quants: 16 per super-block
+// (Q6_K: the 16 scales and d, 18 bytes)).
+struct Group {
+  uint8_t codes[16][32];
+  uint8_t hdr[64];
+};
+
+// GGUF blocks -> Group. nblk: blocks of the group.
+void read_blocks(const Spec& s, const uint8_t* p, int nblk, Group& g) {
+  if (s.q6k) {  // one super-block of 16 lane blocks of 16
+    const uint8_t* ql = p;
+    const uint8_t* qh = p + 128;
+    for (int e = 0; e < 256; ++e) {
+      const int h = e / 128, r = e % 128, k = r / 32, l = r % 32;
+      const uint8_t lo = ql[64 * h + (k & 1) * 32 + l];
+      const int low4 = (k < 2 ? lo : lo >> 4) & 15;
+      const int high2 = (qh[32 * h + l] >> (2 * k)) & 3;
+      g.codes[e / 16][e % 16] = static_cast<uint8_t>(low4 | high2 << 4);
+    }
+    std::memcpy(g.hdr, p + 192, 18);
+    return;
+  }
+  if (s.kquant45) {
+    for (int b = 0; b < nblk; ++b) {
+      const uint8_t* q = p + b * s.block_bytes;
+      std::memcpy(g.hdr + 16 * b, q, 16);
+      const uint8_t* qh = q + 16;
+      const uint8_t* qs = q + (s.code_bits == 5 ? 48 : 16);
+      for (int j = 0; j < 8; ++j)
+        for (int i = 0; i < 32; ++i) {
+          int c = (qs[32 * (j / 2) + i] >> (4 * (j % 2))) & 15;
+          if (s.code_bits == 5) c |= ((qh[i] >> j) & 1) << 4;
+          g.codes[8 * b + j][i] = static_cast<uint8_t>(c);
+        }
+    }
+    return;
+  }
+  for (int b = 0; b < nblk; ++b) {
+    const uint8_t* q = p + b * s.block_bytes;
+    std::memcpy(g.hdr + s.scale_bytes * b, q, static_cast<size_t>(s.scale_bytes));
+    const uint8_t* qs = q + s.scale_bytes + (s.code_bits == 5 ? 4 : 0);
+    uint32_t qh = 0;
+    if (s.code_bits == 5) std::memcpy(&qh, q + s.scale_bytes, 4);
+    for (int e = 0; e < 32; ++e) {
+      int c = s.code_bits == 8 ? qs[e] : (e < 16 ? qs[e] & 15 : qs[e - 16] >> 4);
+      if (s.code_bits == 5) c |= ((qh >> e) & 1) << 4;
+      g.codes[b][e] = static_cast<uint8_t>(c);
+    }
+  }
+}
+
+// Group -> GGUF blocks.
+void write_blocks(const Spec& s, const Group& g, int nblk, uint8_t* p) {
+  if (s.q6k) {
+    uint8_t* ql = p;
+    uint8_t* qh = p + 128;
+    std::memset(p, 0, 192);
+    for (int e = 0; e < 256; ++e) {
+      const int h = e / 128, r = e % 128, k = r / 32, l = r % 32;
+      const int c = g.codes[e / 16][e % 16];
+      ql[64 * h + (k & 1) * 32 + l] |= static_cast<uint8_t>((c & 15) << (k < 2 ? 0 : 4));
+      qh[32 * h + l] |= static_cast<uint8_t>(((c >> 4) & 3) << (2 * k));
+    }
+    std::memcpy(p + 192, g.hdr, 18);
+    return;
+  }
+  if (s.kquant45) {
+    for (int b = 0; b < nblk; ++b) {
+      uint8_t* q = p + b * s.block_bytes;
+      std::memset(q, 0, static_cast<size_t>(s.block_bytes));
+      std::memcpy(q, g.hdr + 16 * b, 16);
+      uint8_t* qh = q + 16;
+      uint8_t* qs = q + (s.code_bits == 5 ? 48 : 16);
+      for (int j = 0; j < 8; ++j)
+        for (int i = 0; i < 32; ++i) {
+          const int c = g.codes[8 * b + j][i];
+          qs[32 * (j / 2) + i] |= static_cast<uint8_t>((c & 15) << (4 * (j % 2)));
+          if (s.code_bits == 5) qh[i] |= static_cast<uint8_t>(((c >> 4) & 1) << j);
+        }
+    }
+    return;
+  }
+  for (int b = 0; b < nblk; ++b) {
+    uint8_t* q = p + b * s.block_bytes;
+    std::memcpy(q, g.hdr + s.scale_bytes * b, static_cast<size_t>(s.scale_bytes));
+    uint8_t* qs = q + s.scale_bytes + (s.code_bits == 5 ? 4 : 0);
+    uint32_t qh = 0;
+    for (int e = 0; e < 32; ++e) {
+      const int c = g.codes[b][e];
+      if (s.code_bits == 8) {
+        qs[e] = static_cast<uint8_t>(c);
+      } else if (e < 16) {
+        qs[e] = static_cast<uint8_t>(c & 15);
+      } else {
+        qs[e - 16] = static_cast<uint8_t>(qs[e - 16] | (c & 15) << 4);
+      }
+      if (s.code_bits == 5) qh |= static_cast<uint32_t>((c >> 4) & 1) << e;
+    }
+    if (s.code_bits == 5) std::memcpy(q + s.scale_bytes, &qh, 4);
+  }
+}
+
+// Group <-> lane layout (lane_layout.h), nl lanes. kToLanes: write p from g; else read g from p.
+template <bool kToLanes>
+void lanes_io(const Spec& s, int nl, Group& g, uint8_t* p) {
+  const int plane = 4 * nl;
+  uint8_t* o = p;
+  auto io = [&](uint8_t& lane_byte, uint8_t value) -> uint8_t {
+    if constexpr (kToLanes) lane_byte = value;
+    return lane_byte;
+  };
+  const int half = s.lb / 2;  // nibble planes pair element e with e + half
+  if (s.code_bits == 8) {
+    for (int k = 0; k < 8; ++k)
+      for (int l = 0; l < nl; ++l)
+        for (int b = 0; b < 4; ++b) {
+          uint8_t& c = g.codes[l][4 * k + b];
+          c = io(o[k * plane + 4 * l + b], c);
+        }
+    o += 8 * plane;
+  } else {
+    const int planes = s.lb / 8;
+    for (int v = 0; v < planes; ++v)
+      for (int l = 0; l < nl; ++l)
+        for (int b = 0; b < 4; ++b) {
+          uint8_t& lo = g.codes[l][4 * v + b];
+          uint8_t& hi = g.codes[l][half + 4 * v + b];
+          const uint8_t byte = io(o[v * plane + 4 * l + b], static_cast<uint8_t>((lo & 15) | (hi & 15) << 4));
+          if constexpr (!kToLanes) {
+            lo = byte & 15;
+            hi = byte >> 4;
+          }
+        }
+    o += planes * plane;
+    if (s.code_bits == 5 || s.code_bits == 6) {
+      const int bits = s.code_bits - 4, steps = s.lb / 4;  // k = 0 .. steps-1
+      for (int l = 0; l < nl; ++l)
+        for (int b = 0; b < 4; ++b) {
+          uint8_t byte = 0;
+          for (int k = 0; k < steps; ++k)
+            byte = static_cast<uint8_t>(byte | ((g.codes[l][4 * k + b] >> 4) & ((1 << bits) - 1)) << (bits * k));
+          byte = io(o[4 * l + b], byte);
+          if constexpr (!kToLanes)
+            for (int k = 0; k < steps; ++k)
+              g.codes[l][4 * k + b] = static_cast<uint8_t>(g.codes[l][4 * k + b] |
+                                                           ((byte >> (bits * k)) & ((1 << bits) - 1)) << 4);
+        }
+      o += plane;
+    }
+  }
+  // Scale fields.
+  if (s.q6k) {
+    if constexpr (kToLanes) std::memcpy(o, g.hdr, 18); else std::memcpy(g.hdr, o, 18);
+  } else if (s.kquant45) {
+    const size_t n = static_cast<size_t>(16 * (nl / 8));
+    if constexpr (kToLanes) std::memcpy(o, g.hdr, n); else std::memcpy(g.hdr, o, n);
+  } else {
+    // Field f (2 bytes each; MXFP4: one 1-byte field) of every lane, field after field.
+    const int fw = s.scale_bytes == 1 ? 1 : 2, nf = s.scale_bytes / fw;
+    for (int f = 0; f < nf; ++f)
+      for (int l = 0; l < nl; ++l)
+        for (int b = 0; b < fw; ++b) {
+          uint8_t& h = g.hdr[s.scale_bytes * l + fw * f + b];
+          h = io(o[(f * nl + l) * fw + b], h);
+        }
+  }
+}
+
+template <bool kToLanes>
+void relay_row(DType t, const uint8_t* src, int64_t cols, uint8_t* dst) {
+  const Spec s = spec_of(t);
+  TRIAD_CHECK(cols % s.block_elems == 0, "lane layout: ", cols, " columns are not whole ", dtype_name(t), " blocks");
+  const int64_t nblk = cols / s.block_elems;
+  const int blk_per_group = 16 * s.lb / s.block_elems;  // 16, 2 (Q4_K / Q5_K) or 1 (Q6_K)
+  for (int64_t b0 = 0; b0 < nblk; b0 += blk_per_group) {
+    const int nb = static_cast<int>(nblk - b0 < blk_per_group ? nblk - b0 : blk_per_group);
+    const int nl = nb * s.block_elems / s.lb;
+    const uint64_t off = static_cast<uint64_t>(b0) * static_cast<uint64_t>(s.block_bytes);
+    Group g{};
+    if constexpr (kToLanes) {
+      read_blocks(s, src + off, nb, g);
+      lanes_io<true>(s, nl, g, dst + off);
+    } else {
+      lanes_io<false>(s, nl, g, const_cast<uint8_t*>(src + off));  // reads only
+      write_blocks(s, g, nb, dst + off);
+    }
+  }
+}
+
+}  // namespace
+
+bool lane_layout_supported(DType t) {
+  switch (t) {
+    case DType::kQ4_0: case DType::kQ4_1: case DType::kQ5_0: case DType::kQ5_1: case DType::kQ8_0:
+    case DType::kQ4_K: case DType::kQ5_K: case DType::kQ6_K: case DType::kIQ4_NL: case DType::kMXFP4:
+      return true;
+    default: return false;
+  }
+}
+
+void row_to_lanes(DType t, const uint8_t* blocks, int64_t cols, uint8_t* lanes) {
+  relay_row<true>(t, blocks, cols, lanes);
+}
+
+void row_from_lanes(DType t, const uint8_t* lanes, int64_t cols, uint8_t* blocks) {
+  relay_row<false>(t, lanes, cols, blocks);
+}
+
+}  // namespace triad::kernels

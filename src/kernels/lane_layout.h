@@ -1,0 +1,53 @@
+// The lane layout: quantized weight rows re-laid once, at load time, for the AVX-512 VNNI
+// kernels, in exactly the bytes of the GGUF block layout (no memory overhead; the GGUF layout
+// is not kept).
+//
+// Why: a 16-lane vpdpbusd sums 4 products per 32-bit lane, so a kernel that wants complete
+// integer sums per scale group wants lane l of every code vector to belong to group l. The GGUF
+// blocks keep each group's codes together instead, so the prompt kernels used to transpose
+// every weight row on every call (43% of a 16-way decode step). In the lane layout the codes
+// already lie transposed, at their GGUF width (4, 5, 6 or 8 bits), and a kernel only widens
+// them (and, shift; masked merges for the fifth or the two high bits).
+//
+// Geometry. A row is cut into lane blocks of LB elements: the 32-element blocks of Q4_0, Q4_1,
+// Q5_0, Q5_1, Q8_0, IQ4_NL and MXFP4; the 32-element sub-blocks of Q4_K and Q5_K; the
+// 16-element sub-blocks of Q6_K (LB = 16). A group is 16 consecutive lane blocks (the last
+// group of a row may have fewer, nl: for the K-quants 8 or 16, for Q6_K always 16). A group
+// takes exactly the bytes of its blocks and starts where its first block starts. Lane l of the
+// group is lane block l; "byte 4l + b" below is byte b of lane l in a plane of 4 * nl bytes.
+// Within a group, in this order:
+//   code planes   8-bit codes (Q8_0): 8 planes; plane k byte 4l+b = code of element 4k+b.
+//                 4-bit codes (32-element lane blocks): 4 planes; plane v byte 4l+b = element
+//                 4v+b in the low nibble, element 16+4v+b in the high nibble (for Q4_0,
+//                 Q4_1, Q5_0, Q5_1, IQ4_NL and MXFP4 this is the block's qs[4v+b] as is).
+//                 Q6_K: 2 planes; plane v byte 4l+b = the low 4 bits of element 4v+b (low
+//                 nibble) and of element 8+4v+b (high nibble).
+//   high bits     Q5_0, Q5_1, Q5_K: one plane; bit k of byte 4l+b = bit 4 of element 4k+b
+//                 (k = 0..7). Q6_K: one plane; bits 2k, 2k+1 of byte 4l+b = bits 4, 5 of
+//                 element 4k+b (k = 0..3).
+//   scales        32-element blocks: d (fp16) of every lane, then (Q4_1, Q5_1) m of every
+//                 lane; MXFP4: the exponent byte of every lane. Q4_K / Q5_K: the 16 header
+//                 bytes (d, dmin, 12 packed scales) of each super-block, as stored. Q6_K: the
+//                 16 int8 sub-block scales, then d.
+// So "code vector k" of a full group (bytes 4k .. 4k+3 of each lane block, one 64-byte vector)
+// is one plane or one nibble half of one, which is what the kernels multiply.
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/dtype.h"
+
+namespace triad::kernels {
+
+// Whether `t` has a lane layout (the types of the AVX-512 packed kernels).
+bool lane_layout_supported(DType t);
+
+// Re-lays one row of `cols` elements (a multiple of the type's block size) from the GGUF block
+// layout into the lane layout, or back. Both take row_bytes(t, cols) bytes; the two functions
+// are exact inverses. src and dst must not overlap.
+void row_to_lanes(DType t, const uint8_t* blocks, int64_t cols, uint8_t* lanes);
+void row_from_lanes(DType t, const uint8_t* lanes, int64_t cols, uint8_t* blocks);
+
+}  // namespace triad::kernels
