@@ -64,6 +64,17 @@ std::string system_fingerprint(const Model& model, const std::string& weight_typ
   add_str(kernels::matmul_is_batch_invariant() ? "invariant" : "batch-dependent");
   add_str(model.weights().has_gguf_layout_quant() ? "gguf layout" : "lane layout");  // (--no-repack)
   add_str(weight_type);
+  // Tensor bytes are read from the file, not the mapping: the pages of re-laid matrices were
+  // released (ModelWeights::relayout), and touching them would map back ~64 KiB per read.
+  std::ifstream file(model.file().path(), std::ios::binary);
+  std::vector<char> piece;
+  auto add_file = [&](const gguf::TensorInfo& t, uint64_t at, uint64_t n) {
+    piece.resize(static_cast<size_t>(n));
+    file.clear();
+    file.seekg(static_cast<std::streamoff>(model.file().data_offset() + t.offset + at));
+    file.read(piece.data(), static_cast<std::streamsize>(n));
+    add(piece.data(), static_cast<size_t>(file.gcount()));
+  };
   for (const gguf::TensorInfo& t : model.file().tensors()) {
     add_str(t.name);
     add(&t.type, sizeof t.type);
@@ -72,11 +83,11 @@ std::string system_fingerprint(const Model& model, const std::string& weight_typ
     const uint64_t k = 4096;
     if (t.data == nullptr) continue;
     if (t.n_bytes <= 3 * k) {
-      add(t.data, t.n_bytes);
+      add_file(t, 0, t.n_bytes);
     } else {
-      add(t.data, k);
-      add(t.data + (t.n_bytes / 2 - k / 2), k);
-      add(t.data + (t.n_bytes - k), k);
+      add_file(t, 0, k);
+      add_file(t, t.n_bytes / 2 - k / 2, k);
+      add_file(t, t.n_bytes - k, k);
     }
   }
   unsigned char md[EVP_MAX_MD_SIZE];
