@@ -218,6 +218,34 @@ inline __m512i merge_bits(__m512i lo, __m512i h, char m) {
   return _mm512_ternarylogic_epi64(lo, h, _mm512_set1_epi8(m), 0xF8);
 }
 
+// Code vectors v (low nibbles) and v + 4 (high nibbles) of a 4-bit nibble plane (lane_layout.h),
+// with the fifth bits of a high-bit plane hb (kFive) or looked up in a 16-entry table (kTable).
+template <int v, bool kFive, bool kTable>
+inline void widen_nibbles(const uint8_t* p, int plane, __mmask64 m, __m512i hb, __m512i table, uint8_t* out) {
+  const __m512i lo4 = _mm512_set1_epi8(0x0F);
+  const __m512i n = _mm512_maskz_loadu_epi8(m, p + v * plane);
+  __m512i lo = _mm512_and_si512(n, lo4), hi = _mm512_and_si512(_mm512_srli_epi16(n, 4), lo4);
+  if constexpr (kFive) {
+    lo = merge_bits(lo, high_bit_to4<v>(hb), 0x10);
+    hi = merge_bits(hi, high_bit_to4<v + 4>(hb), 0x10);
+  }
+  if constexpr (kTable) {
+    lo = _mm512_shuffle_epi8(table, lo);
+    hi = _mm512_shuffle_epi8(table, hi);
+  }
+  _mm512_store_si512(out + 64 * v, lo);
+  _mm512_store_si512(out + 64 * (v + 4), hi);
+}
+
+// The four nibble planes of a group, widened into the eight code vectors.
+template <bool kFive, bool kTable>
+inline void widen_nibble_planes(const uint8_t* p, int plane, __mmask64 m, __m512i hb, __m512i table, uint8_t* out) {
+  widen_nibbles<0, kFive, kTable>(p, plane, m, hb, table, out);
+  widen_nibbles<1, kFive, kTable>(p, plane, m, hb, table, out);
+  widen_nibbles<2, kFive, kTable>(p, plane, m, hb, table, out);
+  widen_nibbles<3, kFive, kTable>(p, plane, m, hb, table, out);
+}
+
 template <class D>
 struct LanePacker;
 
@@ -226,22 +254,6 @@ template <class D>
   requires(D::kGroup == 64)
 struct LanePacker<D> {
   static constexpr int kLB = 32;
-  template <int v>
-  static inline void nibble_pair(const uint8_t* p, int plane, __mmask64 m, __m512i hb, uint8_t* out) {
-    const __m512i lo4 = _mm512_set1_epi8(0x0F);
-    const __m512i n = _mm512_maskz_loadu_epi8(m, p + v * plane);
-    __m512i lo = _mm512_and_si512(n, lo4), hi = _mm512_and_si512(_mm512_srli_epi16(n, 4), lo4);
-    if constexpr (D::kFive) {
-      lo = merge_bits(lo, high_bit_to4<v>(hb), 0x10);
-      hi = merge_bits(hi, high_bit_to4<v + 4>(hb), 0x10);
-    }
-    if constexpr (D::kTable) {
-      lo = _mm512_shuffle_epi8(D::table(), lo);
-      hi = _mm512_shuffle_epi8(D::table(), hi);
-    }
-    _mm512_store_si512(out + 64 * v, lo);
-    _mm512_store_si512(out + 64 * (v + 4), hi);
-  }
   static void pack(const uint8_t* row, int64_t cols, int64_t g, uint8_t* out) {
     const int64_t nb = cols / 32;
     const int nl = static_cast<int>(std::min<int64_t>(16, nb - 16 * g));
@@ -258,10 +270,9 @@ struct LanePacker<D> {
       sc = p + 8 * plane;
     } else {
       const __m512i hb = D::kFive ? _mm512_maskz_loadu_epi8(m, p + 4 * plane) : _mm512_setzero_si512();
-      nibble_pair<0>(p, plane, m, hb, out);
-      nibble_pair<1>(p, plane, m, hb, out);
-      nibble_pair<2>(p, plane, m, hb, out);
-      nibble_pair<3>(p, plane, m, hb, out);
+      __m512i table = _mm512_setzero_si512();
+      if constexpr (D::kTable) table = D::table();
+      widen_nibble_planes<D::kFive, D::kTable>(p, plane, m, hb, table, out);
       sc = p + (D::kFive ? 5 : 4) * plane;
     }
     __m512 ws;
@@ -282,28 +293,13 @@ template <bool kFive>
 struct LanePacker<DK45<kFive>> {
   using D = DK45<kFive>;
   static constexpr int kLB = 32;
-  template <int v>
-  static inline void nibble_pair(const uint8_t* p, int plane, __mmask64 m, __m512i hb, uint8_t* out) {
-    const __m512i lo4 = _mm512_set1_epi8(0x0F);
-    const __m512i n = _mm512_maskz_loadu_epi8(m, p + v * plane);
-    __m512i lo = _mm512_and_si512(n, lo4), hi = _mm512_and_si512(_mm512_srli_epi16(n, 4), lo4);
-    if constexpr (kFive) {
-      lo = merge_bits(lo, high_bit_to4<v>(hb), 0x10);
-      hi = merge_bits(hi, high_bit_to4<v + 4>(hb), 0x10);
-    }
-    _mm512_store_si512(out + 64 * v, lo);
-    _mm512_store_si512(out + 64 * (v + 4), hi);
-  }
   static void pack(const uint8_t* row, int64_t cols, int64_t g, uint8_t* out) {
     const int nsb = static_cast<int>(std::min<int64_t>(2, cols / 256 - 2 * g));
     const int nl = 8 * nsb, plane = 4 * nl;
     const uint8_t* p = row + g * 2 * D::kBytes;
     const __mmask64 m = nl == 16 ? ~uint64_t{0} : (uint64_t{1} << plane) - 1;
     const __m512i hb = kFive ? _mm512_maskz_loadu_epi8(m, p + 4 * plane) : _mm512_setzero_si512();
-    nibble_pair<0>(p, plane, m, hb, out);
-    nibble_pair<1>(p, plane, m, hb, out);
-    nibble_pair<2>(p, plane, m, hb, out);
-    nibble_pair<3>(p, plane, m, hb, out);
+    widen_nibble_planes<kFive, false>(p, plane, m, hb, _mm512_setzero_si512(), out);
     const uint8_t* hdr = p + (kFive ? 5 : 4) * plane;
     __m512 wm[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
     for (int h = 0; h < nsb; ++h) {
