@@ -4,6 +4,7 @@
 #include "kernels/lane_layout.h"
 
 #include <cstring>
+#include <type_traits>
 
 #include "base/error.h"
 
@@ -142,11 +143,13 @@ void write_blocks(const Spec& s, const Group& g, int nblk, uint8_t* p) {
 }
 
 // Group <-> lane layout (lane_layout.h), nl lanes. kToLanes: write p from g; else read g from p.
+// Both directions walk the same positions: io(lane byte, value from g) stores the value when
+// writing and returns the lane byte, which the reading direction unpacks.
 template <bool kToLanes>
-void lanes_io(const Spec& s, int nl, Group& g, uint8_t* p) {
+void lanes_io(const Spec& s, int nl, Group& g, std::conditional_t<kToLanes, uint8_t, const uint8_t>* p) {
   const int plane = 4 * nl;
-  uint8_t* o = p;
-  auto io = [&](uint8_t& lane_byte, uint8_t value) -> uint8_t {
+  auto* o = p;
+  auto io = [&](auto& lane_byte, uint8_t value) -> uint8_t {
     if constexpr (kToLanes) lane_byte = value;
     return lane_byte;
   };
@@ -222,7 +225,7 @@ void relay_row(DType t, const uint8_t* src, int64_t cols, uint8_t* dst) {
       read_blocks(s, src + off, nb, g);
       lanes_io<true>(s, nl, g, dst + off);
     } else {
-      lanes_io<false>(s, nl, g, const_cast<uint8_t*>(src + off));  // reads only
+      lanes_io<false>(s, nl, g, src + off);
       write_blocks(s, g, nb, dst + off);
     }
   }

@@ -269,9 +269,9 @@ void matmul_isa(IsaLevel level, const WeightMatrix& w, const float* x, int64_t n
   j.lanes = w.lanes;
   prepare_activations(level, j, pool);
   const MatmulRowsFn rows = rows_fn(level, w.type, w.lanes);
-  const bool relay = w.lanes && rows != matmul_rows_avx512;
+  const bool lay_back = w.lanes && rows != matmul_rows_avx512;
   auto fn = [&](const MatmulJob& job, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
-    if (relay) {
+    if (lay_back) {
       rows_from_lanes(rows, job, r0, r1, t0, t1);
     } else {
       rows(job, r0, r1, t0, t1);

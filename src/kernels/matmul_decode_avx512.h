@@ -100,7 +100,7 @@ struct D32 {
   static constexpr int kGroup = 64, kSteps = 1;
   static constexpr int kOff = kQ8 ? 128 : (kHasM ? 0 : (kFive ? 16 : 8));
   static constexpr bool kMins = kHasM;
-  static constexpr bool kTable = false;
+  static constexpr bool kTable = false, kExpScale = false;
   struct Group {
     __m512i codes;
     __m512 ws;
@@ -158,6 +158,7 @@ struct DTab32 {
   static constexpr int kBytes = kMx ? 17 : 18;
   static constexpr int kGroup = 64, kSteps = 1, kOff = 128;
   static constexpr bool kMins = false, kHasM = false, kFive = false, kQ8 = false, kTable = true;
+  static constexpr bool kExpScale = kMx;  // block scales are e8m0 exponent bytes
   struct Group {
     __m512i codes;
     __m512 ws;

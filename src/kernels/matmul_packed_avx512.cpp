@@ -276,7 +276,7 @@ struct LanePacker<D> {
       sc = p + (D::kFive ? 5 : 4) * plane;
     }
     __m512 ws;
-    if constexpr (D::kTable && D::kBytes == 17) {  // MXFP4: exponent bytes
+    if constexpr (D::kExpScale) {  // MXFP4: exponent bytes
       const __m512i e = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m16, sc));
       ws = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m16, e, kE8m0Half.v, 4);
     } else {
@@ -437,6 +437,14 @@ struct Packed {
   }
 
   template <int T>
+  static inline void zero(__m512 (&acc)[kR][T]) {
+#pragma GCC unroll 8
+    for (int i = 0; i < kR; ++i)
+#pragma GCC unroll 8
+      for (int k = 0; k < T; ++k) acc[i][k] = _mm512_setzero_ps();
+  }
+
+  template <int T>
   static inline void store(const __m512 (&acc)[kR][T], float* y, int64_t ys, int rows_valid) {
 #pragma GCC unroll 8
     for (int k = 0; k < T; ++k) {
@@ -455,10 +463,7 @@ struct Packed {
   static void tile(const uint8_t* pw, const uint8_t* pa, int64_t ng, float* y, int64_t ys,
                    int rows_valid) {
     __m512 acc[kR][T];
-#pragma GCC unroll 8
-    for (int i = 0; i < kR; ++i)
-#pragma GCC unroll 8
-      for (int k = 0; k < T; ++k) acc[i][k] = _mm512_setzero_ps();
+    zero<T>(acc);
     const int64_t wrow = ng * kWGroupBytes, arow = ng * kAGroupBytes;
     for (int64_t g = 0; g < ng; ++g) group<T>(acc, pw + g * kWGroupBytes, pa + g * kAGroupBytes, wrow, arow);
     store<T>(acc, y, ys, rows_valid);
@@ -471,10 +476,7 @@ struct Packed {
   static void fused(const MatmulJob& j, int64_t r, int rv, const uint8_t* pa, int64_t ng, uint8_t* gbuf,
                     float* y, int64_t ys) {
     __m512 acc[kR][T];
-#pragma GCC unroll 8
-    for (int i = 0; i < kR; ++i)
-#pragma GCC unroll 8
-      for (int k = 0; k < T; ++k) acc[i][k] = _mm512_setzero_ps();
+    zero<T>(acc);
     const int64_t arow = ng * kAGroupBytes;
     const uint64_t rb = j.row_bytes;
     const uint8_t* w0 = j.w + static_cast<uint64_t>(r) * rb;

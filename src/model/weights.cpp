@@ -207,11 +207,12 @@ int ModelWeights::relayout(const gguf::GgufFile& f, int threads) {
     const bool in_place = owns(m.data);
     uint8_t* dst = in_place ? const_cast<uint8_t*>(src) : own_bytes(static_cast<size_t>(rb * static_cast<uint64_t>(m.rows)));
     pool.parallel_for(m.rows, [&](int64_t b, int64_t e) {
-      std::vector<uint8_t> row(static_cast<size_t>(rb));
+      std::vector<uint8_t> row(in_place ? static_cast<size_t>(rb) : 0);  // in place: the row's copy
       for (int64_t r = b; r < e; ++r) {
         const uint64_t o = rb * static_cast<uint64_t>(r);
-        std::memcpy(row.data(), src + o, static_cast<size_t>(rb));
-        kernels::row_to_lanes(m.type, row.data(), m.cols, dst + o);
+        const uint8_t* from = src + o;
+        if (in_place) from = static_cast<const uint8_t*>(std::memcpy(row.data(), from, static_cast<size_t>(rb)));
+        kernels::row_to_lanes(m.type, from, m.cols, dst + o);
       }
     });
     if (!in_place)

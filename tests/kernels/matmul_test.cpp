@@ -94,6 +94,45 @@ std::vector<uint8_t> random_weights(DType t, int64_t rows, int64_t cols, std::mt
   return w;
 }
 
+// The rows of w (rows x cols of type t, GGUF blocks) re-laid into the lane layout.
+std::vector<uint8_t> lanes_of(DType t, const std::vector<uint8_t>& w, int64_t rows, int64_t cols) {
+  const uint64_t rb = row_bytes(t, static_cast<uint64_t>(cols));
+  std::vector<uint8_t> l(w.size());
+  for (int64_t r = 0; r < rows; ++r) row_to_lanes(t, w.data() + r * rb, cols, l.data() + r * rb);
+  return l;
+}
+
+// Each of the first n_max tokens of x (rows of w.cols) alone, then batches of every n in ns on
+// one and two threads: a batched row must equal the token's row alone, bitwise or (bitwise
+// false) within 1e-5 of the token's largest output.
+void expect_rows_alone_as_batched(IsaLevel level, const WeightMatrix& w, const std::vector<float>& x,
+                                  int64_t n_max, std::initializer_list<int64_t> ns, bool bitwise,
+                                  const std::string& what) {
+  ThreadPool pool1(1), pool2(2);
+  const int64_t rows = w.rows, cols = w.cols;
+  std::vector<float> alone(static_cast<size_t>(n_max * rows));
+  for (int64_t i = 0; i < n_max; ++i)
+    matmul_isa(level, w, x.data() + i * cols, 1, cols, alone.data() + i * rows, rows, pool1);
+  for (const int64_t n : ns) {
+    for (ThreadPool* pool : {&pool1, &pool2}) {
+      std::vector<float> y(static_cast<size_t>(n * rows));
+      matmul_isa(level, w, x.data(), n, cols, y.data(), rows, *pool);
+      const std::string where = what + " level " + std::to_string(static_cast<int>(level)) + " n=" +
+                                std::to_string(n) + " threads=" + std::to_string(pool->size());
+      if (bitwise) {
+        ASSERT_EQ(0, std::memcmp(y.data(), alone.data(), y.size() * sizeof(float))) << where;
+        continue;
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        float amax = 0;
+        for (int64_t r = 0; r < rows; ++r) amax = std::max(amax, std::fabs(alone[i * rows + r]));
+        for (int64_t r = 0; r < rows; ++r)
+          ASSERT_NEAR(y[i * rows + r], alone[i * rows + r], 1e-5f * amax) << where << " row " << i;
+      }
+    }
+  }
+}
+
 struct Case {
   DType type;
   int64_t rows, cols, n_tokens;
@@ -205,11 +244,8 @@ TEST(MatmulTest, TableOfShapesOnEveryIsa) {
     // The same weights in the lane layout (lane_layout.h), where the type has one: every level
     // must give what it gives on the GGUF blocks within the same bound (AVX-512 runs its lane
     // kernels, the other levels lay the rows back: bitwise their block results).
-    std::vector<uint8_t> wl;
-    if (lane_layout_supported(c.type)) {
-      wl.resize(w.size());
-      for (int64_t r = 0; r < c.rows; ++r) row_to_lanes(c.type, w.data() + r * rb, c.cols, wl.data() + r * rb);
-    }
+    const std::vector<uint8_t> wl = lane_layout_supported(c.type) ? lanes_of(c.type, w, c.rows, c.cols)
+                                                                   : std::vector<uint8_t>();
     for (IsaLevel level : isas) {
       SCOPED_TRACE(isa_name(level));
       std::vector<float> yb;
@@ -262,8 +298,8 @@ TEST(MatmulTest, LaneLayoutRoundTripsAndMatchesItsSpecification) {
     for (int64_t cols : {bs, 3 * bs, bs == 32 ? int64_t{896} : int64_t{768}, bs == 32 ? int64_t{1024} : int64_t{4864 / 256 * 256}}) {
       SCOPED_TRACE(std::string(dtype_name(t)) + " cols=" + std::to_string(cols));
       const std::vector<uint8_t> w = random_weights(t, 1, cols, rng);
-      std::vector<uint8_t> lanes(w.size()), back(w.size());
-      row_to_lanes(t, w.data(), cols, lanes.data());
+      const std::vector<uint8_t> lanes = lanes_of(t, w, 1, cols);
+      std::vector<uint8_t> back(w.size());
       row_from_lanes(t, lanes.data(), cols, back.data());
       ASSERT_EQ(back, w);
       ASSERT_NE(lanes, w) << "the layout should move bytes";
@@ -273,9 +309,8 @@ TEST(MatmulTest, LaneLayoutRoundTripsAndMatchesItsSpecification) {
   EXPECT_FALSE(lane_layout_supported(DType::kF16));
   // Spot checks against the specification, on a row of 896 (a full group of 16 and one of 12).
   auto relay = [&](DType t, int64_t cols) {
-    std::vector<uint8_t> w = random_weights(t, 1, cols, rng), l(w.size());
-    row_to_lanes(t, w.data(), cols, l.data());
-    return std::make_pair(w, l);
+    std::vector<uint8_t> w = random_weights(t, 1, cols, rng);
+    return std::make_pair(w, lanes_of(t, w, 1, cols));
   };
   {
     const auto [w, l] = relay(DType::kQ8_0, 896);
@@ -537,7 +572,6 @@ TEST(MatmulTest, RowsDoNotDependOnTheBatch) {
                            DType::kQ5_0, DType::kQ5_1, DType::kQ8_0, DType::kQ2_K, DType::kQ3_K,
                            DType::kIQ4_NL, DType::kIQ4_XS, DType::kMXFP4, DType::kQ4_K, DType::kQ5_K,
                            DType::kQ6_K};
-    ThreadPool pool1(1), pool2(2);
     for (IsaLevel level : levels()) {
       for (DType t : types)
       for (const bool lanes : {false, true}) {
@@ -548,39 +582,14 @@ TEST(MatmulTest, RowsDoNotDependOnTheBatch) {
                              t == DType::kF16 || t == DType::kBF16 || q8k;
         const int64_t cols = traits(t).block_size == 256 ? 512 : 256, rows = 67;
         std::vector<uint8_t> wbytes = random_weights(t, rows, cols, rng);
-        if (lanes) {
-          const uint64_t rb = row_bytes(t, static_cast<uint64_t>(cols));
-          std::vector<uint8_t> l(wbytes.size());
-          for (int64_t r = 0; r < rows; ++r) row_to_lanes(t, wbytes.data() + r * rb, cols, l.data() + r * rb);
-          wbytes = l;
-        }
-        WeightMatrix w{t, wbytes.data(), rows, cols, nullptr, lanes};
+        if (lanes) wbytes = lanes_of(t, wbytes, rows, cols);
+        const WeightMatrix w{t, wbytes.data(), rows, cols, nullptr, lanes};
         const int64_t n_max = 40;
         std::vector<float> x(static_cast<size_t>(n_max * cols));
         std::normal_distribution<float> nd(0.f, 1.f);
         for (float& v : x) v = nd(rng);
-        std::vector<float> alone(static_cast<size_t>(n_max * rows));
-        for (int64_t i = 0; i < n_max; ++i)
-          matmul_isa(level, w, x.data() + i * cols, 1, cols, alone.data() + i * rows, rows, pool1);
-        for (int64_t n : {2, 3, 4, 7, 8, 16, 17, 33, 40}) {
-          for (ThreadPool* pool : {&pool1, &pool2}) {
-            std::vector<float> y(static_cast<size_t>(n * rows));
-            matmul_isa(level, w, x.data(), n, cols, y.data(), rows, *pool);
-            const std::string where = std::string(dtype_name(t)) + (lanes ? " lanes" : "") + " level " +
-                                      std::to_string(static_cast<int>(level)) + " n=" + std::to_string(n) +
-                                      " threads=" + std::to_string(pool->size());
-            if (bitwise) {
-              ASSERT_EQ(0, std::memcmp(y.data(), alone.data(), y.size() * sizeof(float))) << where;
-              continue;
-            }
-            for (int64_t i = 0; i < n; ++i) {
-              float amax = 0;
-              for (int64_t r = 0; r < rows; ++r) amax = std::max(amax, std::fabs(alone[i * rows + r]));
-              for (int64_t r = 0; r < rows; ++r)
-                ASSERT_NEAR(y[i * rows + r], alone[i * rows + r], 1e-5f * amax) << where << " row " << i;
-            }
-          }
-        }
+        ASSERT_NO_FATAL_FAILURE(expect_rows_alone_as_batched(level, w, x, n_max, {2, 3, 4, 7, 8, 16, 17, 33, 40},
+                                                             bitwise, std::string(dtype_name(t)) + (lanes ? " lanes" : "")));
       }
     }
   }
@@ -594,7 +603,6 @@ TEST(MatmulTest, RowsDoNotDependOnTheBatch) {
 // token tile, and a row panel boundary (900 rows of F32 at 2090 columns span two panels).
 TEST(MatmulTest, FloatColumnBlocksDoNotDependOnTheBatch) {
   std::mt19937 rng(7);
-  ThreadPool pool1(1), pool2(2);
   for (IsaLevel level : levels()) {
     for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
       for (const int64_t cols : {int64_t{1000}, int64_t{2090}, int64_t{4101}}) {
@@ -604,18 +612,8 @@ TEST(MatmulTest, FloatColumnBlocksDoNotDependOnTheBatch) {
         std::vector<float> x(static_cast<size_t>(n_max * cols));
         std::normal_distribution<float> nd(0.f, 1.f);
         for (float& v : x) v = nd(rng);
-        std::vector<float> alone(static_cast<size_t>(n_max * rows));
-        for (int64_t i = 0; i < n_max; ++i)
-          matmul_isa(level, w, x.data() + i * cols, 1, cols, alone.data() + i * rows, rows, pool1);
-        for (const int64_t n : {int64_t{31}, int64_t{32}, int64_t{33}, int64_t{75}}) {
-          for (ThreadPool* pool : {&pool1, &pool2}) {
-            std::vector<float> y(static_cast<size_t>(n * rows));
-            matmul_isa(level, w, x.data(), n, cols, y.data(), rows, *pool);
-            ASSERT_EQ(0, std::memcmp(y.data(), alone.data(), y.size() * sizeof(float)))
-                << dtype_name(t) << " level " << static_cast<int>(level) << " cols=" << cols << " n=" << n
-                << " threads=" << pool->size();
-          }
-        }
+        ASSERT_NO_FATAL_FAILURE(expect_rows_alone_as_batched(level, w, x, n_max, {31, 32, 33, 75}, /*bitwise=*/true,
+                                                             std::string(dtype_name(t)) + " cols=" + std::to_string(cols)));
       }
     }
   }
