@@ -1,5 +1,6 @@
 // The engine loop: drain submissions and cancellations, schedule one step, run one batched
-// forward pass, sample, deliver. Runs on its own thread; callers only touch the inbox.
+// forward pass, sample, deliver. Runs on its own thread; callers only touch the inbox, with requests
+// already checked and built by request_intake.h.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -21,6 +22,7 @@
 #include "gguf/gguf_file.h"
 #include "engine/model_runner.h"
 #include "engine/ngram_lookup.h"
+#include "engine/request_intake.h"
 #include "model/model.h"
 
 namespace triad::engine {
@@ -88,31 +90,7 @@ struct Engine::Impl {
   ModelRunner runner;
   std::unique_ptr<DraftModel> draft;  // draft-model speculation, when configured
 
-  struct Live {
-    std::shared_ptr<OutputSink> sink;
-    std::unique_ptr<Sampler> sampler;
-    std::unique_ptr<grammar::Matcher> matcher;  // constrained requests
-    int32_t logprobs = -1;
-    int32_t prompt_logprobs = -1;
-    bool deliver_stop = false;
-    std::vector<TokenOutput> prompt_lp;  // entry k: prompt token k + 1 (filled as prefill runs)
-    int32_t prompt_lp_done = 0;          // entries filled (a recomputation after preemption skips them)
-    bool prompt_lp_sent = false;
-    Clock::time_point submitted;
-    bool scheduled = false;
-    bool delivered = false;
-    RequestTimings timings;
-    // Embedding requests: the pooling, and the running sum (mean) or chosen row (cls, last) of
-    // the final hidden states, in double so that chunking does not change the sum's rounding.
-    bool embedding = false;
-    Pooling pooling = Pooling::kMean;
-    std::vector<double> pooled;
-    int32_t pooled_rows = 0;
-    // Speculative decoding: the drafting policy (draft length per step, 0: off) and the
-    // predicted output.
-    DraftPolicy drafting;
-    std::vector<int32_t> prediction;
-  };
+  using Live = LiveRequest;
   std::unordered_map<RequestId, Live> live;
   std::vector<TokenLogprob> top_scratch;
   std::vector<int32_t> top_ids;
@@ -185,6 +163,20 @@ struct Engine::Impl {
     std::lock_guard<std::mutex> lk(mu);
     --n_unfinished;
     if (n_unfinished == 0) idle_cv.notify_all();
+  }
+
+  // Hands an admitted request to the engine thread; its id. Throws once the engine is stopping.
+  RequestId enqueue(AdmittedRequest a) {
+    const RequestId id = next_id.fetch_add(1);
+    a.spec.id = id;
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      TRIAD_CHECK(!stopping && !draining, "the engine is shutting down");
+      inbox.push_back(Pending{id, std::move(a.spec), std::move(a.live)});
+      ++n_unfinished;
+    }
+    cv.notify_all();
+    return id;
   }
 
   void take_inbox() {
@@ -682,108 +674,11 @@ Engine::~Engine() {
 }
 
 RequestId Engine::submit_embedding(EmbeddingRequest req, std::shared_ptr<OutputSink> sink) {
-  const ModelConfig& c = impl_->model.config();
-  const int32_t max_len = impl_->config.max_model_len;
-  TRIAD_CHECK(sink != nullptr, "submit: no output sink");
-  TRIAD_CHECK(!req.prompt.empty(), "the input is empty");
-  TRIAD_CHECK(static_cast<int64_t>(req.prompt.size()) <= max_len, "the input has ", req.prompt.size(),
-              " tokens; the model takes at most ", max_len);
-  for (int32_t id : req.prompt)
-    TRIAD_CHECK(id >= 0 && id < c.n_vocab, "token id ", id, " is outside the vocabulary (", c.n_vocab, ")");
-  TRIAD_CHECK(req.pooling != Pooling::kNone, "an embedding request needs a pooling (mean, cls or last)");
-  Impl::Live l;
-  l.sink = std::move(sink);
-  l.embedding = true;
-  l.pooling = req.pooling;
-  l.submitted = Clock::now();
-  l.timings.prompt_tokens = static_cast<int32_t>(req.prompt.size());
-  sched::SchedRequestSpec spec;
-  spec.prompt = std::move(req.prompt);
-  spec.max_tokens = 1;
-  spec.priority = req.priority;
-  spec.prefill_only = true;
-  spec.whole_prompt = !c.causal;
-  // Mean and cls pooling read rows the prefix cache would skip.
-  spec.read_prefix_cache = req.pooling == Pooling::kLast;
-  const RequestId id = impl_->next_id.fetch_add(1);
-  spec.id = id;
-  {
-    std::lock_guard<std::mutex> lk(impl_->mu);
-    TRIAD_CHECK(!impl_->stopping && !impl_->draining, "the engine is shutting down");
-    impl_->inbox.push_back(Impl::Pending{id, std::move(spec), std::move(l)});
-    ++impl_->n_unfinished;
-  }
-  impl_->cv.notify_all();
-  return id;
+  return impl_->enqueue(admit_embedding(std::move(req), std::move(sink), impl_->model.config(), impl_->config));
 }
 
 RequestId Engine::submit(GenerationRequest req, std::shared_ptr<OutputSink> sink) {
-  const ModelConfig& c = impl_->model.config();
-  const int32_t max_len = impl_->config.max_model_len;
-  TRIAD_CHECK(sink != nullptr, "submit: no output sink");
-  TRIAD_CHECK(c.has_logits(), "the model is an embedding model (", c.arch_name, "): it cannot generate text");
-  TRIAD_CHECK(!req.prompt.empty(), "the prompt is empty");
-  TRIAD_CHECK(static_cast<int64_t>(req.prompt.size()) < max_len, "the prompt has ", req.prompt.size(),
-              " tokens; the context holds ", max_len, " (prompt and completion together)");
-  for (int32_t id : req.prompt)
-    TRIAD_CHECK(id >= 0 && id < c.n_vocab, "prompt token id ", id, " is outside the vocabulary (", c.n_vocab, ")");
-  TRIAD_CHECK(req.max_tokens >= 1, "max_tokens must be at least 1, got ", req.max_tokens);
-  TRIAD_CHECK(req.logprobs >= -1 && req.logprobs <= 20, "top_logprobs must be in 0..20, got ", req.logprobs);
-  TRIAD_CHECK(req.prompt_logprobs >= -1 && req.prompt_logprobs <= 20, "prompt_logprobs must be in 0..20, got ",
-              req.prompt_logprobs);
-  Impl::Live l;
-  l.sampler = std::make_unique<Sampler>(req.sampling, c.n_vocab);  // validates the parameters
-  for (int32_t id : req.prompt) l.sampler->accept(id, /*from_prompt=*/true);
-  if (req.constraint) {
-    TRIAD_CHECK(req.constraint->vocab().n_vocab() <= c.n_vocab, "the grammar's vocabulary has ",
-                req.constraint->vocab().n_vocab(), " tokens; the model has ", c.n_vocab);
-    TRIAD_CHECK(!req.constraint->vocab().eog_ids().empty(),
-                "the model has no end-of-generation token, so a grammar could never end");
-    l.matcher = std::make_unique<grammar::Matcher>(req.constraint);  // may throw GrammarError
-    // A constrained request always stops at end-of-generation: that is where the grammar ends.
-    req.stop_ids.insert(req.stop_ids.end(), req.constraint->vocab().eog_ids().begin(),
-                        req.constraint->vocab().eog_ids().end());
-  }
-  TRIAD_CHECK(req.num_speculative_tokens >= -1 && req.num_speculative_tokens <= kMaxSpeculativeTokens,
-              "num_speculative_tokens must be in 0..", kMaxSpeculativeTokens, ", got ", req.num_speculative_tokens);
-  for (int32_t id : req.prediction)
-    TRIAD_CHECK(id >= 0 && id < c.n_vocab, "prediction token id ", id, " is outside the vocabulary (", c.n_vocab, ")");
-  const bool speculate = req.num_speculative_tokens > 0 ||
-                         (req.num_speculative_tokens < 0 && (impl_->config.speculative || !req.prediction.empty()));
-  l.drafting = DraftPolicy(!speculate                        ? 0
-                           : req.num_speculative_tokens > 0 ? req.num_speculative_tokens
-                                                            : impl_->config.num_speculative_tokens);
-  l.prediction = std::move(req.prediction);
-  l.sink = std::move(sink);
-  l.logprobs = req.logprobs;
-  l.prompt_logprobs = req.prompt_logprobs;
-  l.deliver_stop = req.deliver_stop_token;
-  l.submitted = Clock::now();
-  l.timings.prompt_tokens = static_cast<int32_t>(req.prompt.size());
-
-  sched::SchedRequestSpec spec;
-  spec.prompt = std::move(req.prompt);
-  spec.max_tokens = req.max_tokens;
-  spec.stop_ids = std::move(req.stop_ids);
-  if (!req.ignore_eos)
-    spec.stop_ids.insert(spec.stop_ids.end(), impl_->config.eog_ids.begin(), impl_->config.eog_ids.end());
-  spec.priority = req.priority;
-  spec.cache_salt = std::move(req.cache_salt);
-  if (req.prompt_logprobs >= 0) {
-    spec.read_prefix_cache = false;  // every prompt position's logits are needed
-    spec.max_chunk = 64;             // 64 rows of logits per step at most
-  }
-
-  const RequestId id = impl_->next_id.fetch_add(1);
-  spec.id = id;
-  {
-    std::lock_guard<std::mutex> lk(impl_->mu);
-    TRIAD_CHECK(!impl_->stopping && !impl_->draining, "the engine is shutting down");
-    impl_->inbox.push_back(Impl::Pending{id, std::move(spec), std::move(l)});
-    ++impl_->n_unfinished;
-  }
-  impl_->cv.notify_all();
-  return id;
+  return impl_->enqueue(admit_generation(std::move(req), std::move(sink), impl_->model.config(), impl_->config));
 }
 
 void Engine::cancel(RequestId id) {
