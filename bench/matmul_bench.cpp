@@ -16,9 +16,13 @@
 // --layout gguf,lanes: the quantized types that have a lane layout (kernels/lane_layout.h, what
 // a model loads into on AVX-512) are measured in each listed layout; "~L" marks the lane rows.
 // --batch N: the token count of the compute-bound column (default 512; 16 is a 16-way decode).
+//   It reads one copy of the weights (cache-resident where they fit) unless --stream-batch 1,
+//   which cycles the copies as n=1 does: a batched decode step streams its weights from DRAM,
+//   so that row shows how well a kernel overlaps memory with arithmetic.
 // usage: matmul_bench [--types f16,q8_0,...] [--shapes 896x896,...] [--threads 1,2]
 //                     [--tokens 1,512] [--isa scalar|avx2|avx512] [--min-time SECONDS]
 //                     [--resident 0|1] [--layout gguf,lanes] [--batch N]
+//                     [--stream-batch 0|1]
 // Thread-safety: single-threaded driver; the kernels run on a ThreadPool.
 #include <algorithm>
 #include <cstdio>
@@ -170,6 +174,7 @@ int main(int argc, char** argv) {
   bool resident = false;
   std::vector<std::string> layouts = split("gguf,lanes");
   int64_t batch = 512;
+  bool stream_batch = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--types") types = split(v);
@@ -179,6 +184,7 @@ int main(int argc, char** argv) {
     else if (a == "--min-time") min_time = std::atof(v.c_str());
     else if (a == "--resident") resident = v == "1";
     else if (a == "--layout") layouts = split(v);
+    else if (a == "--stream-batch") stream_batch = v == "1";
     else if (a == "--batch") batch = std::max<int64_t>(2, std::atoll(v.c_str()));
     else if (a == "--isa") isa = v == "scalar" ? triad::IsaLevel::kScalar
                                 : v == "avx2" ? triad::IsaLevel::kAvx2 : triad::IsaLevel::kAvx512;
@@ -222,9 +228,10 @@ int main(int argc, char** argv) {
       const uint64_t copies = resident ? 1 : std::max<uint64_t>(1, (uint64_t{256} << 20) / mbytes);
       const bool want1 = std::find(tokens.begin(), tokens.end(), "1") != tokens.end();
       const bool want512 = std::any_of(tokens.begin(), tokens.end(), [](const std::string& n) { return n != "1"; });
-      triad::AlignedBuffer<uint8_t> w(mbytes * (want1 ? copies : 1));
+      const uint64_t ncopies = want1 || stream_batch ? copies : 1;
+      triad::AlignedBuffer<uint8_t> w(mbytes * ncopies);
       fill_weights(t, w.data(), mbytes, rng);
-      for (uint64_t c = 1; c < (want1 ? copies : 1); ++c) std::memcpy(w.data() + c * mbytes, w.data(), mbytes);
+      for (uint64_t c = 1; c < ncopies; ++c) std::memcpy(w.data() + c * mbytes, w.data(), mbytes);
       std::vector<float> x(static_cast<size_t>(std::max<int64_t>(512, batch) * s.cols)),
           y(static_cast<size_t>(std::max<int64_t>(512, batch) * s.rows));
       // Row scales for the online types (null for the GGUF ones).
@@ -264,12 +271,13 @@ int main(int argc, char** argv) {
           gbs = static_cast<double>(mbytes) / sec * 1e-9;
         }
         if (want512) {
-          const triad::kernels::WeightMatrix wm{t, w.data(), s.rows, s.cols, rs, lanes};
           const double sec = best_seconds(
-              [&](int64_t) {
+              [&](int64_t call) {
+                const triad::kernels::WeightMatrix wm{
+                    t, w.data() + (static_cast<uint64_t>(call) % ncopies) * mbytes, s.rows, s.cols, rs, lanes};
                 triad::kernels::matmul_isa(isa, wm, x.data(), batch, s.cols, y.data(), s.rows, pool);
               },
-              min_time, 3, 1);
+              min_time, 3, static_cast<int>(std::min<uint64_t>(ncopies, 1000)));
           gflops = 2.0 * static_cast<double>(s.rows) * static_cast<double>(s.cols) * static_cast<double>(batch) / sec * 1e-9;
         }
         std::printf("%-8s %-11s %3s %9.1f %8.1f %5.0f%% %14.1f\n", label.c_str(), sh.c_str(), th.c_str(),

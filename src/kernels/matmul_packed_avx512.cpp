@@ -393,15 +393,23 @@ Scratch& scratch() {
 template <class D, class P>
 struct Packed {
   static constexpr int kLB = P::kLB;
+  // Tiles: kR rows x up to kT tokens where a token chunk holds at most kT tokens (decode:
+  // fused); else 3 rows x 4 tokens for chunks of up to kSmallChunk tokens (batched decode: 16
+  // tokens are four full tiles, where 4 x 3 left a one-token tile) and 4 x 3 for prompts (each
+  // activation vector, read from L2 there, then serves 4 rows). Every output's arithmetic is
+  // the same in every shape, so the choice never changes a result.
   static constexpr int kR = 4, kT = 3;
+  static constexpr int64_t kSmallChunk = 48;
+  // Token tiles up to which the row tiles prefetch the weights (beyond, arithmetic dominates
+  // and the weights are re-read from cache for every token chunk).
+  static constexpr int64_t kPrefetchTokenTiles = 64;
   static constexpr int kCodeBytes = kLB * 16;
   static constexpr int64_t kWGroupBytes = kCodeBytes + 64 + (D::kMins ? 64 : 0);
   static constexpr int64_t kAGroupBytes = kCodeBytes + 128 + (D::kMins ? 64 : 0);
 
   // One group of a tile: row i's packed group at wg + i * wrow, token k's at ag + k * arow.
-  template <int T>
-  static inline void group(__m512 (&acc)[kR][T], const uint8_t* wg, const uint8_t* ag, int64_t wrow, int64_t arow) {
-    constexpr int R = kR;
+  template <int R, int T>
+  static inline void group(__m512 (&acc)[R][T], const uint8_t* wg, const uint8_t* ag, int64_t wrow, int64_t arow) {
     __m512i iacc[R][T];
 #pragma GCC unroll 8
     for (int k = 0; k < T; ++k) {
@@ -416,7 +424,10 @@ struct Packed {
       for (int i = 0; i < R; ++i) wv[i] = _mm512_load_si512(wg + i * wrow + 64 * s);
 #pragma GCC unroll 8
       for (int k = 0; k < T; ++k) {
-        const __m512i xv = _mm512_load_si512(ag + k * arow + 64 * s);
+        __m512i xv = _mm512_load_si512(ag + k * arow + 64 * s);
+        // One load per token vector: without this GCC folds the load into each of the R
+        // vpdpbusd (R loads instead of one; the loads then bound the tile, not the VNNI ports).
+        __asm__("" : "+v"(xv));
 #pragma GCC unroll 8
         for (int i = 0; i < R; ++i) iacc[i][k] = _mm512_dpbusd_epi32(iacc[i][k], wv[i], xv);
       }
@@ -436,47 +447,66 @@ struct Packed {
     }
   }
 
-  template <int T>
-  static inline void zero(__m512 (&acc)[kR][T]) {
+  template <int R, int T>
+  static inline void zero(__m512 (&acc)[R][T]) {
 #pragma GCC unroll 8
-    for (int i = 0; i < kR; ++i)
+    for (int i = 0; i < R; ++i)
 #pragma GCC unroll 8
       for (int k = 0; k < T; ++k) acc[i][k] = _mm512_setzero_ps();
   }
 
-  template <int T>
-  static inline void store(const __m512 (&acc)[kR][T], float* y, int64_t ys, int rows_valid) {
+  // y[k * ys + i] = sum of acc[i][k]'s lanes, for the rows_valid first rows; every sum in
+  // hsum4's order, whatever the tile's shape.
+  template <int R, int T>
+  __attribute__((always_inline)) static inline void store(const __m512 (&acc)[R][T], float* y, int64_t ys, int rows_valid) {
+    __m512 v[R * T];
+#pragma GCC unroll 16
+    for (int k = 0; k < T; ++k)
+#pragma GCC unroll 8
+      for (int i = 0; i < R; ++i) v[k * R + i] = acc[i][k];
+    alignas(64) float sums[16];
+    _mm512_store_ps(sums, hsum_lanes<R * T>(v));
 #pragma GCC unroll 8
     for (int k = 0; k < T; ++k) {
       float* dst = y + k * ys;
-      if (rows_valid == kR) {
-        _mm_storeu_ps(dst, hsum4(acc[0][k], acc[1][k], acc[2][k], acc[3][k]));
+      if (rows_valid == R) {
+        std::memcpy(dst, sums + k * R, sizeof(float) * R);
       } else {
-        for (int i = 0; i < rows_valid; ++i) dst[i] = hsum16(acc[i][k]);
+        for (int i = 0; i < rows_valid; ++i) dst[i] = sums[k * R + i];
       }
     }
   }
 
-  // rows: kR packed rows of ng groups (row i at pw + i * ng * kWGroupBytes); acts: token k at
-  // pa + k * ng * kAGroupBytes.
-  template <int T>
+  // rows: R packed rows of ng groups (row i at pw + i * ng * kWGroupBytes); acts: token k at
+  // pa + k * ng * kAGroupBytes. [pf_begin, pf_end): the bytes of a later row tile of the
+  // weights that this tile prefetches, spread over its groups (few tokens: the weights stream
+  // from memory while the tiles compute); an empty range prefetches nothing.
+  template <int R, int T>
   static void tile(const uint8_t* pw, const uint8_t* pa, int64_t ng, float* y, int64_t ys,
-                   int rows_valid) {
-    __m512 acc[kR][T];
-    zero<T>(acc);
+                   int rows_valid, uintptr_t pf_begin = 0, uintptr_t pf_end = 0) {
+    __m512 acc[R][T];
+    zero<R, T>(acc);
     const int64_t wrow = ng * kWGroupBytes, arow = ng * kAGroupBytes;
-    for (int64_t g = 0; g < ng; ++g) group<T>(acc, pw + g * kWGroupBytes, pa + g * kAGroupBytes, wrow, arow);
-    store<T>(acc, y, ys, rows_valid);
+    const uintptr_t pf_len = pf_end - pf_begin;
+    for (int64_t g = 0; g < ng; ++g) {
+      if (pf_len) {
+        const uintptr_t b = (pf_begin + pf_len * g / ng) & ~uintptr_t{63};
+        const uintptr_t e = pf_begin + pf_len * (g + 1) / ng;
+        for (uintptr_t a = b; a < e; a += 64) tiles::prefetch_line(a);
+      }
+      group<R, T>(acc, pw + g * kWGroupBytes, pa + g * kAGroupBytes, wrow, arow);
+    }
+    store<R, T>(acc, y, ys, rows_valid);
   }
 
   // A tile whose T tokens are all of the chunk (decode): each group of the rows is packed just
   // before it is used (into gbuf, kR groups), so the weights stream from memory while the
-  // arithmetic runs. The same operations as tile<T> in the same order: the same bits.
+  // arithmetic runs. The same operations as tile in the same order: the same bits.
   template <int T>
   static void fused(const MatmulJob& j, int64_t r, int rv, const uint8_t* pa, int64_t ng, uint8_t* gbuf,
                     float* y, int64_t ys) {
     __m512 acc[kR][T];
-    zero<T>(acc);
+    zero<kR, T>(acc);
     const int64_t arow = ng * kAGroupBytes;
     const uint64_t rb = j.row_bytes;
     const uint8_t* w0 = j.w + static_cast<uint64_t>(r) * rb;
@@ -486,20 +516,57 @@ struct Packed {
       tiles::prefetch_ahead(w0, tile_bytes, g * tile_bytes / ng, (g + 1) * tile_bytes / ng);
       for (int i = 0; i < rv; ++i)
         P::pack(j.w + static_cast<uint64_t>(r + i) * rb, j.cols, g, gbuf + i * kWGroupBytes);
-      group<T>(acc, gbuf, pa + g * kAGroupBytes, kWGroupBytes, arow);
+      group<kR, T>(acc, gbuf, pa + g * kAGroupBytes, kWGroupBytes, arow);
     }
-    store<T>(acc, y, ys, rv);
+    store<kR, T>(acc, y, ys, rv);
   }
 
-  template <int T>
+  template <int RB, int T>
   static inline void tile_rem(int rem, const uint8_t* pw, const uint8_t* pa, int64_t ng, float* y,
                               int64_t ys, int rv) {
     if constexpr (T > 0) {
       if (rem == T) {
-        tile<T>(pw, pa, ng, y, ys, rv);
+        tile<RB, T>(pw, pa, ng, y, ys, rv);
       } else {
-        tile_rem<T - 1>(rem, pw, pa, ng, y, ys, rv);
+        tile_rem<RB, T - 1>(rem, pw, pa, ng, y, ys, rv);
       }
+    }
+  }
+
+  // Rows [r0, r1) x tokens [tc, te) of the chunk (activations re-laid in pa) in RB x TB tiles:
+  // every RB rows are packed once (into pw), then used by every token tile from L1.
+  template <int RB, int TB>
+  static void rows_tiled(const MatmulJob& j, int64_t r0, int64_t r1, int64_t tc, int64_t te,
+                         const uint8_t* pa, uint8_t* pw, int64_t ng) {
+    const uint64_t rb = j.row_bytes;
+    const int64_t per_tok = ng * kAGroupBytes;
+    // Few token tiles: the weights stream from memory while the tiles compute, every token
+    // tile prefetching its share of a later row tile (without, memory and arithmetic took
+    // turns: matmul_bench --stream-batch 1).
+    const int64_t full = (te - tc) / TB;
+    const int64_t tile_bytes = RB * static_cast<int64_t>(rb);
+    const bool pf = full > 0 && full <= kPrefetchTokenTiles && tile_bytes <= tiles::kPrefetchMaxTileBytes;
+    for (int64_t r = r0; r < r1; r += RB) {
+      const int rv = static_cast<int>(std::min<int64_t>(RB, r1 - r));
+      for (int i = 0; i < RB; ++i) {
+        uint8_t* dst = pw + i * ng * kWGroupBytes;
+        if (i < rv) {
+          for (int64_t g = 0; g < ng; ++g)
+            P::pack(j.w + static_cast<uint64_t>(r + i) * rb, j.cols, g, dst + g * kWGroupBytes);
+        } else {
+          std::memset(dst, 0, static_cast<size_t>(ng * kWGroupBytes));
+        }
+      }
+      const uintptr_t pf0 = reinterpret_cast<uintptr_t>(j.w) + static_cast<uintptr_t>(r) * rb +
+                            static_cast<uintptr_t>(tiles::prefetch_distance(tile_bytes));
+      int64_t t = tc;
+      for (int64_t k = 0; t + TB <= te; t += TB, ++k)
+        tile<RB, TB>(pw, pa + (t - tc) * per_tok, ng, j.y + t * j.y_stride + r, j.y_stride, rv,
+                     pf ? pf0 + static_cast<uintptr_t>(k * tile_bytes / full) : 0,
+                     pf ? pf0 + static_cast<uintptr_t>((k + 1) * tile_bytes / full) : 0);
+      if (t < te)
+        tile_rem<RB, TB - 1>(static_cast<int>(te - t), pw, pa + (t - tc) * per_tok, ng,
+                             j.y + t * j.y_stride + r, j.y_stride, rv);
     }
   }
 
@@ -509,46 +576,36 @@ struct Packed {
     AlignedBuffer<uint8_t>& wbuf = scratch().weights;
     const int64_t wbytes = kR * ng * kWGroupBytes;
     if (static_cast<int64_t>(wbuf.size()) < wbytes) wbuf.resize(static_cast<size_t>(wbytes));
-    // Token chunk: re-laid activations of about 640 KiB, a multiple of kT tokens.
+    // Token chunk: re-laid activations of about 640 KiB, a multiple of 12 tokens (whole tiles
+    // of either shape).
     const int64_t per_tok = ng * kAGroupBytes;
-    int64_t chunk = std::max<int64_t>(kT, (int64_t{640} << 10) / per_tok / kT * kT);
-    chunk = std::min(chunk, (t1 - t0 + kT - 1) / kT * kT);
+    int64_t chunk = std::max<int64_t>(12, (int64_t{640} << 10) / per_tok / 12 * 12);
+    chunk = std::min(chunk, t1 - t0);
     const int64_t abytes = chunk * per_tok;
     if (static_cast<int64_t>(abuf.size()) < abytes) abuf.resize(static_cast<size_t>(abytes));
-    const uint64_t rb = j.row_bytes;
     for (int64_t tc = t0; tc < t1; tc += chunk) {
       const int64_t te = std::min(t1, tc + chunk);
       for (int64_t t = tc; t < te; ++t)
         relay_token<kLB, D::kOff, D::kMins>(j, t, ng, abuf.data() + (t - tc) * per_tok, kAGroupBytes);
+      if (te - tc > kT) {
+        if (te - tc <= kSmallChunk) {
+          rows_tiled<3, 4>(j, r0, r1, tc, te, abuf.data(), wbuf.data(), ng);
+        } else {
+          rows_tiled<kR, kT>(j, r0, r1, tc, te, abuf.data(), wbuf.data(), ng);
+        }
+        continue;
+      }
+      // One token tile: pack each group just before its use.
       for (int64_t r = r0; r < r1; r += kR) {
         const int rv = static_cast<int>(std::min<int64_t>(kR, r1 - r));
-        if (te - tc <= kT) {  // one token tile: pack each group just before its use
-          uint8_t* gbuf = wbuf.data();
-          if (rv < kR) std::memset(gbuf, 0, kR * kWGroupBytes);
-          float* y = j.y + tc * j.y_stride + r;
-          switch (te - tc) {
-            case 1: fused<1>(j, r, rv, abuf.data(), ng, gbuf, y, j.y_stride); break;
-            case 2: fused<2>(j, r, rv, abuf.data(), ng, gbuf, y, j.y_stride); break;
-            default: fused<kT>(j, r, rv, abuf.data(), ng, gbuf, y, j.y_stride); break;
-          }
-          continue;
+        uint8_t* gbuf = wbuf.data();
+        if (rv < kR) std::memset(gbuf, 0, kR * kWGroupBytes);
+        float* y = j.y + tc * j.y_stride + r;
+        switch (te - tc) {
+          case 1: fused<1>(j, r, rv, abuf.data(), ng, gbuf, y, j.y_stride); break;
+          case 2: fused<2>(j, r, rv, abuf.data(), ng, gbuf, y, j.y_stride); break;
+          default: fused<kT>(j, r, rv, abuf.data(), ng, gbuf, y, j.y_stride); break;
         }
-        for (int i = 0; i < kR; ++i) {
-          uint8_t* dst = wbuf.data() + i * ng * kWGroupBytes;
-          if (i < rv) {
-            for (int64_t g = 0; g < ng; ++g)
-              P::pack(j.w + static_cast<uint64_t>(r + i) * rb, j.cols, g, dst + g * kWGroupBytes);
-          } else {
-            std::memset(dst, 0, static_cast<size_t>(ng * kWGroupBytes));
-          }
-        }
-        int64_t t = tc;
-        for (; t + kT <= te; t += kT)
-          tile<kT>(wbuf.data(), abuf.data() + (t - tc) * per_tok, ng, j.y + t * j.y_stride + r,
-                   j.y_stride, rv);
-        if (t < te)
-          tile_rem<kT - 1>(static_cast<int>(te - t), wbuf.data(), abuf.data() + (t - tc) * per_tok,
-                           ng, j.y + t * j.y_stride + r, j.y_stride, rv);
       }
     }
   }

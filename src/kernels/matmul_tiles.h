@@ -70,11 +70,14 @@ inline void prefetch_line(uintptr_t a) {
   __builtin_prefetch(reinterpret_cast<const void*>(a), 0, 2);
 #endif
 }
+// Bytes from a tile's start to the start of the tile it prefetches.
+inline int64_t prefetch_distance(int64_t tile_bytes) {
+  return std::max(kTilesAhead, (kPrefetchMinBytes + tile_bytes - 1) / tile_bytes) * tile_bytes;
+}
 inline void prefetch_ahead(const uint8_t* tile_start, int64_t tile_bytes, int64_t begin,
                            int64_t end) {
   if (tile_bytes > kPrefetchMaxTileBytes) return;
-  const int64_t ahead = std::max(kTilesAhead, (kPrefetchMinBytes + tile_bytes - 1) / tile_bytes);
-  const uintptr_t p = reinterpret_cast<uintptr_t>(tile_start) + static_cast<uintptr_t>(ahead * tile_bytes);
+  const uintptr_t p = reinterpret_cast<uintptr_t>(tile_start) + static_cast<uintptr_t>(prefetch_distance(tile_bytes));
   for (int64_t o = begin & ~int64_t{63}; o < end; o += 64) prefetch_line(p + static_cast<uintptr_t>(o));
 }
 

@@ -217,6 +217,37 @@ TEST(Sampler, GreedyDoesNotDependOnSeed) {
   }
 }
 
+// The blocked two-pass argmax against a one-pass strict scan: ties across and within blocks of
+// 16, NaN (never wins), -inf, vocabularies that are not a multiple of 16, the maximum in the
+// tail, and nothing but -inf / NaN.
+TEST(Sampler, GreedyArgmaxMatchesOnePassScan) {
+  std::mt19937 gen(11);
+  std::uniform_int_distribution<int> ud(0, 5);
+  const float kNaN = std::numeric_limits<float>::quiet_NaN();
+  for (const int n : {1, 15, 16, 17, 47, 100, 1003}) {
+    for (int trial = 0; trial < 40; ++trial) {
+      std::vector<float> l(static_cast<size_t>(n));
+      for (auto& v : l) {
+        const int c = ud(gen);
+        v = c == 0 ? kNaN : c == 1 ? -kInf : static_cast<float>(c);
+      }
+      if (trial % 5 == 0) l.back() = 9.0f;  // the maximum in the tail
+      int32_t want = -1;
+      float best = -kInf;
+      for (int i = 0; i < n; ++i)
+        if (l[static_cast<size_t>(i)] > best) best = l[static_cast<size_t>(want = i)];
+      SamplingParams p = seeded();
+      p.temperature = 0.0f;
+      Sampler s(p, n);
+      if (want < 0) {
+        EXPECT_THROW(s.sample(l.data()), std::exception) << n;
+      } else {
+        EXPECT_EQ(s.sample(l.data()), want) << "n=" << n << " trial " << trial;
+      }
+    }
+  }
+}
+
 TEST(Sampler, TopK1EqualsGreedy) {
   std::mt19937 gen(5);
   std::uniform_int_distribution<int> ud(0, 7);  // few values: many ties
