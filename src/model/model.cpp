@@ -424,7 +424,7 @@ void Model::moe_ffn(int32_t il, int64_t n, ForwardScratch& s, ThreadPool& pool) 
   observe(L.up_exps, s.moe_x.data(), E);
   const kernels::WeightMatrix& g0 = L.gate_exps.first;
   const kernels::WeightMatrix& u0 = L.up_exps.first;
-  if (g0.type == u0.type && g0.rows == u0.rows && g0.cols == u0.cols) {
+  if (g0.type == u0.type && g0.lanes == u0.lanes && g0.rows == u0.rows && g0.cols == u0.cols) {
     // One dispatch for both (decode: the 2k products spread over the threads together).
     kernels::matmul_experts_pair(products(L.gate_exps), L.up_exps.data.data(), s.moe_x.data(), E, s.moe_gate.data(),
                                  s.moe_up.data(), FX, nullptr, pool);

@@ -189,6 +189,18 @@ bool ModelWeights::owns(const void* p) const {
   return false;
 }
 
+namespace {
+
+// The file tensor whose bytes hold p (null if none: a matrix made at load time).
+const gguf::TensorInfo* tensor_at(const gguf::GgufFile& f, const void* p) {
+  const auto* b = static_cast<const uint8_t*>(p);
+  for (const gguf::TensorInfo& t : f.tensors())
+    if (t.data != nullptr && b >= t.data && b < t.data + t.n_bytes) return &t;
+  return nullptr;
+}
+
+}  // namespace
+
 int ModelWeights::relayout(const gguf::GgufFile& f, int threads) {
   std::vector<NamedMatrix> todo = block_matrices();
   const bool tied = output.data != nullptr && output.data == token_embd.data;
@@ -198,23 +210,30 @@ int ModelWeights::relayout(const gguf::GgufFile& f, int threads) {
     todo.push_back({"output.weight", &output});
   }
   ThreadPool pool(std::max(1, threads));
-  int n = 0;
-  for (NamedMatrix& nm : todo) {
-    kernels::WeightMatrix& m = *nm.matrix;
-    if (m.data == nullptr || m.lanes || !kernels::lane_layout_supported(m.type)) continue;
-    const uint64_t rb = row_bytes(m.type, static_cast<uint64_t>(m.cols));
-    const auto* src = static_cast<const uint8_t*>(m.data);
-    const bool in_place = owns(m.data);
-    uint8_t* dst = in_place ? const_cast<uint8_t*>(src) : own_bytes(static_cast<size_t>(rb * static_cast<uint64_t>(m.rows)));
-    pool.parallel_for(m.rows, [&](int64_t b, int64_t e) {
+  // The rows of one matrix of `type` and `cols` at src, re-laid into a copy the weights own
+  // (returned), or in place when the weights already own src.
+  auto relay = [&](DType type, int64_t rows, int64_t cols, const void* data) {
+    const uint64_t rb = row_bytes(type, static_cast<uint64_t>(cols));
+    const auto* src = static_cast<const uint8_t*>(data);
+    const bool in_place = owns(data);
+    uint8_t* dst = in_place ? const_cast<uint8_t*>(src) : own_bytes(static_cast<size_t>(rb * static_cast<uint64_t>(rows)));
+    pool.parallel_for(rows, [&](int64_t b, int64_t e) {
       std::vector<uint8_t> row(in_place ? static_cast<size_t>(rb) : 0);  // in place: the row's copy
       for (int64_t r = b; r < e; ++r) {
         const uint64_t o = rb * static_cast<uint64_t>(r);
         const uint8_t* from = src + o;
         if (in_place) from = static_cast<const uint8_t*>(std::memcpy(row.data(), from, static_cast<size_t>(rb)));
-        kernels::row_to_lanes(m.type, from, m.cols, dst + o);
+        kernels::row_to_lanes(type, from, cols, dst + o);
       }
     });
+    return dst;
+  };
+  int n = 0;
+  for (NamedMatrix& nm : todo) {
+    kernels::WeightMatrix& m = *nm.matrix;
+    if (m.data == nullptr || m.lanes || !kernels::lane_layout_supported(m.type)) continue;
+    const bool in_place = owns(m.data);
+    uint8_t* dst = relay(m.type, m.rows, m.cols, m.data);
     if (!in_place)
       if (const gguf::TensorInfo* ti = f.find_tensor(nm.name)) f.release_pages(*ti);
     m.data = dst;
@@ -222,6 +241,24 @@ int ModelWeights::relayout(const gguf::GgufFile& f, int threads) {
     ++n;
   }
   if (tied) output = token_embd;
+  // Routed experts and latent attention's per-head matrices: every expert (head) is re-laid,
+  // then the file tensors that held them (one stacked tensor, or one per expert) are released.
+  for (LayerWeights& L : layers) {
+    for (ExpertMatrices* e : {&L.wk_b, &L.wv_b, &L.gate_exps, &L.up_exps, &L.down_exps}) {
+      if (e->n() == 0 || e->first.lanes || !kernels::lane_layout_supported(e->first.type)) continue;
+      std::vector<const gguf::TensorInfo*> held;
+      for (const void*& d : e->data) {
+        if (!owns(d))
+          if (const gguf::TensorInfo* ti = tensor_at(f, d); ti && std::find(held.begin(), held.end(), ti) == held.end())
+            held.push_back(ti);
+        d = relay(e->first.type, e->first.rows, e->first.cols, d);
+      }
+      for (const gguf::TensorInfo* ti : held) f.release_pages(*ti);
+      e->first.data = e->data[0];
+      e->first.lanes = true;
+      ++n;
+    }
+  }
   return n;
 }
 
@@ -229,7 +266,9 @@ bool ModelWeights::has_gguf_layout_quant() const {
   auto gguf = [](const kernels::WeightMatrix& m) {
     return m.data != nullptr && !m.lanes && kernels::lane_layout_supported(m.type);
   };
-  auto gguf_e = [](const ExpertMatrices& e) { return e.n() > 0 && kernels::lane_layout_supported(e.first.type); };
+  auto gguf_e = [](const ExpertMatrices& e) {
+    return e.n() > 0 && !e.first.lanes && kernels::lane_layout_supported(e.first.type);
+  };
   if (gguf(output)) return true;
   for (const LayerWeights& L : layers) {
     for (const kernels::WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.wq_a, &L.wq_b, &L.wkv_a, &L.w_gate, &L.w_up,

@@ -109,14 +109,15 @@ struct ModelWeights {
   bool owns(const void* p) const;
 
   // Re-lays the quantized matrices the AVX-512 kernels read into the lane layout
-  // (kernels/lane_layout.h): every block matrix and the output matrix (token_embd too when it
-  // is the tied output; get_rows reads it through row_from_lanes) of a type that has one. Same
-  // bytes: a matrix in the file's mapping is copied into storage the weights own and its pages
-  // are released; one made at load time is re-laid in place. Returns the matrices re-laid.
+  // (kernels/lane_layout.h): every block matrix, the output matrix (token_embd too when it is
+  // the tied output; get_rows reads it through row_from_lanes), the routed experts and latent
+  // attention's per-head matrices, of a type that has one. Same bytes: a matrix in the file's
+  // mapping is copied into storage the weights own and its pages are released; one made at
+  // load time is re-laid in place. Returns the matrices (expert sets) re-laid.
   int relayout(const gguf::GgufFile& f, int threads);
   // Whether any matrix the forward pass multiplies by has a type with a lane layout but is still
-  // in GGUF blocks (experts, latent-attention heads, or all of them without relayout): on
-  // AVX-512 such a matrix's rows depend on the batch (kernels/matmul.h batch invariance).
+  // in GGUF blocks (all of them without relayout): on AVX-512 such a matrix's rows depend on the
+  // batch (kernels/matmul.h batch invariance).
   bool has_gguf_layout_quant() const;
 
   // Binds every tensor the config needs; fills config.n_vocab and config.tied_output.

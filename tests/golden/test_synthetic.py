@@ -307,6 +307,20 @@ def test_gpt_oss_mxfp4_experts(synthetic_dir, tmp_path):
                      gu.compare_logits(gu.eval_logits(path, toks, ref.shape[1], chunk=chunk), ref), QUANT_TOL)
 
 
+@pytest.mark.parametrize("chunk", [None, 7, 1], ids=["one_call", "chunk7", "decode"])
+def test_quantized_experts(synthetic_dir, chunk):
+    """qwen3moe with Q5_0 experts (stacked) and matrices: on AVX-512 the experts are re-laid at
+    load like every other matrix. The logits follow the reference on the same blocks with the
+    engine's activation rounding emulated (as for gpt-oss's MXFP4 experts: routing flips would
+    otherwise dominate)."""
+    path = os.path.join(synthetic_dir, "qwen3moe_q5_0.gguf")
+    assert gu.reference_model(path).tensor_types["blk.0.ffn_down_exps.weight"] == "Q5_0"
+    toks = sequence()
+    ref = gu.ref_logits(path, toks, act_quant=True)
+    _check_loose(f"qwen3moe_q5_0 chunk={chunk}",
+                 gu.compare_logits(gu.eval_logits(path, toks, ref.shape[1], chunk=chunk), ref), QUANT_TOL)
+
+
 def test_mixtral_layouts_compute_the_same(synthetic_dir):
     """mixtral.gguf and mixtral_split.gguf hold the same weights in the two tensor layouts: the
     logits must be bitwise equal (the layout changes only where each expert's bytes are)."""

@@ -51,6 +51,8 @@ token types, bos 1, eos 2):
   gemma3_q4_k_m.gguf gemma3.gguf with the tensor-type mix of a llama.cpp Q4_K_M file (token_embd
                     Q8_0, attn_q/k Q5_0, attn_v Q8_0, attn_output Q4_K, ffn_gate/up Q5_0,
                     ffn_down Q6_K); norms stay F32
+  qwen3moe_q5_0.gguf qwen3moe.gguf with every matrix, the stacked experts included, stored as
+                    Q5_0, except the router (F32)
 
 Properties: deterministic (fixed seeds per model, no timestamps), so every run writes
 byte-identical files; weights ~N(0, gain/sqrt(n_in)) so activations and logits are O(1)
@@ -497,6 +499,11 @@ def write_all(out_dir: str) -> list:
 
     p = os.path.join(out_dir, "gemma3_q4_k_m.gguf")
     write_model(p, replace(gem, name="gemma3_q4_k_m"), weights_of["gemma3"], gemma_type)
+    written.append(p)
+    moe = next(s for s in SPECS if s.name == "qwen3moe")
+    p = os.path.join(out_dir, "qwen3moe_q5_0.gguf")
+    write_model(p, replace(moe, name="qwen3moe_q5_0"), weights_of["qwen3moe"],
+                lambda n: "f32" if "ffn_gate_inp" in n else "q5_0")
     written.append(p)
     return written
 

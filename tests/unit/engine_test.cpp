@@ -712,6 +712,19 @@ TEST(EngineTest, EquivalenceQuantizedWithoutBatchInvariantMode) {
   check_equivalence(*m);
 }
 
+// The same for a mixture of experts whose stacked experts are Q5_0: re-laid at load too, so an
+// expert's product gives a token the same bits whatever else was routed to it in the step.
+TEST(EngineTest, EquivalenceQuantizedExpertsWithoutBatchInvariantMode) {
+  LOAD_OR_SKIP(m, synthetic_path("qwen3moe_q5_0.gguf"));
+  ASSERT_FALSE(kernels::matmul_batch_invariant_requested());
+  if (best_isa() == IsaLevel::kAvx512) {
+    EXPECT_FALSE(m->weights().has_gguf_layout_quant()) << "quantized experts should be re-laid on AVX-512";
+    EXPECT_TRUE(m->weights().layers[0].gate_exps.first.lanes);
+    EXPECT_TRUE(m->weights().layers[0].down_exps.first.lanes);
+  }
+  check_equivalence(*m);
+}
+
 // Every KV cache dtype (K and V chosen separately) is batch-invariant too: alone == batched
 // with chunked prefill, prefix caching and a tight pool.
 void check_kv_dtypes(const Model& m) {
