@@ -31,15 +31,11 @@ class AlignedBuffer {
 
   // Reallocates to hold `count` elements (contents are not preserved, new memory is zeroed).
   void resize(size_t count) {
-    std::free(data_);
-    data_ = nullptr;
-    size_ = count;
-    if (count == 0) return;
-    size_t bytes = (count * sizeof(T) + kAlignment - 1) / kAlignment * kAlignment;
-    data_ = static_cast<T*>(std::aligned_alloc(kAlignment, bytes));
-    if (!data_) throw std::bad_alloc();
-    std::memset(static_cast<void*>(data_), 0, bytes);
+    if (size_t bytes = reallocate(count)) std::memset(static_cast<void*>(data_), 0, bytes);
   }
+  // The same without zeroing, for storage the caller overwrites whole: a large block's pages
+  // then become resident only as they are written.
+  void resize_for_overwrite(size_t count) { reallocate(count); }
   T* data() { return data_; }
   const T* data() const { return data_; }
   size_t size() const { return size_; }
@@ -47,6 +43,17 @@ class AlignedBuffer {
   const T& operator[](size_t i) const { return data_[i]; }
 
  private:
+  size_t reallocate(size_t count) {  // the bytes allocated
+    std::free(data_);
+    data_ = nullptr;
+    size_ = count;
+    if (count == 0) return 0;
+    const size_t bytes = (count * sizeof(T) + kAlignment - 1) / kAlignment * kAlignment;
+    data_ = static_cast<T*>(std::aligned_alloc(kAlignment, bytes));
+    if (!data_) throw std::bad_alloc();
+    return bytes;
+  }
+
   T* data_ = nullptr;
   size_t size_ = 0;
 };

@@ -441,10 +441,12 @@ std::unique_ptr<GgufFile> GgufFile::from_bytes(const uint8_t* data, size_t size)
   return f;
 }
 
-void GgufFile::release_pages(const TensorInfo& t) const {
-  if (!map_ || t.n_bytes == 0) return;
+void GgufFile::release_pages(const TensorInfo& t) const { release_range(t.data, t.n_bytes); }
+
+void GgufFile::release_range(const void* p, uint64_t n) const {
+  if (!map_ || n == 0 || p == nullptr) return;
   const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const uintptr_t b = reinterpret_cast<uintptr_t>(t.data), e = b + t.n_bytes;
+  const uintptr_t b = reinterpret_cast<uintptr_t>(p), e = b + n;
   const uintptr_t first = (b + page - 1) / page * page, last = e / page * page;
   if (first < last) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }

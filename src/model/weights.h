@@ -102,9 +102,11 @@ struct ModelWeights {
   // experts, dense ffn gate/up/down), in layer order. (Routed experts and MLA's per-head
   // attn_k_b / attn_v_b are not among them: load-time conversion leaves them as stored.)
   std::vector<NamedMatrix> block_matrices();
-  // Zeroed storage owned by the weights for matrices made at load time (64-byte aligned; the
-  // address stays valid for the weights' life, moves included).
-  uint8_t* own_bytes(size_t n);
+  // Storage owned by the weights for matrices made at load time (64-byte aligned; the address
+  // stays valid for the weights' life, moves included): zeroed, or with zeroed false
+  // uninitialized, for a matrix the caller writes whole (its pages then become resident only
+  // as they are written).
+  uint8_t* own_bytes(size_t n, bool zeroed = true);
   // Whether p lies in storage made by own_bytes.
   bool owns(const void* p) const;
 
