@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 
 #include "base/error.h"
@@ -23,16 +22,6 @@ void EngineConfig::validate() const {
   TRIAD_CHECK(ngram.min_n >= 1 && ngram.max_n >= ngram.min_n && ngram.max_n <= 64,
               "--spec-ngram-min/-max must satisfy 1 <= min <= max <= 64, got ", ngram.min_n, " and ", ngram.max_n);
   TRIAD_CHECK(spec_max_running >= 0, "--spec-max-running must be >= 0, got ", spec_max_running);
-}
-
-uint64_t available_memory_bytes() {
-  std::ifstream f("/proc/meminfo");
-  std::string key;
-  uint64_t kb = 0;
-  std::string unit;
-  while (f >> key >> kb >> unit)
-    if (key == "MemAvailable:") return kb * 1024;
-  return 0;
 }
 
 std::string KvMemoryPlan::describe() const {

@@ -446,7 +446,11 @@ void GgufFile::release_pages(const TensorInfo& t) const { release_range(t.data, 
 void GgufFile::release_range(const void* p, uint64_t n) const {
   if (!map_ || n == 0 || p == nullptr) return;
   const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const uintptr_t b = reinterpret_cast<uintptr_t>(p), e = b + n;
+  // Only the mapping's own pages, whatever the caller passed (heap memory must never be
+  // dropped: MADV_DONTNEED would zero it).
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(map_->data()), hi = lo + map_->size();
+  const uintptr_t b = std::max(reinterpret_cast<uintptr_t>(p), lo), e = std::min(reinterpret_cast<uintptr_t>(p) + n, hi);
+  if (b >= e) return;
   const uintptr_t first = (b + page - 1) / page * page, last = e / page * page;
   if (first < last) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }

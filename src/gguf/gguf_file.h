@@ -93,7 +93,7 @@ class GgufFile {
   // them back in). Lets a pass over every tensor (triad quantize) keep its resident memory near
   // one tensor instead of the whole file. No effect on in-memory images. Thread-safe.
   void release_pages(const TensorInfo& t) const;
-  // The same for the whole pages inside [p, p + n) of the mapping (p must point into it).
+  // The same for the whole pages inside [p, p + n) that belong to the mapping (others are left).
   void release_range(const void* p, uint64_t n) const;
 
   // Reads the tensor data of a mapped file into memory ahead of use (read-ahead, then one touch

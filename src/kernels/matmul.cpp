@@ -295,7 +295,7 @@ void matmul_isa(IsaLevel level, const WeightMatrix& w, const float* x, int64_t n
     // threads finish within a small chunk of each other (equal quarters left one thread idle
     // for up to a quarter of the product): 16-stream decode 1.5-2.7% faster end to end. The
     // price: a thread descheduled inside a first chunk holds 35% of the product, not 25%.
-    const bool guided = n_tokens >= 8 && k == 2 * nth;
+    const bool guided = n_tokens >= 8 && k == 2 * nth && units >= 8 * nth;
     auto bound = [&](int64_t c) {
       if (!guided) return units * c / k;
       const int64_t big = units * 7 / (10 * nth);

@@ -465,7 +465,11 @@ struct Packed {
 #pragma GCC unroll 8
       for (int i = 0; i < R; ++i) v[k * R + i] = acc[i][k];
     alignas(64) float sums[16];
-    _mm512_store_ps(sums, hsum_lanes<R * T>(v));
+    if constexpr (R * T <= 4) {  // decode: hsum4 itself (the same order, a third of the shuffles)
+      _mm_store_ps(sums, hsum4(v[0], v[R * T > 1 ? 1 : 0], v[R * T > 2 ? 2 : 0], v[R * T > 3 ? 3 : 0]));
+    } else {
+      _mm512_store_ps(sums, hsum_lanes<R * T>(v));
+    }
 #pragma GCC unroll 8
     for (int k = 0; k < T; ++k) {
       float* dst = y + k * ys;

@@ -117,8 +117,14 @@ std::unique_ptr<Model> Model::load(const std::string& path, const WeightTransfor
   if (transform) transform(m->weights_, *m->file_, m->config_);
   if (weight_relayout() && best_isa() == IsaLevel::kAvx512) {
     const Timer t;
-    const int n = m->weights_.relayout(*m->file_, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-    if (n > 0) log_info("weights: ", n, " quantized matrices re-laid for the AVX-512 kernels in ", t.seconds(), " s");
+    const ModelWeights::Relayout r =
+        m->weights_.relayout(*m->file_, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+    if (r.matrices > 0)
+      log_info("weights: ", r.matrices, " quantized matrices re-laid for the AVX-512 kernels in ", t.seconds(), " s");
+    if (r.kept > 0)
+      log_warn("weights: ", r.kept, " quantized matrices (", r.kept_bytes >> 20,
+               " MiB) stay in the file's GGUF layout: copying them would pass the memory available. They run "
+               "slower when batched, and their results depend on the batch (use --batch-invariant for that)");
   }
   return m;
 }

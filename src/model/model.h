@@ -79,7 +79,8 @@ class Model {
   // progress, when given, is called as the file's tensor data is read in ahead of use
   // (gguf::GgufFile::prefetch), before the weights are bound and transformed.
   // On a CPU with the AVX-512 kernels, the quantized matrices are then re-laid for them
-  // (ModelWeights::relayout; no memory overhead) unless set_weight_relayout(false) was called.
+  // (ModelWeights::relayout; no memory overhead, and only as far as memory allows) unless
+  // set_weight_relayout(false) was called.
   static std::unique_ptr<Model> load(const std::string& path, const WeightTransform& transform = {},
                                      const std::function<void(uint64_t done, uint64_t total)>& progress = {});
   // Process-wide: whether Model::load re-lays quantized weights (default true; `--no-repack`

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "base/error.h"
+#include "base/memory_info.h"
 #include "gguf/gguf_file.h"
 #include "base/thread_pool.h"
 #include "kernels/lane_layout.h"
@@ -183,6 +184,10 @@ uint8_t* ModelWeights::own_bytes(size_t n, bool zeroed) {
     owned_bytes_.back().resize(n);
   } else {
     owned_bytes_.back().resize_for_overwrite(n);
+    // The last cache line, alignment padding included, is zeroed: whatever a kernel's whole-line
+    // load of the final bytes sees is defined.
+    const size_t tail = n & ~size_t{63};
+    if (n > 0) std::memset(owned_bytes_.back().data() + tail, 0, (n + 63) / 64 * 64 - tail);
   }
   return owned_bytes_.back().data();
 }
@@ -206,7 +211,7 @@ const gguf::TensorInfo* tensor_at(const gguf::GgufFile& f, const void* p) {
 
 }  // namespace
 
-int ModelWeights::relayout(const gguf::GgufFile& f, int threads) {
+ModelWeights::Relayout ModelWeights::relayout(const gguf::GgufFile& f, int threads, uint64_t budget) {
   std::vector<NamedMatrix> todo = block_matrices();
   const bool tied = output.data != nullptr && output.data == token_embd.data;
   if (tied) {
@@ -215,16 +220,31 @@ int ModelWeights::relayout(const gguf::GgufFile& f, int threads) {
     todo.push_back({"output.weight", &output});
   }
   ThreadPool pool(std::max(1, threads));
-  // The rows of one matrix of `type` and `cols` at src, re-laid into a copy the weights own
-  // (returned), or in place when the weights already own src. A copy is made in slices of
-  // about 16 MiB, each slice's file pages released once it is done, so that loading peaks at
-  // one slice above the model, not one matrix (the 138 MiB output of Qwen2.5-0.5B).
-  auto relay = [&](DType type, int64_t rows, int64_t cols, const void* data) {
+  Relayout result;
+  // Copies move weights from file pages (which the kernel may drop and read again) into
+  // anonymous memory: they stop where the copies would pass 7/8 of what the OS reports
+  // available, so a model larger than memory still runs from its mapping (in GGUF layout).
+  if (budget == 0) {
+    const uint64_t avail = available_memory_bytes();
+    budget = avail ? avail / 8 * 7 : UINT64_MAX;
+  }
+  uint64_t copied = 0;
+  auto affordable = [&](uint64_t bytes) {
+    if (copied + bytes > budget) {
+      result.kept_bytes += bytes;
+      ++result.kept;
+      return false;
+    }
+    copied += bytes;
+    return true;
+  };
+  // The rows of one matrix of `type` and `cols` at src re-laid into dst (src itself: in place,
+  // each row through a copy). A copy is made in slices of about 16 MiB, each slice's file
+  // pages released once it is done, so that loading peaks at one slice above the model, not
+  // one matrix (the 138 MiB output of Qwen2.5-0.5B).
+  auto relay = [&](DType type, int64_t rows, int64_t cols, const uint8_t* src, uint8_t* dst) {
     const uint64_t rb = row_bytes(type, static_cast<uint64_t>(cols));
-    const auto* src = static_cast<const uint8_t*>(data);
-    const bool in_place = owns(data);
-    uint8_t* dst = in_place ? const_cast<uint8_t*>(src)
-                            : own_bytes(static_cast<size_t>(rb * static_cast<uint64_t>(rows)), /*zeroed=*/false);
+    const bool in_place = src == dst;
     const int64_t slice = std::max<int64_t>(1, static_cast<int64_t>((uint64_t{16} << 20) / rb));
     for (int64_t s0 = 0; s0 < rows; s0 += slice) {
       const int64_t s1 = std::min(rows, s0 + slice);
@@ -237,43 +257,56 @@ int ModelWeights::relayout(const gguf::GgufFile& f, int threads) {
           kernels::row_to_lanes(type, from, cols, dst + o);
         }
       });
-      if (!in_place)
-        f.release_range(src + rb * static_cast<uint64_t>(s0), rb * static_cast<uint64_t>(s1 - s0));
+      if (!in_place) f.release_range(src + rb * static_cast<uint64_t>(s0), rb * static_cast<uint64_t>(s1 - s0));
     }
-    return dst;
   };
-  int n = 0;
   for (NamedMatrix& nm : todo) {
     kernels::WeightMatrix& m = *nm.matrix;
     if (m.data == nullptr || m.lanes || !kernels::lane_layout_supported(m.type)) continue;
-    const bool in_place = owns(m.data);
-    uint8_t* dst = relay(m.type, m.rows, m.cols, m.data);
+    const uint64_t bytes = row_bytes(m.type, static_cast<uint64_t>(m.cols)) * static_cast<uint64_t>(m.rows);
+    auto* src = static_cast<const uint8_t*>(m.data);
+    const bool in_place = owns(src);
+    if (!in_place && !affordable(bytes)) continue;
+    uint8_t* dst = in_place ? const_cast<uint8_t*>(src) : own_bytes(static_cast<size_t>(bytes), /*zeroed=*/false);
+    relay(m.type, m.rows, m.cols, src, dst);
     if (!in_place)
       if (const gguf::TensorInfo* ti = f.find_tensor(nm.name)) f.release_pages(*ti);
     m.data = dst;
     m.lanes = true;
-    ++n;
+    ++result.matrices;
   }
   if (tied) output = token_embd;
-  // Routed experts and latent attention's per-head matrices: every expert (head) is re-laid,
+  // Routed experts and latent attention's per-head matrices: a set's copies share one buffer;
   // then the file tensors that held them (one stacked tensor, or one per expert) are released.
   for (LayerWeights& L : layers) {
     for (ExpertMatrices* e : {&L.wk_b, &L.wv_b, &L.gate_exps, &L.up_exps, &L.down_exps}) {
       if (e->n() == 0 || e->first.lanes || !kernels::lane_layout_supported(e->first.type)) continue;
+      const uint64_t each = row_bytes(e->first.type, static_cast<uint64_t>(e->first.cols)) *
+                            static_cast<uint64_t>(e->first.rows);
+      uint64_t copies = 0;
+      for (const void* d : e->data) copies += owns(d) ? 0 : 1;
+      if (copies > 0 && !affordable(copies * each)) continue;
+      uint8_t* buf = copies > 0 ? own_bytes(static_cast<size_t>(copies * each), /*zeroed=*/false) : nullptr;
       std::vector<const gguf::TensorInfo*> held;
       for (const void*& d : e->data) {
-        if (!owns(d))
-          if (const gguf::TensorInfo* ti = tensor_at(f, d); ti && std::find(held.begin(), held.end(), ti) == held.end())
+        auto* src = static_cast<const uint8_t*>(d);
+        uint8_t* dst = const_cast<uint8_t*>(src);
+        if (!owns(src)) {
+          if (const gguf::TensorInfo* ti = tensor_at(f, src); ti && std::find(held.begin(), held.end(), ti) == held.end())
             held.push_back(ti);
-        d = relay(e->first.type, e->first.rows, e->first.cols, d);
+          dst = buf;
+          buf += each;
+        }
+        relay(e->first.type, e->first.rows, e->first.cols, src, dst);
+        d = dst;
       }
       for (const gguf::TensorInfo* ti : held) f.release_pages(*ti);
       e->first.data = e->data[0];
       e->first.lanes = true;
-      ++n;
+      result.matrices += e->n();
     }
   }
-  return n;
+  return result;
 }
 
 bool ModelWeights::has_gguf_layout_quant() const {

@@ -115,8 +115,15 @@ struct ModelWeights {
   // the tied output; get_rows reads it through row_from_lanes), the routed experts and latent
   // attention's per-head matrices, of a type that has one. Same bytes: a matrix in the file's
   // mapping is copied into storage the weights own and its pages are released; one made at
-  // load time is re-laid in place. Returns the matrices (expert sets) re-laid.
-  int relayout(const gguf::GgufFile& f, int threads);
+  // load time is re-laid in place. Copies stop where they would pass `budget` bytes (0: 7/8 of
+  // the memory the OS reports available, so a model larger than memory keeps running from its
+  // mapping): the rest stays in GGUF layout.
+  struct Relayout {
+    int matrices = 0;         // re-laid (every expert and head counted)
+    int kept = 0;             // left in GGUF layout for want of memory (an expert set counts once)
+    uint64_t kept_bytes = 0;  // their bytes
+  };
+  Relayout relayout(const gguf::GgufFile& f, int threads, uint64_t budget = 0);
   // Whether any matrix the forward pass multiplies by has a type with a lane layout but is still
   // in GGUF blocks (all of them without relayout): on AVX-512 such a matrix's rows depend on the
   // batch (kernels/matmul.h batch invariance).

@@ -26,7 +26,7 @@ def synthetic_dir():
     tag = golden_util._source_hash("make_synthetic.py", "kquants.py")[:16]
     d = os.path.join(golden_util.CACHE_DIR, f"synthetic-{tag}")
     names = [s.name for s in make_synthetic.SPECS] + \
-        [f"llama_{t}" for t in make_synthetic.LLAMA_TYPES] + ["gemma3_q4_k_m"]
+        [f"llama_{t}" for t in make_synthetic.LLAMA_TYPES] + ["gemma3_q4_k_m", "qwen3moe_q5_0"]
     if not all(os.path.exists(os.path.join(d, n + ".gguf")) for n in names):
         make_synthetic.write_all(d)
     return d

@@ -309,8 +309,8 @@ def test_gpt_oss_mxfp4_experts(synthetic_dir, tmp_path):
 
 @pytest.mark.parametrize("chunk", [None, 7, 1], ids=["one_call", "chunk7", "decode"])
 def test_quantized_experts(synthetic_dir, chunk):
-    """qwen3moe with Q5_0 experts (stacked) and matrices: on AVX-512 the experts are re-laid at
-    load like every other matrix. The logits follow the reference on the same blocks with the
+    """qwen3moe with Q5_0 experts (stacked) and matrices (on AVX-512 the experts are re-laid at
+    load like every other matrix: engine_test checks that). The logits follow the reference on the same blocks with the
     engine's activation rounding emulated (as for gpt-oss's MXFP4 experts: routing flips would
     otherwise dominate)."""
     path = os.path.join(synthetic_dir, "qwen3moe_q5_0.gguf")

@@ -725,6 +725,33 @@ TEST(EngineTest, EquivalenceQuantizedExpertsWithoutBatchInvariantMode) {
   check_equivalence(*m);
 }
 
+// Re-laying copies weights out of the file's pages into memory of its own: it stops at its
+// budget (by default 7/8 of the memory available), and what is left stays in GGUF layout.
+TEST(EngineTest, RelayoutStopsAtItsMemoryBudget) {
+  const std::string path = synthetic_path("qwen3moe_q5_0.gguf");
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is missing";
+  for (const uint64_t budget : {uint64_t{1}, uint64_t{1} << 40}) {
+    SCOPED_TRACE("budget " + std::to_string(budget));
+    std::unique_ptr<gguf::GgufFile> f = gguf::GgufFile::open(path);
+    ModelConfig c = ModelConfig::from_gguf(*f);
+    ModelWeights w = ModelWeights::bind(*f, c);
+    ASSERT_TRUE(w.has_gguf_layout_quant());
+    const ModelWeights::Relayout r = w.relayout(*f, 2, budget);
+    if (budget == 1) {
+      EXPECT_EQ(0, r.matrices);
+      EXPECT_GT(r.kept, 0);
+      EXPECT_GT(r.kept_bytes, uint64_t{0});
+      EXPECT_TRUE(w.has_gguf_layout_quant());
+      EXPECT_FALSE(w.layers[0].gate_exps.first.lanes);
+    } else {
+      EXPECT_GT(r.matrices, 0);
+      EXPECT_EQ(0, r.kept);
+      EXPECT_FALSE(w.has_gguf_layout_quant());
+      EXPECT_TRUE(w.layers[0].down_exps.first.lanes);
+    }
+  }
+}
+
 // Every KV cache dtype (K and V chosen separately) is batch-invariant too: alone == batched
 // with chunked prefill, prefix caching and a tight pool.
 void check_kv_dtypes(const Model& m) {
