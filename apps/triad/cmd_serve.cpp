@@ -20,6 +20,7 @@
 #include "base/cpu_features.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "base/memory_info.h"
 #include "kernels/matmul.h"
 #include "catalog/catalog.h"
 #include "quant/mix.h"
@@ -242,7 +243,7 @@ int run(const ServeOptions& o) {
   }
   uint64_t budget_all = total_budget;
   if (budget_all == 0) {
-    const uint64_t avail = engine::available_memory_bytes();
+    const uint64_t avail = available_memory_bytes();
     budget_all = avail ? avail / 4 : (1ull << 30);
   }
   std::vector<uint64_t> per_token(served.size()), fixed(served.size(), 0);

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "base/memory_info.h"
 #include "model/kv_storage.h"
 
 namespace triad::engine {

@@ -6,7 +6,6 @@
 #include <string>
 #include <vector>
 
-#include "base/memory_info.h"
 #include "engine/ngram_lookup.h"
 #include "model/model_config.h"
 #include "tensor/dtype.h"
@@ -67,7 +66,5 @@ struct KvMemoryPlan {
 // the rest goes to full-attention layers. Throws if the budget cannot hold one block per group.
 KvMemoryPlan plan_kv_memory(const ModelConfig& model, const EngineConfig& config);
 
-// Bytes the OS reports available (base/memory_info.h).
-using triad::available_memory_bytes;
 
 }  // namespace triad::engine
