@@ -1,4 +1,9 @@
 // A heap buffer aligned for 64-byte (AVX-512 / cache line) access. Move-only, owns its bytes.
+// Large buffers (kHugeBytes and up: re-laid weights, KV pools) are aligned to 2 MiB and asked for
+// transparent huge pages (MADV_HUGEPAGE, before their first touch): with 4 KiB pages, streaming
+// re-laid weights through decode was bound by page walks (an IQ4_XS 1.5B decoded 15% slower
+// from re-laid copies than from the file's mapping, which gets 2 MiB page-cache folios).
+// Thread-safety: none (a plain owning value).
 #pragma once
 
 #include <cstddef>
@@ -7,12 +12,19 @@
 #include <new>
 #include <utility>
 
+#include <stdlib.h>  // posix_memalign
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 namespace triad {
 
 template <typename T>
 class AlignedBuffer {
  public:
   static constexpr size_t kAlignment = 64;
+  static constexpr size_t kHugeBytes = size_t{4} << 20, kHugeAlignment = size_t{2} << 20;
   AlignedBuffer() = default;
   explicit AlignedBuffer(size_t count) { resize(count); }
   ~AlignedBuffer() { std::free(data_); }
@@ -49,8 +61,15 @@ class AlignedBuffer {
     size_ = count;
     if (count == 0) return 0;
     const size_t bytes = (count * sizeof(T) + kAlignment - 1) / kAlignment * kAlignment;
-    data_ = static_cast<T*>(std::aligned_alloc(kAlignment, bytes));
-    if (!data_) throw std::bad_alloc();
+    const bool huge = bytes >= kHugeBytes;
+    void* p = nullptr;
+    if (::posix_memalign(&p, huge ? kHugeAlignment : kAlignment, bytes) != 0) throw std::bad_alloc();
+    data_ = static_cast<T*>(p);
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    // Only whole 2 MiB pages: the tail keeps 4 KiB pages, so no huge page is resident past the
+    // buffer's end. A hint: failure changes nothing.
+    if (huge) (void)::madvise(p, bytes / kHugeAlignment * kHugeAlignment, MADV_HUGEPAGE);
+#endif
     return bytes;
   }
 
