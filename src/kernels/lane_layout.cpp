@@ -18,7 +18,7 @@ struct Spec {
   int block_bytes = 0;
   int code_bits = 4;    // 4, 5, 6 or 8
   int scale_bytes = 0;  // per 32-element block: scale fields before qh / qs (d, d+m, e)
-  bool kquant45 = false, q6k = false;
+  bool kquant45 = false, q6k = false, iq4xs = false;
 };
 
 Spec spec_of(DType t) {
@@ -34,6 +34,7 @@ Spec spec_of(DType t) {
     case DType::kQ4_K: s.block_elems = 256; s.kquant45 = true; break;
     case DType::kQ5_K: s.block_elems = 256; s.kquant45 = true; s.code_bits = 5; break;
     case DType::kQ6_K: s.block_elems = 256; s.lb = 16; s.q6k = true; s.code_bits = 6; break;
+    case DType::kIQ4_XS: s.block_elems = 256; s.iq4xs = true; break;
     default: fail("no lane layout for ", dtype_name(t));
   }
   return s;
@@ -41,7 +42,7 @@ Spec spec_of(DType t) {
 
 // One group decoded: codes[l][e] of lane block l, element e; `hdr` the scale bytes of every
 // GGUF block of the group (32-element blocks: scale_bytes each; K-quants: 16 per super-block
-// (Q6_K: the 16 scales and d, 18 bytes)).
+// (Q6_K: the 16 scales and d, 18 bytes); IQ4_XS: 8 per super-block (d, scales_h, scales_l)).
 struct Group {
   uint8_t codes[16][32];
   uint8_t hdr[64];
@@ -60,6 +61,16 @@ void read_blocks(const Spec& s, const uint8_t* p, int nblk, Group& g) {
       g.codes[e / 16][e % 16] = static_cast<uint8_t>(low4 | high2 << 4);
     }
     std::memcpy(g.hdr, p + 192, 18);
+    return;
+  }
+  if (s.iq4xs) {  // sub-block j: nibbles at qs + 16j in Q4_0's order
+    for (int b = 0; b < nblk; ++b) {
+      const uint8_t* q = p + b * s.block_bytes;
+      std::memcpy(g.hdr + 8 * b, q, 8);
+      for (int j = 0; j < 8; ++j)
+        for (int e = 0; e < 32; ++e)
+          g.codes[8 * b + j][e] = static_cast<uint8_t>(e < 16 ? q[8 + 16 * j + e] & 15 : q[8 + 16 * j + e - 16] >> 4);
+    }
     return;
   }
   if (s.kquant45) {
@@ -104,6 +115,16 @@ void write_blocks(const Spec& s, const Group& g, int nblk, uint8_t* p) {
       qh[32 * h + l] |= static_cast<uint8_t>(((c >> 4) & 3) << (2 * k));
     }
     std::memcpy(p + 192, g.hdr, 18);
+    return;
+  }
+  if (s.iq4xs) {
+    for (int b = 0; b < nblk; ++b) {
+      uint8_t* q = p + b * s.block_bytes;
+      std::memcpy(q, g.hdr + 8 * b, 8);
+      for (int j = 0; j < 8; ++j)
+        for (int e = 0; e < 16; ++e)
+          q[8 + 16 * j + e] = static_cast<uint8_t>((g.codes[8 * b + j][e] & 15) | (g.codes[8 * b + j][e + 16] & 15) << 4);
+    }
     return;
   }
   if (s.kquant45) {
@@ -195,8 +216,8 @@ void lanes_io(const Spec& s, int nl, Group& g, std::conditional_t<kToLanes, uint
   // Scale fields.
   if (s.q6k) {
     if constexpr (kToLanes) std::memcpy(o, g.hdr, 18); else std::memcpy(g.hdr, o, 18);
-  } else if (s.kquant45) {
-    const size_t n = static_cast<size_t>(16 * (nl / 8));
+  } else if (s.kquant45 || s.iq4xs) {
+    const size_t n = static_cast<size_t>((s.iq4xs ? 8 : 16) * (nl / 8));
     if constexpr (kToLanes) std::memcpy(o, g.hdr, n); else std::memcpy(g.hdr, o, n);
   } else {
     // Field f (2 bytes each; MXFP4: one 1-byte field) of every lane, field after field.
@@ -215,7 +236,7 @@ void relay_row(DType t, const uint8_t* src, int64_t cols, uint8_t* dst) {
   const Spec s = spec_of(t);
   TRIAD_CHECK(cols % s.block_elems == 0, "lane layout: ", cols, " columns are not whole ", dtype_name(t), " blocks");
   const int64_t nblk = cols / s.block_elems;
-  const int blk_per_group = 16 * s.lb / s.block_elems;  // 16, 2 (Q4_K / Q5_K) or 1 (Q6_K)
+  const int blk_per_group = 16 * s.lb / s.block_elems;  // 16, 2 (Q4_K / Q5_K / IQ4_XS) or 1 (Q6_K)
   for (int64_t b0 = 0; b0 < nblk; b0 += blk_per_group) {
     const int nb = static_cast<int>(nblk - b0 < blk_per_group ? nblk - b0 : blk_per_group);
     const int nl = nb * s.block_elems / s.lb;
@@ -236,7 +257,8 @@ void relay_row(DType t, const uint8_t* src, int64_t cols, uint8_t* dst) {
 bool lane_layout_supported(DType t) {
   switch (t) {
     case DType::kQ4_0: case DType::kQ4_1: case DType::kQ5_0: case DType::kQ5_1: case DType::kQ8_0:
-    case DType::kQ4_K: case DType::kQ5_K: case DType::kQ6_K: case DType::kIQ4_NL: case DType::kMXFP4:
+    case DType::kQ4_K: case DType::kQ5_K: case DType::kQ6_K: case DType::kIQ4_NL: case DType::kIQ4_XS:
+    case DType::kMXFP4:
       return true;
     default: return false;
   }

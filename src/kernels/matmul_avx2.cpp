@@ -15,8 +15,8 @@
 //   Q8_0 codes are signed: vpmaddubsw(|w|, sign(xq, w)) (|w| <= 128, |xq| <= 127: no
 //   saturation). Minimums are added per 32-block as mins * xs.
 // - Q6_K has a scale per 16 elements (lanes 0..3 / 4..7 of the scale vector).
-// - Q2_K, Q3_K and IQ4_XS (Q8K activations) are in matmul_q8k_avx2.cpp.
-// - IQ4_NL / MXFP4: a vpshufb table lookup of the nibbles gives the signed weights
+// - Q2_K and Q3_K (Q8K activations) are in matmul_q8k_avx2.cpp.
+// - IQ4_NL / IQ4_XS / MXFP4: a vpshufb table lookup of the nibbles gives the signed weights
 //   (|value| <= 127), which take the Q8_0 path; scales d, fl(d * (ls - 32)) and e8m0_half(e)
 //   (the MXFP4 table holds doubled FP4 values, quant_blocks.h).
 // Thread-safety: writes only the outputs of the given rows and tokens.
@@ -276,6 +276,33 @@ struct DTab32 {
   }
 };
 
+// IQ4_XS: a 256-element super-block of 8 sub-blocks of 32 IQ4_NL table nibbles (qs + 16j, Q4_0's
+// order), scale fl(d * (ls_j - 32)) (see the AVX-512 decoder, matmul_decode_avx512.h).
+struct DIq4xs {
+  static constexpr int kBytes = 136;
+  static constexpr int kGroup = 256, kSteps = 8, kOff = 0;
+  static constexpr bool kSigned = true, kMins = false;
+  struct Group {
+    alignas(32) float sc[8];  // fl(d * (ls_j - 32))
+  };
+  static inline void group(const uint8_t* row, int64_t g, Group& gs) {
+    const uint8_t* p = row + g * kBytes;
+    const __m256i lo = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(ld32(p + 4))), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+        _mm256_set1_epi32(15));
+    const __m256i hi = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32(ld16(p + 2)), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+        _mm256_set1_epi32(3));
+    const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
+    _mm256_store_ps(gs.sc, _mm256_mul_ps(_mm256_set1_ps(f16(p)), _mm256_cvtepi32_ps(ls)));
+  }
+  static inline void step(const uint8_t* row, int64_t g, int s, const Group& gs, Step& st) {
+    st.codes = lookup16(kIq4nlValues, row + g * kBytes + 8 + 16 * s);
+    st.ws = _mm256_broadcast_ss(gs.sc + s);
+    st.min = 0.f;
+  }
+};
+
 template <class D>
 struct KQuant {
   static constexpr int kR = 2, kT = 3, kActBytes = 1;
@@ -512,8 +539,8 @@ void matmul_rows_avx2(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, in
     case DType::kQ5_K: tiles::run<KQuant<DK45<true>>>(j, r0, r1, t0, t1); return;
     case DType::kQ6_K: tiles::run<KQuant<DQ6K>>(j, r0, r1, t0, t1); return;
     case DType::kQ2_K:
-    case DType::kQ3_K:
-    case DType::kIQ4_XS: matmul_rows_q8k(j, r0, r1, t0, t1); return;
+    case DType::kQ3_K: matmul_rows_q8k(j, r0, r1, t0, t1); return;
+    case DType::kIQ4_XS: tiles::run<KQuant<DIq4xs>>(j, r0, r1, t0, t1); return;
     case DType::kIQ4_NL: tiles::run<KQuant<DTab32<false>>>(j, r0, r1, t0, t1); return;
     case DType::kMXFP4: tiles::run<KQuant<DTab32<true>>>(j, r0, r1, t0, t1); return;
     case DType::kF8_E4M3: tiles::run<KFp8>(j, r0, r1, t0, t1); return;

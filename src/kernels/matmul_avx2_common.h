@@ -80,7 +80,7 @@ inline __m256i lookup16(const int8_t* table, const uint8_t* qs) {
   return _mm256_shuffle_epi8(t, nibbles(qs));
 }
 
-// Rows of the types with Q8K activations, Q2_K, Q3_K and IQ4_XS (matmul_q8k_avx2.cpp); job.type
+// Rows of the types with Q8K activations, Q2_K and Q3_K (matmul_q8k_avx2.cpp); job.type
 // must be one of them.
 void matmul_rows_q8k(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
 

@@ -252,6 +252,44 @@ struct DK45 {
   }
 };
 
+// IQ4_XS: a group is a 256-element super-block of 8 sub-blocks of 32 (136-byte blocks: d,
+// scales_h, scales_l[4], qs[128]). Sub-block j holds IQ4_NL table nibbles at qs + 16j (Q4_0's
+// nibble order) with the scale fl(d * (ls_j - 32)), ls_j = nibble j of scales_l | (bits 2j,
+// 2j+1 of scales_h) << 4. As for IQ4_NL, a vpshufb lookup gives value + 128 (offset 128).
+struct DIq4xs {
+  static constexpr int kBytes = 136;
+  static constexpr int kGroup = 256, kSteps = 4, kOff = 128;
+  static constexpr bool kMins = false;
+  struct Group {
+    __m512 wm;  // lanes 0..7: fl(d * (ls_j - 32)); lanes 8..15: 0
+  };
+  static inline __m512i table() {
+    const __m128i t = _mm_add_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)),
+                                   _mm_set1_epi8(static_cast<char>(0x80)));
+    return _mm512_broadcast_i32x4(t);
+  }
+  static inline void group(const uint8_t* row, int64_t gi, Group& g) {
+    const uint8_t* p = row + gi * kBytes;
+    const __m256i lo = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(ld32(p + 4))), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+        _mm256_set1_epi32(15));
+    const __m256i hi = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32(ld16(p + 2)), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+        _mm256_set1_epi32(3));
+    const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
+    const __m256 ws = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(ld16(p))), _mm256_cvtepi32_ps(ls));
+    g.wm = _mm512_zextps256_ps512(ws);
+  }
+  static inline void step(const uint8_t* row, int64_t gi, int s, const Group& g, __m512i& codes,
+                          __m512& ws) {
+    const uint8_t* qs = row + gi * kBytes + 8 + 32 * s;
+    codes = _mm512_shuffle_epi8(table(), nibbles_pair(qs, qs + 16));
+    ws = _mm512_permutexvar_ps(load_idx(kIdxK4[s]), g.wm);
+  }
+  static inline __m512 mins(const Group&) { return _mm512_setzero_ps(); }
+  static inline __m512 xs_vec(const float*, int64_t) { return _mm512_setzero_ps(); }
+};
+
 // Q6_K: a group is a 256-element super-block of 16 sub-blocks of 16.
 struct DQ6K {
   static constexpr int kBytes = 210;

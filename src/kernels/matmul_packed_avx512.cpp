@@ -182,6 +182,38 @@ struct Packer<DK45<kFive>> {
   }
 };
 
+// IQ4_XS: a group is two super-blocks (16 lanes of 32-element sub-blocks), as for Q4_K, without
+// minimums.
+template <>
+struct Packer<DIq4xs> {
+  using D = DIq4xs;
+  static constexpr int kLB = 32;
+  static void pack(const uint8_t* row, int64_t cols, int64_t g, uint8_t* out) {
+    const int64_t nsb = cols / 256;
+    __m512i n[8];
+    __m512 wm[2];
+    for (int h = 0; h < 2; ++h) {
+      const int64_t sb = 2 * g + h;
+      if (sb < nsb) {
+        typename D::Group gs;
+        D::group(row, sb, gs);
+        wm[h] = gs.wm;
+        for (int s = 0; s < 4; ++s) {
+          __m512 ws_unused;
+          D::step(row, sb, s, gs, n[4 * h + s], ws_unused);
+        }
+      } else {
+        wm[h] = _mm512_setzero_ps();
+        for (int s = 0; s < 4; ++s) n[4 * h + s] = _mm512_setzero_si512();
+      }
+    }
+    transpose_32(n);
+    for (int k = 0; k < 8; ++k) _mm512_store_si512(out + 64 * k, n[k]);
+    // Lanes 0..7 from the first super-block's scales, 8..15 from the second's.
+    _mm512_store_ps(reinterpret_cast<float*>(out + 512), _mm512_insertf32x8(wm[0], _mm512_castps512_ps256(wm[1]), 1));
+  }
+};
+
 template <>
 struct Packer<DQ6K> {
   using D = DQ6K;
@@ -308,6 +340,29 @@ struct LanePacker<DK45<kFive>> {
       wm[h] = gs.wm;
     }
     store_k45_scales(wm, out);
+  }
+};
+
+// IQ4_XS: a group is one or two super-blocks (8 or 16 lanes of 32-element sub-blocks) whose table
+// nibbles widen as IQ4_NL's do; the scales come from each super-block's 8 header bytes.
+template <>
+struct LanePacker<DIq4xs> {
+  using D = DIq4xs;
+  static constexpr int kLB = 32;
+  static void pack(const uint8_t* row, int64_t cols, int64_t g, uint8_t* out) {
+    const int nsb = static_cast<int>(std::min<int64_t>(2, cols / 256 - 2 * g));
+    const int nl = 8 * nsb, plane = 4 * nl;
+    const uint8_t* p = row + g * 2 * D::kBytes;
+    const __mmask64 m = nl == 16 ? ~uint64_t{0} : (uint64_t{1} << plane) - 1;
+    widen_nibble_planes<false, true>(p, plane, m, _mm512_setzero_si512(), D::table(), out);
+    const uint8_t* hdr = p + 4 * plane;
+    __m512 wm[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int h = 0; h < nsb; ++h) {
+      typename D::Group gs;
+      D::group(hdr + 8 * h, 0, gs);  // reads only the header: d, scales_h, scales_l
+      wm[h] = gs.wm;
+    }
+    _mm512_store_ps(reinterpret_cast<float*>(out + 512), _mm512_insertf32x8(wm[0], _mm512_castps512_ps256(wm[1]), 1));
   }
 };
 
@@ -638,6 +693,7 @@ void matmul_rows_packed(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, 
     case DType::kQ6_K: run_packed<DQ6K>(j, r0, r1, t0, t1); return;
     case DType::kIQ4_NL: run_packed<DTab32<false>>(j, r0, r1, t0, t1); return;
     case DType::kMXFP4: run_packed<DTab32<true>>(j, r0, r1, t0, t1); return;
+    case DType::kIQ4_XS: run_packed<DIq4xs>(j, r0, r1, t0, t1); return;
     default: break;
   }
   matmul_rows_ref(j, r0, r1, t0, t1);  // not reached: every quantized type is handled above

@@ -1,16 +1,14 @@
 // AVX2 kernels for the weight types that take Q8K activations (act_quant.h: one scale per
-// 256, code sums per 16): Q2_K, Q3_K and IQ4_XS, the product matmul_impl.h defines for them
+// 256, code sums per 16): Q2_K and Q3_K, the product matmul_impl.h defines for them
 // (AVX-512 CPUs run matmul_q8k_avx512.cpp). Integer arithmetic up to the super-block:
 // - Q2_K / Q3_K: vpmaddubsw(codes, xq) gives 16 pair sums, vpmaddwd with the step's two int16
 //   sub-block scales (one per 16 elements, picked by vpshufb from the half super-block's 8
 //   scales) 8 int32 lanes already scaled; they add up over the super-block's 8 steps of 32.
 //   Q3_K's code offset 4 is removed up front: -4 * vpmaddwd(scales, bsums). Q2_K's minimums:
 //   vpmaddwd(mins, bsums), scaled by -dmin * dx in float.
-// - IQ4_XS: the table values (vpshufb lookup, |value| <= 127) take the signed path,
-//   vpmaddubsw(|w|, sign(xq, w)), then vpmaddwd with the step's int16 scale ls - 32.
 // - Per super-block and output: one conversion and one FMA with fl(d * dx).
-// Ranges: |pair sum| <= 2 * 127 * 127 (IQ4_XS; 2 * 7 * 127 for Q3_K), |scale| <= 32, so an
-// int32 lane stays below 2^25 over a super-block.
+// Ranges: |pair sum| <= 2 * 7 * 127, |scale| <= 32, so an int32 lane stays far below 2^31 over
+// a super-block.
 // Thread-safety: writes only the outputs of the given rows and tokens.
 #include <immintrin.h>
 
@@ -160,87 +158,11 @@ struct KLow {
   }
 };
 
-// IQ4_XS (136-byte blocks: d, scales_h, scales_l[4], qs[128]): sub-block j (32 elements)
-// holds IQ4_NL-coded nibbles at qs + 16j (nibbles() order) with scale ls_j - 32, ls_j = nibble j
-// of the little-endian scales_l | (bits 2j..2j+1 of scales_h) << 4.
-struct KIq4xs {
-  static constexpr int kR = 2, kT = 3, kActBytes = 1;
-  static constexpr int kBytes = 136;
-
-  // ls_j - 32 in both int16 halves of int32 lane j.
-  static inline __m256i scales(const uint8_t* p) {
-    const __m256i lo = _mm256_and_si256(
-        _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(ld32(p + 4))),
-                          _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
-        _mm256_set1_epi32(15));
-    const __m256i hi = _mm256_and_si256(
-        _mm256_srlv_epi32(_mm256_set1_epi32(ld16(p + 2)), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
-        _mm256_set1_epi32(3));
-    const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
-    const __m256i l16 = _mm256_and_si256(ls, _mm256_set1_epi32(0xFFFF));
-    return _mm256_or_si256(l16, _mm256_slli_epi32(l16, 16));
-  }
-
-  template <int R, int T>
-  static void tile(const MatmulJob& j, int64_t r, int64_t t) {
-    const uint8_t* w[R];
-    tile_rows(j, r, w);
-    const int8_t* xq[T];
-    const float* xd[T];
-    tile_acts(j, t, xq, xd);
-    __m256 acc[R][T];
-    zero_tile(acc);
-    const int64_t ng = j.cols / 256;
-    const int64_t tile_bytes = R * static_cast<int64_t>(j.row_bytes);
-    for (int64_t g = 0; g < ng; ++g) {
-      tiles::prefetch_ahead(w[0], tile_bytes, g * R * kBytes, (g + 1) * R * kBytes);
-      __m256i ls[R];
-      __m256i p[R][T];
-#pragma GCC unroll 8
-      for (int i = 0; i < R; ++i) {
-        ls[i] = scales(w[i] + g * kBytes);
-#pragma GCC unroll 8
-        for (int k = 0; k < T; ++k) p[i][k] = _mm256_setzero_si256();
-      }
-#pragma GCC unroll 8
-      for (int s = 0; s < 8; ++s) {
-        __m256i wv[R], wa[R], scv[R];
-#pragma GCC unroll 8
-        for (int i = 0; i < R; ++i) {
-          wv[i] = lookup16(kIq4nlValues, w[i] + g * kBytes + 8 + 16 * s);
-          wa[i] = _mm256_abs_epi8(wv[i]);
-          scv[i] = _mm256_permutevar8x32_epi32(ls[i], _mm256_set1_epi32(s));
-        }
-#pragma GCC unroll 8
-        for (int k = 0; k < T; ++k) {
-          const __m256i xv = _mm256_load_si256(reinterpret_cast<const __m256i*>(xq[k] + 256 * g + 32 * s));
-#pragma GCC unroll 8
-          for (int i = 0; i < R; ++i) {
-            const __m256i p16 = _mm256_maddubs_epi16(wa[i], _mm256_sign_epi8(xv, wv[i]));
-            p[i][k] = _mm256_add_epi32(p[i][k], _mm256_madd_epi16(p16, scv[i]));
-          }
-        }
-      }
-#pragma GCC unroll 8
-      for (int i = 0; i < R; ++i) {
-        const __m256 d = _mm256_set1_ps(f16(w[i] + g * kBytes));
-#pragma GCC unroll 8
-        for (int k = 0; k < T; ++k) {
-          const __m256 dx = _mm256_broadcast_ss(xd[k] + g);
-          acc[i][k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[i][k]), _mm256_mul_ps(d, dx), acc[i][k]);
-        }
-      }
-    }
-    store_tile<R, T>(acc, j.y, j.y_stride, r, t);
-  }
-};
-
 }  // namespace
 
 void matmul_rows_q8k(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
   switch (j.type) {
     case DType::kQ3_K: tiles::run<KLow<true>>(j, r0, r1, t0, t1); return;
-    case DType::kIQ4_XS: tiles::run<KIq4xs>(j, r0, r1, t0, t1); return;
     default: tiles::run<KLow<false>>(j, r0, r1, t0, t1); return;
   }
 }

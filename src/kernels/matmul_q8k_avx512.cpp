@@ -1,6 +1,5 @@
 // AVX-512 (VNNI) kernels for the weight types that take Q8K activations (act_quant.h: one scale
-// per 256, code sums per 16): Q2_K, Q3_K and IQ4_XS, the product matmul_impl.h defines for
-// them. Compiled with AVX-512 flags; called only when matmul_isa_supported(kAvx512).
+// per 256, code sums per 16): Q2_K and Q3_K, the product matmul_impl.h defines for them. Compiled with AVX-512 flags; called only when matmul_isa_supported(kAvx512).
 // Integer arithmetic up to the super-block, 64 elements per step:
 // - Q2_K / Q3_K: vpmaddubsw(codes, xq) gives 32 int16 pair sums (codes <= 7: no saturation);
 //   vpdpwssd multiplies them by the int16 sub-block scales (one per 16 elements, 8 int16 lanes,
@@ -8,15 +7,11 @@
 //   multiply-add pair per 64 products and no float work until the super-block ends.
 //   Q3_K's code offset 4 is removed up front: -4 * vpmaddwd(scales, bsums). Q2_K's minimums:
 //   vpmaddwd(mins, bsums), scaled by -dmin * dx in float.
-// - IQ4_XS: the table values (vpshufb lookup, |value| <= 127) take the signed path: AVX-512 has
-//   no vpsignb, so the activations of a row's negative weights are negated under the weights'
-//   sign mask (vpmovb2m) and multiplied with |w| (|pair sum| <= 2 * 127 * 127 < 2^15), then
-//   vpdpwssd with the sub-block scales ls - 32 (one per 32 elements).
 // - Per super-block and output: one conversion and one FMA with fl(d * dx), as in the AVX2
 //   kernels (matmul_q8k_avx2.cpp). Every tile shape, one token or many, runs this arithmetic,
 //   so outputs do not depend on the batch.
-// Ranges: |pair sum| <= 2 * 127 * 127, |scale| <= 32, 8 pair products per lane and super-block:
-// an int32 lane stays below 2^23.
+// Ranges: |pair sum| <= 2 * 7 * 127, |scale| <= 32, 8 pair products per lane and super-block:
+// an int32 lane stays below 2^19.
 // Thread-safety: writes only the outputs of the given rows and tokens.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -43,14 +38,7 @@ constexpr Idx32 make_per16(int s) {
   for (int m = 0; m < 32; ++m) r.v[m] = static_cast<int16_t>(4 * s + m / 8);
   return r;
 }
-// The same with one scale per 32 elements (IQ4_XS): lane m <- scale 2s + m / 16.
-constexpr Idx32 make_per32(int s) {
-  Idx32 r{};
-  for (int m = 0; m < 32; ++m) r.v[m] = static_cast<int16_t>(2 * s + m / 16);
-  return r;
-}
 constexpr Idx32 kPer16[4] = {make_per16(0), make_per16(1), make_per16(2), make_per16(3)};
-constexpr Idx32 kPer32[4] = {make_per32(0), make_per32(1), make_per32(2), make_per32(3)};
 
 inline __m512i idx(const Idx32& i) { return _mm512_load_si512(i.v); }
 
@@ -188,89 +176,11 @@ struct KLow {
   }
 };
 
-// IQ4_XS (136-byte blocks: d, scales_h, scales_l[4], qs[128]): sub-block j (32 elements)
-// holds IQ4_NL-coded nibbles at qs + 16j (Q4_0 nibble layout) with scale ls_j - 32, ls_j =
-// nibble j of the little-endian scales_l | (bits 2j..2j+1 of scales_h) << 4.
-struct KIq4xs {
-  static constexpr int kR = 2, kT = 4, kActBytes = 1;
-  static constexpr int kRDecode = 4;
-  static constexpr int kBytes = 136;
-
-  // ls_j - 32 as int16 lanes 0..7.
-  static inline __m512i scales(const uint8_t* p) {
-    const __m256i lo = _mm256_and_si256(
-        _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(ld32(p + 4))),
-                          _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
-        _mm256_set1_epi32(15));
-    const __m256i hi = _mm256_and_si256(
-        _mm256_srlv_epi32(_mm256_set1_epi32(ld16(p + 2)), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
-        _mm256_set1_epi32(3));
-    const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
-    return _mm512_castsi128_si512(_mm256_cvtepi32_epi16(ls));
-  }
-
-  template <int R, int T>
-  static void tile(const MatmulJob& j, int64_t r, int64_t t) {
-    const uint8_t* w[R];
-    const int8_t* xq[T];
-    const float* xd[T];
-    tile_ptrs(j, r, t, w, xq, xd);
-    __m512 acc[R][T];
-    zero_tile(acc);
-    const __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
-    const int64_t ng = j.cols / 256;
-    const int64_t tile_bytes = R * static_cast<int64_t>(j.row_bytes);
-    for (int64_t g = 0; g < ng; ++g) {
-      tiles::prefetch_ahead(w[0], tile_bytes, g * R * kBytes, (g + 1) * R * kBytes);
-      __m512i ls[R];
-      __m512i p[R][T];
-#pragma GCC unroll 8
-      for (int i = 0; i < R; ++i) {
-        ls[i] = scales(w[i] + g * kBytes);
-#pragma GCC unroll 8
-        for (int k = 0; k < T; ++k) p[i][k] = _mm512_setzero_si512();
-      }
-#pragma GCC unroll 4
-      for (int s = 0; s < 4; ++s) {
-        __m512i wa[R], scv[R];
-        __mmask64 neg[R];
-#pragma GCC unroll 8
-        for (int i = 0; i < R; ++i) {
-          const uint8_t* qs = w[i] + g * kBytes + 8 + 32 * s;
-          const __m512i wv = _mm512_shuffle_epi8(table, nibbles_pair(qs, qs + 16));
-          wa[i] = _mm512_abs_epi8(wv);
-          neg[i] = _mm512_movepi8_mask(wv);
-          scv[i] = _mm512_permutexvar_epi16(idx(kPer32[s]), ls[i]);
-        }
-#pragma GCC unroll 8
-        for (int k = 0; k < T; ++k) {
-          const __m512i xv = _mm512_load_si512(xq[k] + 256 * g + 64 * s);
-#pragma GCC unroll 8
-          for (int i = 0; i < R; ++i) {
-            const __m512i xs = _mm512_mask_sub_epi8(xv, neg[i], _mm512_setzero_si512(), xv);
-            p[i][k] = _mm512_dpwssd_epi32(p[i][k], _mm512_maddubs_epi16(wa[i], xs), scv[i]);
-          }
-        }
-      }
-#pragma GCC unroll 8
-      for (int i = 0; i < R; ++i) {
-        const __m512 d = _mm512_set1_ps(_cvtsh_ss(ld16(w[i] + g * kBytes)));
-#pragma GCC unroll 8
-        for (int k = 0; k < T; ++k)
-          acc[i][k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[i][k]), _mm512_mul_ps(d, _mm512_set1_ps(xd[k][g])),
-                                      acc[i][k]);
-      }
-    }
-    store_tile<R, T>(acc, j.y, j.y_stride, r, t);
-  }
-};
-
 }  // namespace
 
 void matmul_rows_q8k(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
   switch (j.type) {
     case DType::kQ3_K: tiles::run<KLow<true>>(j, r0, r1, t0, t1); return;
-    case DType::kIQ4_XS: tiles::run<KIq4xs>(j, r0, r1, t0, t1); return;
     default: tiles::run<KLow<false>>(j, r0, r1, t0, t1); return;
   }
 }

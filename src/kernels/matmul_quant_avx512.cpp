@@ -1,5 +1,5 @@
 // AVX-512 (VNNI) matmul kernels for the quantized weight types Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
-// Q4_K, Q5_K, Q6_K, IQ4_NL and MXFP4 against Q8 activations (act_quant.h). Compiled with AVX-512 flags;
+// Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS and MXFP4 against Q8 activations (act_quant.h). Compiled with AVX-512 flags;
 // called only when matmul_isa_supported(kAvx512).
 //
 // One kernel for all types: a per-type decoder turns 64 weights at a time into unsigned 8-bit
@@ -9,7 +9,7 @@
 //     p   = vpdpbusd(init, q, xq)          exact int32: sum over 4 elements of q * xq, where
 //                                          init = -offset * (sum of those 4 xq) removes the
 //                                          type's code offset (8, 16, 32, or 128 for Q8_0,
-//                                          IQ4_NL and MXFP4, whose signed values become
+//                                          IQ4_NL, IQ4_XS and MXFP4, whose signed values become
 //                                          value + 128)
 //     acc += float(p) * (ws * dx)           ws: the weight group scale, dx: the activation
 //                                          block scale, both lane-expanded
@@ -57,7 +57,8 @@ struct Gemv {
   static constexpr bool kUsed = false;  // the generic tile with T = 1
 };
 
-// Q4_K / Q5_K (kQ6 = false) and Q6_K (kQ6 = true): one super-block per group.
+// Q4_K / Q5_K / IQ4_XS (kQ6 = false: 8 sub-blocks of 32) and Q6_K (kQ6 = true: 16 of 16): one
+// super-block per group.
 template <class D, bool kQ6>
 struct GemvK {
   template <int R>
@@ -76,11 +77,13 @@ struct GemvK {
     for (int64_t g = 0; g < nsb; ++g) {
       tiles::prefetch_ahead(w[0], tile_bytes, g * R * D::kBytes, (g + 1) * R * D::kBytes);
       // Q4_K / Q5_K: [dx of the 8 sub-blocks | minus their block sums xs], against
-      // wm = [ws | mins].
+      // wm = [ws | mins]; IQ4_XS: the same without minimums (wm's upper lanes are zero).
       // Q6_K: dx of the activation block of each of the 16 sub-blocks.
       __m512 dxs;
       if constexpr (kQ6) {
         dxs = _mm512_permutexvar_ps(load_idx(kIdxDup), _mm512_castps256_ps512(_mm256_loadu_ps(xd + 8 * g)));
+      } else if constexpr (!D::kMins) {
+        dxs = _mm512_zextps256_ps512(_mm256_loadu_ps(xd + 8 * g));
       } else {
         const __m256 nxs = _mm256_sub_ps(_mm256_setzero_ps(), _mm256_loadu_ps(xs + 8 * g));
         dxs = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(xd + 8 * g)), nxs, 1);
@@ -91,7 +94,7 @@ struct GemvK {
       for (int i = 0; i < R; ++i) {
         D::group(w[i], g, gs[i]);
         sm[i] = _mm512_mul_ps(gs[i].wm, dxs);
-        if constexpr (!kQ6) acc[i] = _mm512_mask_add_ps(acc[i], 0xFF00, acc[i], sm[i]);  // mins
+        if constexpr (D::kMins) acc[i] = _mm512_mask_add_ps(acc[i], 0xFF00, acc[i], sm[i]);  // mins
       }
 #pragma GCC unroll 4
       for (int s = 0; s < 4; ++s) {
@@ -126,6 +129,10 @@ struct Gemv<DK45<kFive>> : GemvK<DK45<kFive>, false> {
 };
 template <>
 struct Gemv<DQ6K> : GemvK<DQ6K, true> {
+  static constexpr bool kUsed = true;
+};
+template <>
+struct Gemv<DIq4xs> : GemvK<DIq4xs, false> {
   static constexpr bool kUsed = true;
 };
 
@@ -247,6 +254,7 @@ void matmul_rows_quant(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, i
     case DType::kQ6_K: tiles::run<KQuant<DQ6K>>(j, r0, r1, t0, t1); return;
     case DType::kIQ4_NL: tiles::run<KQuant<DTab32<false>>>(j, r0, r1, t0, t1); return;
     case DType::kMXFP4: tiles::run<KQuant<DTab32<true>>>(j, r0, r1, t0, t1); return;
+    case DType::kIQ4_XS: tiles::run<KQuant<DIq4xs>>(j, r0, r1, t0, t1); return;
     default: break;
   }
   matmul_rows_ref(j, r0, r1, t0, t1);  // not reached: every weight type is handled above

@@ -287,11 +287,13 @@ TEST(MatmulTest, TableOfShapesOnEveryIsa) {
 // The lane layout is a bijection on a type's row bytes: to_lanes then from_lanes gives the
 // blocks back for random rows of every supported type, with whole and partial groups; and a
 // few bytes are where lane_layout.h says they are (Q8_0 codes, Q4_0 nibbles, a Q5_0 fifth bit,
-// Q4_K headers, a Q6_K high pair), so the kernels and the documentation read the same layout.
+// Q4_K and IQ4_XS headers and nibbles, a Q6_K high pair), so the kernels and the documentation
+// read the same layout.
 TEST(MatmulTest, LaneLayoutRoundTripsAndMatchesItsSpecification) {
   std::mt19937 rng(5);
   const DType types[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0,
-                         DType::kIQ4_NL, DType::kMXFP4, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+                         DType::kIQ4_NL, DType::kMXFP4, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,
+                         DType::kIQ4_XS};
   for (DType t : types) {
     ASSERT_TRUE(lane_layout_supported(t));
     const int64_t bs = traits(t).block_size;
@@ -340,6 +342,16 @@ TEST(MatmulTest, LaneLayoutRoundTripsAndMatchesItsSpecification) {
     // element 25 high.
     const uint8_t* qs = w.data() + 16;
     EXPECT_EQ(l[2 * 64 + 4 * 3 + 1], (qs[32 + 9] >> 4) | (qs[32 + 25] & 0xF0));
+  }
+  {
+    // IQ4_XS, 768 columns: a full group (two super-blocks) and a half one (nl = 8, planes of 32).
+    const auto [w, l] = relay(DType::kIQ4_XS, 768);
+    EXPECT_EQ(0, std::memcmp(l.data() + 4 * 64 + 8, w.data() + 136, 8));  // super-block 1's header
+    // Plane 1, lane 11 (super-block 1, sub-block 3: qs + 48), byte 2 -> qs[48 + 4 + 2] as is.
+    EXPECT_EQ(l[1 * 64 + 4 * 11 + 2], w[136 + 8 + 48 + 6]);
+    // The half group at byte 272: plane 3 lane 5 byte 0 = super-block 2's qs[16 * 5 + 12].
+    EXPECT_EQ(l[272 + 3 * 32 + 4 * 5], w[272 + 8 + 80 + 12]);
+    EXPECT_EQ(0, std::memcmp(l.data() + 272 + 4 * 32, w.data() + 272, 8));
   }
   {
     const auto [w, l] = relay(DType::kQ6_K, 256);
@@ -554,8 +566,8 @@ TEST(MatmulTest, RejectsBadArguments) {
 // The serving engine batches requests: ideally a token's output row does not depend on how
 // many other tokens share the call (nor on the thread count), so that a request's greedy output
 // is the same alone or batched. That holds bitwise for the float weight types on every level and
-// for every type on the scalar and AVX2 levels (and on the AVX-512 level for Q2_K, Q3_K and
-// IQ4_XS, whose AVX-512 kernels run one arithmetic for every tile shape). The other AVX-512
+// for every type on the scalar and AVX2 levels (and on the AVX-512 level for Q2_K and Q3_K, whose
+// AVX-512 kernels run one arithmetic for every tile shape). The other AVX-512
 // quantized kernels use a different f32 summation order from kPackedMinTokens tokens on (the
 // packed prompt kernels), and the K-quants also for one token (decode), so there rows agree
 // only to rounding: checked here within 1e-5 of the row's largest magnitude. With
@@ -576,7 +588,7 @@ TEST(MatmulTest, RowsDoNotDependOnTheBatch) {
       for (DType t : types)
       for (const bool lanes : {false, true}) {
         if (lanes && !lane_layout_supported(t)) continue;
-        const bool q8k = t == DType::kQ2_K || t == DType::kQ3_K || t == DType::kIQ4_XS;
+        const bool q8k = t == DType::kQ2_K || t == DType::kQ3_K;
         // The lane layout runs one kernel for every token count: bitwise in both modes.
         const bool bitwise = invariant || lanes || level != IsaLevel::kAvx512 || t == DType::kF32 ||
                              t == DType::kF16 || t == DType::kBF16 || q8k;
