@@ -16,7 +16,7 @@
 //   multiply per 32-block in float at no extra cost (see matmul_avx512.cpp).
 // - "Q8 row activations" (paired with I8 W8A8 weights): the same rule with one block spanning
 //   the whole row: amax over the row, d = amax / 127, q_i = round_half_even(x_i * (127 / amax)).
-// - "Q8K activations" (paired with Q2_K and Q3_K, as llama.cpp pairs its 256-block
+// - "Q8K activations" (paired with Q2_K, as llama.cpp pairs its 256-block
 //   types with its Q8_K): the row rule on every block of 256 values (one scale d[b]
 //   per 256), plus bsums[j] = the exact sum of the 16 codes q[16j .. 16j + 15] (int16:
 //   |bsums| <= 2032). One float scale per super-block lets the kernels apply the weights'

@@ -1,5 +1,5 @@
 // matmul() driver: checks arguments, prepares the activations once per call (Q8 blocks for
-// quantized weights, Q8K for Q2_K / Q3_K, bf16 for BF16 weights; act_quant.h), then
+// quantized weights, Q8K for Q2_K, bf16 for BF16 weights; act_quant.h), then
 // splits the output rows evenly over the pool's threads and runs the row-range kernel of the
 // chosen ISA level (matmul_impl.h; kernels in matmul_avx2.cpp / matmul_avx512.cpp / ref/matmul_ref.cpp).
 //
@@ -49,8 +49,8 @@ namespace {
 
 // The AVX-512 kernels whose rows depend on the batch (see set_matmul_batch_invariant): the
 // types with packed prompt kernels (matmul_packed_avx512.cpp), whose float accumulation order
-// differs from the direct kernels'. F32 / F16 / BF16, the row-scaled online types and the Q8K
-// types (Q2_K, Q3_K) run one arithmetic for every token count.
+// differs from the direct kernels'. F32 / F16 / BF16, the row-scaled online types and Q2_K (Q8K
+// activations) run one arithmetic for every token count.
 bool avx512_batch_dependent(DType t) {
   switch (t) {
     case DType::kQ4_0:
@@ -63,6 +63,7 @@ bool avx512_batch_dependent(DType t) {
     case DType::kQ6_K:
     case DType::kIQ4_NL:
     case DType::kIQ4_XS:
+    case DType::kQ3_K:
     case DType::kMXFP4: return true;
     default: return false;
   }

@@ -14,8 +14,9 @@
 //   with the activation sums (init = -offset * sum of 4 xq), then acc += float(p) * (ws * dx).
 //   Q8_0 codes are signed: vpmaddubsw(|w|, sign(xq, w)) (|w| <= 128, |xq| <= 127: no
 //   saturation). Minimums are added per 32-block as mins * xs.
-// - Q6_K has a scale per 16 elements (lanes 0..3 / 4..7 of the scale vector).
-// - Q2_K and Q3_K (Q8K activations) are in matmul_q8k_avx2.cpp.
+// - Q6_K and Q3_K have a scale per 16 elements (lanes 0..3 / 4..7 of the scale vector).
+// - Q2_K (Q8K activations) is in matmul_q8k_avx2.cpp.
+// - Q3_K: 3-bit codes (offset 4) with a scale per 16 elements, as Q6_K.
 // - IQ4_NL / IQ4_XS / MXFP4: a vpshufb table lookup of the nibbles gives the signed weights
 //   (|value| <= 127), which take the Q8_0 path; scales d, fl(d * (ls - 32)) and e8m0_half(e)
 //   (the MXFP4 table holds doubled FP4 values, quant_blocks.h).
@@ -272,6 +273,34 @@ struct DTab32 {
       st.ws = _mm256_set_m128(d4, d4);
       st.codes = lookup16(kIq4nlValues, p + 2);
     }
+    st.min = 0.f;
+  }
+};
+
+// Q3_K: a 256-element super-block of 16 sub-blocks of 16 with scales fl(d * (sc_j - 32)); step s
+// (elements 32s .. 32s+31) has the low code bits (qs[32h + l] >> 2k) & 3 and the third bit
+// (hmask[l] >> (4h + k)) & 1, h = s / 4, k = s % 4; value code - 4.
+struct DQ3K {
+  static constexpr int kBytes = 110;
+  static constexpr int kGroup = 256, kSteps = 8, kOff = 4;
+  static constexpr bool kSigned = false, kMins = false;
+  struct Group {
+    alignas(32) float sc[16];  // fl(d * (sc_j - 32))
+  };
+  static inline void group(const uint8_t* row, int64_t g, Group& gs) {
+    const uint8_t* p = row + g * kBytes;
+    scale16(q3k_scales(p), _mm256_set1_ps(f16(p + 108)), gs.sc);
+  }
+  static inline void step(const uint8_t* row, int64_t g, int s, const Group& gs, Step& st) {
+    const uint8_t* p = row + g * kBytes;
+    const int h = s / 4, k = s % 4;
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 + 32 * h));
+    const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(q, 2 * k), _mm256_set1_epi8(3));
+    const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << (4 * h + k)));
+    const __m256i hit = _mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit);
+    st.codes = _mm256_or_si256(lo, _mm256_and_si256(hit, _mm256_set1_epi8(4)));
+    st.ws = per16(gs.sc, s);
     st.min = 0.f;
   }
 };
@@ -538,8 +567,8 @@ void matmul_rows_avx2(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, in
     case DType::kQ4_K: tiles::run<KQuant<DK45<false>>>(j, r0, r1, t0, t1); return;
     case DType::kQ5_K: tiles::run<KQuant<DK45<true>>>(j, r0, r1, t0, t1); return;
     case DType::kQ6_K: tiles::run<KQuant<DQ6K>>(j, r0, r1, t0, t1); return;
-    case DType::kQ2_K:
-    case DType::kQ3_K: matmul_rows_q8k(j, r0, r1, t0, t1); return;
+    case DType::kQ2_K: matmul_rows_q8k(j, r0, r1, t0, t1); return;
+    case DType::kQ3_K: tiles::run<KQuant<DQ3K>>(j, r0, r1, t0, t1); return;
     case DType::kIQ4_XS: tiles::run<KQuant<DIq4xs>>(j, r0, r1, t0, t1); return;
     case DType::kIQ4_NL: tiles::run<KQuant<DTab32<false>>>(j, r0, r1, t0, t1); return;
     case DType::kMXFP4: tiles::run<KQuant<DTab32<true>>>(j, r0, r1, t0, t1); return;

@@ -80,7 +80,23 @@ inline __m256i lookup16(const int8_t* table, const uint8_t* qs) {
   return _mm256_shuffle_epi8(t, nibbles(qs));
 }
 
-// Rows of the types with Q8K activations, Q2_K and Q3_K (matmul_q8k_avx2.cpp); job.type
+// The 16 Q3_K scales (sc - 32, signed) of the block at p (quant_blocks.h get_scales_q3k).
+inline __m128i q3k_scales(const uint8_t* p) {
+  const uint8_t* q = p + 96;
+  const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q));
+  const __m128i m4 = _mm_set1_epi8(0x0F);
+  // Low nibbles: scale s < 8 from the low nibble of q[s], s >= 8 from the high one of q[s - 8].
+  const __m128i lo = _mm_unpacklo_epi64(_mm_and_si128(b, m4), _mm_and_si128(_mm_srli_epi16(b, 4), m4));
+  // High bits of scale s: bits 2 (s / 4) of q[8 + s % 4], i.e. byte s % 4 of dword s / 4 below.
+  const uint32_t h = ld32(q + 8);
+  const __m128i hi =
+      _mm_and_si128(_mm_set_epi32(static_cast<int>(h >> 6), static_cast<int>(h >> 4),
+                                  static_cast<int>(h >> 2), static_cast<int>(h)),
+                    _mm_set1_epi8(3));
+  return _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi8(32));
+}
+
+// Rows of the type with Q8K activations, Q2_K (matmul_q8k_avx2.cpp); job.type
 // must be one of them.
 void matmul_rows_q8k(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
 

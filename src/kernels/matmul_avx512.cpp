@@ -221,8 +221,7 @@ void matmul_rows_avx512(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, 
     case DType::kF32: avx512::run_float<avx512::KFloat<false>>(j, r0, r1, t0, t1); return;
     case DType::kF16: avx512::run_float<avx512::KFloat<true>>(j, r0, r1, t0, t1); return;
     case DType::kBF16: avx512::run_float<avx512::KBf16>(j, r0, r1, t0, t1); return;
-    case DType::kQ2_K:
-    case DType::kQ3_K: avx512::matmul_rows_q8k(j, r0, r1, t0, t1); return;
+    case DType::kQ2_K: avx512::matmul_rows_q8k(j, r0, r1, t0, t1); return;
     case DType::kF8_E4M3: avx512::matmul_rows_fp8(j, r0, r1, t0, t1); return;
     case DType::kI8: avx512::matmul_rows_i8(j, r0, r1, t0, t1); return;
     default: avx512::matmul_rows_quant(j, r0, r1, t0, t1); return;

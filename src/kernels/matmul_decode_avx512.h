@@ -290,6 +290,57 @@ struct DIq4xs {
   static inline __m512 xs_vec(const float*, int64_t) { return _mm512_setzero_ps(); }
 };
 
+// The 16 Q3_K scales (sc - 32, signed bytes) of the block at p (quant_blocks.h
+// get_scales_q3k). The same bit work as the AVX2 kernel's (each ISA file keeps its own copy:
+// an inline function shared across files compiled with different flags would be one symbol).
+inline __m128i q3k_scales(const uint8_t* p) {
+  const uint8_t* q = p + 96;
+  const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q));
+  const __m128i m4 = _mm_set1_epi8(0x0F);
+  const __m128i lo = _mm_unpacklo_epi64(_mm_and_si128(b, m4), _mm_and_si128(_mm_srli_epi16(b, 4), m4));
+  const uint32_t h = ld32(q + 8);
+  const __m128i hi =
+      _mm_and_si128(_mm_set_epi32(static_cast<int>(h >> 6), static_cast<int>(h >> 4),
+                                  static_cast<int>(h >> 2), static_cast<int>(h)),
+                    _mm_set1_epi8(3));
+  return _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi8(32));
+}
+
+// Q3_K (110-byte blocks: hmask[32], qs[64], scales[12], d): a group is a 256-element super-block
+// of 16 sub-blocks of 16 with scales fl(d * (sc_j - 32)); element 128h + 32k + l has the low code
+// bits (qs[32h + l] >> 2k) & 3 and the third bit (hmask[l] >> (4h + k)) & 1, value code - 4
+// (offset 4). Step s (elements 64s .. 64s+63) is h = s / 2 with k = 2 (s % 2) in its lower 32
+// bytes and k + 1 in its upper ones.
+struct DQ3K {
+  static constexpr int kBytes = 110;
+  static constexpr int kGroup = 256, kSteps = 4, kOff = 4;
+  static constexpr bool kMins = false;
+  struct Group {
+    __m512 wm;  // fl(d * (sc_j - 32)), j = 0..15
+  };
+  static inline void group(const uint8_t* row, int64_t gi, Group& g) {
+    const uint8_t* p = row + gi * kBytes;
+    const __m512i sc = _mm512_cvtepi8_epi32(q3k_scales(p));
+    g.wm = _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(ld16(p + 108))), _mm512_cvtepi32_ps(sc));
+  }
+  static inline void step(const uint8_t* row, int64_t gi, int s, const Group& g, __m512i& codes,
+                          __m512& ws) {
+    const uint8_t* p = row + gi * kBytes;
+    const int h = s >> 1, k0 = 2 * (s & 1);
+    const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 + 32 * h)));
+    const __m512i shift = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<short>(2 * k0)),
+                                             _mm256_set1_epi16(static_cast<short>(2 * k0 + 2)), 1);
+    const __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    const __m512i sel = _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(1 << (4 * h + k0))),
+                                           _mm256_set1_epi8(static_cast<char>(1 << (4 * h + k0 + 1))), 1);
+    codes = _mm512_and_si512(_mm512_srlv_epi16(q, shift), _mm512_set1_epi8(3));
+    codes = _mm512_mask_add_epi8(codes, _mm512_test_epi8_mask(hm, sel), codes, _mm512_set1_epi8(4));
+    ws = _mm512_permutexvar_ps(load_idx(kIdxQ6[s]), g.wm);
+  }
+  static inline __m512 mins(const Group&) { return _mm512_setzero_ps(); }
+  static inline __m512 xs_vec(const float*, int64_t) { return _mm512_setzero_ps(); }
+};
+
 // Q6_K: a group is a 256-element super-block of 16 sub-blocks of 16.
 struct DQ6K {
   static constexpr int kBytes = 210;

@@ -8,24 +8,22 @@
 //   F16 weights:  y = sum_c f32(w_c) * x_c                       (weights widened exactly)
 //   BF16 weights: y = sum_c f32(w_c) * f32(bf16(x_c))            (activations rounded to bf16,
 //                 act_quant.h; products of two bf16 are exact in f32, as in vdpbf16ps)
-//   Quantized weights (Q4_0 ... Q6_K, IQ4_NL, IQ4_XS, MXFP4): activations become Q8 blocks of
-//                 32 (act_quant.h: codes xq, scale dx per block, xs = dx * sum xq per block),
-//                 then for every weight scale group g (a 32-block, a K-quant or IQ4_XS 32
-//                 sub-block, a Q6_K 16 sub-block)
-//                 inside activation block b:
+//   Quantized weights (Q4_0 ... Q8_0, Q3_K ... Q6_K, IQ4_NL, IQ4_XS, MXFP4): activations become
+//                 Q8 blocks of 32 (act_quant.h: codes xq, scale dx per block, xs = dx * sum xq
+//                 per block), then for every weight scale group g (a 32-block, a K-quant or
+//                 IQ4_XS 32 sub-block, a Q6_K or Q3_K 16 sub-block) inside activation block b:
 //                   y += fl(ws_g * dx_b) * isum_g   - mn_g * xs_b   (mins: Q4_1 Q5_1 Q4_K Q5_K)
 //                 where isum_g = sum (q - offset) * xq is an exact integer, ws_g the group's float
-//                 scale exactly as dequantization forms it (d, fl(d * sc), IQ4_XS
-//                 fl(d * (ls - 32))), mn_g its float
+//                 scale exactly as dequantization forms it (d, fl(d * sc), Q3_K fl(d * (sc - 32)),
+//                 IQ4_XS fl(d * (ls - 32))), mn_g its float
 //                 minimum (m, or fl(dmin * mn); with a + sign for the additive Q4_1/Q5_1 m).
 //   FP8 E4M3 weights (row-scaled): y = s_r * sum_c e4m3(w_c) * x_c      (f32 activations; the
 //                 codes widen exactly to f32)
-//   Q2_K / Q3_K weights: activations become Q8K blocks of 256 (act_quant.h: codes
-//                 xq, one scale dx per 256, code sums per 16), then per super-block b of 256:
+//   Q2_K weights: activations become Q8K blocks of 256 (act_quant.h: codes xq, one scale dx per
+//                 256, code sums per 16), then per super-block b of 256:
 //                   y += dx_b * (d * sum_j sc_j * isum_j  -  dmin * sum_j mn_j * bsum_j)
-//                 with isum_j = sum (q - offset) * xq over sub-block j (16 elements), an exact
-//                 integer, sc_j / mn_j the integer sub-block scales and minimums (Q3_K: sc_j - 32
-//                 and the code offset 4 removed with bsum_j; only Q2_K has minimums).
+//                 with isum_j = sum q * xq over sub-block j (16 elements), an exact integer,
+//                 sc_j / mn_j the integer sub-block scales and minimums.
 //   I8 weights (W8A8, row-scaled): activations become one Q8 row per token (codes xq, one scale
 //                 dx_t = amax_t / 127), y = float(isum) * fl(s_r * dx_t) in f32 with
 //                 isum = sum w_c * xq_c an exact integer (|isum| < 2^31 for cols <= 131072,
@@ -69,7 +67,7 @@ struct MatmulJob {
   // (exact; its kernel flips the weights to unsigned bytes). Not formed for other levels.
   const int32_t* asum = nullptr;
   int64_t as_stride = 0;  // Q8 row activations (I8 weights): ad[t * as_stride] is token t's scale
-  // Q8K activations (Q2_K / Q3_K weights): ad holds one scale per 256 (rows of as_stride),
+  // Q8K activations (Q2_K weights): ad holds one scale per 256 (rows of as_stride),
   // bsums the per-16 code sums (rows of bs_stride int16).
   const int16_t* bsums = nullptr;
   int64_t bs_stride = 0;

@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <type_traits>
 
 #include "base/aligned_buffer.h"
 #include "kernels/matmul_avx512_common.h"
@@ -214,9 +215,10 @@ struct Packer<DIq4xs> {
   }
 };
 
-template <>
-struct Packer<DQ6K> {
-  using D = DQ6K;
+// Q6_K / Q3_K: a group is one super-block (16 lanes of 16-element sub-blocks).
+template <class D>
+  requires(std::is_same_v<D, DQ6K> || std::is_same_v<D, DQ3K>)
+struct Packer<D> {
   static constexpr int kLB = 16;
   static void pack(const uint8_t* row, int64_t, int64_t g, uint8_t* out) {
     typename D::Group gs;
@@ -382,6 +384,31 @@ struct LanePacker<DQ6K> {
                        merge_bits(_mm512_and_si512(_mm512_srli_epi16(n1, 4), lo4), _mm512_srli_epi16(qh, 2), 0x30));
     DQ6K::Group gs;
     DQ6K::group(p, 0, gs);  // scales at +192, d at +208: the same offsets as a GGUF block
+    _mm512_store_ps(reinterpret_cast<float*>(out + 256), gs.wm);
+  }
+};
+
+// Q3_K: a group is one super-block (16 lanes of 16-element sub-blocks): code vector k's low bits
+// are bits 2k, 2k+1 of the 64-byte plane; its third bits are bit k (lanes 0..7) and bit 4 + k
+// (lanes 8..15) of the 32-byte high plane; scales and d at the GGUF block's offsets.
+template <>
+struct LanePacker<DQ3K> {
+  static constexpr int kLB = 16;
+  static void pack(const uint8_t* row, int64_t, int64_t g, uint8_t* out) {
+    const uint8_t* p = row + g * DQ3K::kBytes;
+    const __m512i a = _mm512_loadu_si512(p);
+    const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64)));
+    const __m512i m3 = _mm512_set1_epi8(3);
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      const __m512i lo = _mm512_and_si512(_mm512_srli_epi16(a, 2 * k), m3);
+      const __m512i cnt = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<short>(k)),
+                                             _mm256_set1_epi16(static_cast<short>(4 + k)), 1);
+      const __m512i h = _mm512_slli_epi16(_mm512_srlv_epi16(hb, cnt), 2);  // the third bit at bit 2
+      _mm512_store_si512(out + 64 * k, merge_bits(lo, h, 0x04));
+    }
+    DQ3K::Group gs;
+    DQ3K::group(p, 0, gs);  // scales at +96, d at +108: the same offsets as a GGUF block
     _mm512_store_ps(reinterpret_cast<float*>(out + 256), gs.wm);
   }
 };
@@ -694,6 +721,7 @@ void matmul_rows_packed(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, 
     case DType::kIQ4_NL: run_packed<DTab32<false>>(j, r0, r1, t0, t1); return;
     case DType::kMXFP4: run_packed<DTab32<true>>(j, r0, r1, t0, t1); return;
     case DType::kIQ4_XS: run_packed<DIq4xs>(j, r0, r1, t0, t1); return;
+    case DType::kQ3_K: run_packed<DQ3K>(j, r0, r1, t0, t1); return;
     default: break;
   }
   matmul_rows_ref(j, r0, r1, t0, t1);  // not reached: every quantized type is handled above

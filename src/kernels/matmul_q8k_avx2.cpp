@@ -1,13 +1,12 @@
-// AVX2 kernels for the weight types that take Q8K activations (act_quant.h: one scale per
-// 256, code sums per 16): Q2_K and Q3_K, the product matmul_impl.h defines for them
-// (AVX-512 CPUs run matmul_q8k_avx512.cpp). Integer arithmetic up to the super-block:
-// - Q2_K / Q3_K: vpmaddubsw(codes, xq) gives 16 pair sums, vpmaddwd with the step's two int16
-//   sub-block scales (one per 16 elements, picked by vpshufb from the half super-block's 8
-//   scales) 8 int32 lanes already scaled; they add up over the super-block's 8 steps of 32.
-//   Q3_K's code offset 4 is removed up front: -4 * vpmaddwd(scales, bsums). Q2_K's minimums:
+// AVX2 kernel for the weight type that takes Q8K activations (act_quant.h: one scale per 256,
+// code sums per 16): Q2_K, the product matmul_impl.h defines for it (AVX-512 CPUs run
+// matmul_q8k_avx512.cpp). Integer arithmetic up to the super-block:
+// - vpmaddubsw(codes, xq) gives 16 pair sums, vpmaddwd with the step's two int16 sub-block scales
+//   (one per 16 elements, picked by vpshufb from the half super-block's 8 scales) 8 int32 lanes
+//   already scaled; they add up over the super-block's 8 steps of 32. The minimums:
 //   vpmaddwd(mins, bsums), scaled by -dmin * dx in float.
 // - Per super-block and output: one conversion and one FMA with fl(d * dx).
-// Ranges: |pair sum| <= 2 * 7 * 127, |scale| <= 32, so an int32 lane stays far below 2^31 over
+// Ranges: |pair sum| <= 2 * 3 * 127, |scale| <= 15, so an int32 lane stays far below 2^31 over
 // a super-block.
 // Thread-safety: writes only the outputs of the given rows and tokens.
 #include <immintrin.h>
@@ -30,30 +29,11 @@ inline __m256i scale_ctrl(int k) {
                           c, e, c, e, c, e, c, e);
 }
 
-// The 16 Q3_K scales (sc - 32, signed) of the block at p (quant_blocks.h get_scales_q3k).
-inline __m128i q3k_scales(const uint8_t* p) {
-  const uint8_t* q = p + 96;
-  const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q));
-  const __m128i m4 = _mm_set1_epi8(0x0F);
-  // Low nibbles: scale s < 8 from the low nibble of q[s], s >= 8 from the high one of q[s - 8].
-  const __m128i lo = _mm_unpacklo_epi64(_mm_and_si128(b, m4), _mm_and_si128(_mm_srli_epi16(b, 4), m4));
-  // High bits of scale s: bits 2 (s / 4) of q[8 + s % 4], i.e. byte s % 4 of dword s / 4 below.
-  const uint32_t h = ld32(q + 8);
-  const __m128i hi =
-      _mm_and_si128(_mm_set_epi32(static_cast<int>(h >> 6), static_cast<int>(h >> 4),
-                                  static_cast<int>(h >> 2), static_cast<int>(h)),
-                    _mm_set1_epi8(3));
-  return _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi8(32));
-}
-
-// kQ3: Q3_K (110-byte blocks: hmask[32], qs[64], scales[12], d), else Q2_K (84-byte blocks:
-// scales[16] (low nibble scale, high minimum), qs[64], d, dmin). Element 128h + 32k + l of a
-// block has the 2 low code bits (qs[32h + l] >> 2k) & 3; Q3_K's third bit is bit 4h + k of
-// hmask[l] (code = low | bit << 2, value code - 4).
-template <bool kQ3>
-struct KLow {
+// Q2_K (84-byte blocks: scales[16] (low nibble scale, high minimum), qs[64], d, dmin). Element
+// 128h + 32k + l of a block has the code (qs[32h + l] >> 2k) & 3.
+struct KQ2 {
   static constexpr int kR = 2, kT = 3, kActBytes = 1;
-  static constexpr int kBytes = kQ3 ? 110 : 84;
+  static constexpr int kBytes = 84;
 
   template <int R, int T>
   static void tile(const MatmulJob& j, int64_t r, int64_t t) {
@@ -74,8 +54,7 @@ struct KLow {
       tiles::prefetch_ahead(w[0], tile_bytes, g * R * kBytes, (g + 1) * R * kBytes);
       __m256i sc16[R];
       float dw[R];
-      [[maybe_unused]] __m256i hm[R];  // Q3_K: hmask
-      __m256i p[R][T];                 // sum_j sc_j * isum_j, 8 lanes
+      __m256i p[R][T];  // sum_j sc_j * isum_j, 8 lanes
       __m256i bs[T];
       __m256 dx[T];
 #pragma GCC unroll 8
@@ -86,29 +65,18 @@ struct KLow {
 #pragma GCC unroll 8
       for (int i = 0; i < R; ++i) {
         const uint8_t* pb = w[i] + g * kBytes;
-        if constexpr (kQ3) {
-          sc16[i] = _mm256_cvtepi8_epi16(q3k_scales(pb));
-          dw[i] = f16(pb + 108);
-          hm[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb));
-          // The code offset: -4 * sum_j sc_j * bsum_j.
+        const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pb));
+        const __m128i m4 = _mm_set1_epi8(0x0F);
+        sc16[i] = _mm256_cvtepu8_epi16(_mm_and_si128(s, m4));
+        const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s, 4), m4));
+        dw[i] = f16(pb + 80);
+        const __m256 dmin = _mm256_set1_ps(-f16(pb + 82));
+        // The minimums: -dmin * dx * sum_j mn_j * bsum_j.
 #pragma GCC unroll 8
-          for (int k = 0; k < T; ++k)
-            p[i][k] = _mm256_sub_epi32(_mm256_setzero_si256(),
-                                       _mm256_slli_epi32(_mm256_madd_epi16(sc16[i], bs[k]), 2));
-        } else {
-          const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pb));
-          const __m128i m4 = _mm_set1_epi8(0x0F);
-          sc16[i] = _mm256_cvtepu8_epi16(_mm_and_si128(s, m4));
-          const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s, 4), m4));
-          dw[i] = f16(pb + 80);
-          const __m256 dmin = _mm256_set1_ps(-f16(pb + 82));
-          // The minimums: -dmin * dx * sum_j mn_j * bsum_j.
-#pragma GCC unroll 8
-          for (int k = 0; k < T; ++k) {
-            const __m256 m = _mm256_cvtepi32_ps(_mm256_madd_epi16(mn16, bs[k]));
-            acc[i][k] = _mm256_fmadd_ps(m, _mm256_mul_ps(dmin, dx[k]), acc[i][k]);
-            p[i][k] = _mm256_setzero_si256();
-          }
+        for (int k = 0; k < T; ++k) {
+          const __m256 m = _mm256_cvtepi32_ps(_mm256_madd_epi16(mn16, bs[k]));
+          acc[i][k] = _mm256_fmadd_ps(m, _mm256_mul_ps(dmin, dx[k]), acc[i][k]);
+          p[i][k] = _mm256_setzero_si256();
         }
       }
 #pragma GCC unroll 2
@@ -119,7 +87,7 @@ struct KLow {
           sch[i] = h ? _mm256_permute2x128_si256(sc16[i], sc16[i], 0x11)
                      : _mm256_permute2x128_si256(sc16[i], sc16[i], 0x00);
           q[i] = _mm256_loadu_si256(
-              reinterpret_cast<const __m256i*>(w[i] + g * kBytes + (kQ3 ? 32 : 16) + 32 * h));
+              reinterpret_cast<const __m256i*>(w[i] + g * kBytes + 16 + 32 * h));
         }
 #pragma GCC unroll 4
         for (int k = 0; k < 4; ++k) {
@@ -129,11 +97,6 @@ struct KLow {
 #pragma GCC unroll 8
           for (int i = 0; i < R; ++i) {
             codes[i] = _mm256_and_si256(_mm256_srli_epi16(q[i], 2 * k), m3);
-            if constexpr (kQ3) {
-              const int bit = 4 * h + k;
-              const __m256i hb = bit >= 2 ? _mm256_srli_epi16(hm[i], bit - 2) : _mm256_slli_epi16(hm[i], 2 - bit);
-              codes[i] = _mm256_or_si256(codes[i], _mm256_and_si256(hb, _mm256_set1_epi8(4)));
-            }
             scv[i] = _mm256_shuffle_epi8(sch[i], ctrl);
           }
 #pragma GCC unroll 8
@@ -161,10 +124,7 @@ struct KLow {
 }  // namespace
 
 void matmul_rows_q8k(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
-  switch (j.type) {
-    case DType::kQ3_K: tiles::run<KLow<true>>(j, r0, r1, t0, t1); return;
-    default: tiles::run<KLow<false>>(j, r0, r1, t0, t1); return;
-  }
+  tiles::run<KQ2>(j, r0, r1, t0, t1);
 }
 
 }  // namespace triad::kernels::avx2

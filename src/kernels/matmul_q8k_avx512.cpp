@@ -1,17 +1,17 @@
-// AVX-512 (VNNI) kernels for the weight types that take Q8K activations (act_quant.h: one scale
-// per 256, code sums per 16): Q2_K and Q3_K, the product matmul_impl.h defines for them. Compiled with AVX-512 flags; called only when matmul_isa_supported(kAvx512).
+// AVX-512 (VNNI) kernel for the weight type that takes Q8K activations (act_quant.h: one scale
+// per 256, code sums per 16): Q2_K, the product matmul_impl.h defines for it. Compiled with
+// AVX-512 flags; called only when matmul_isa_supported(kAvx512).
 // Integer arithmetic up to the super-block, 64 elements per step:
-// - Q2_K / Q3_K: vpmaddubsw(codes, xq) gives 32 int16 pair sums (codes <= 7: no saturation);
-//   vpdpwssd multiplies them by the int16 sub-block scales (one per 16 elements, 8 int16 lanes,
-//   placed by vpermw from the super-block's 16 scales) and adds them to 16 int32 lanes, so one
-//   multiply-add pair per 64 products and no float work until the super-block ends.
-//   Q3_K's code offset 4 is removed up front: -4 * vpmaddwd(scales, bsums). Q2_K's minimums:
-//   vpmaddwd(mins, bsums), scaled by -dmin * dx in float.
+// - vpmaddubsw(codes, xq) gives 32 int16 pair sums (codes <= 3: no saturation); vpdpwssd
+//   multiplies them by the int16 sub-block scales (one per 16 elements, 8 int16 lanes, placed by
+//   vpermw from the super-block's 16 scales) and adds them to 16 int32 lanes, so one
+//   multiply-add pair per 64 products and no float work until the super-block ends. The
+//   minimums: vpmaddwd(mins, bsums), scaled by -dmin * dx in float.
 // - Per super-block and output: one conversion and one FMA with fl(d * dx), as in the AVX2
 //   kernels (matmul_q8k_avx2.cpp). Every tile shape, one token or many, runs this arithmetic,
 //   so outputs do not depend on the batch.
-// Ranges: |pair sum| <= 2 * 7 * 127, |scale| <= 32, 8 pair products per lane and super-block:
-// an int32 lane stays below 2^19.
+// Ranges: |pair sum| <= 2 * 3 * 127, |scale| <= 15, 8 pair products per lane and super-block:
+// an int32 lane stays below 2^17.
 // Thread-safety: writes only the outputs of the given rows and tokens.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -42,22 +42,6 @@ constexpr Idx32 kPer16[4] = {make_per16(0), make_per16(1), make_per16(2), make_p
 
 inline __m512i idx(const Idx32& i) { return _mm512_load_si512(i.v); }
 
-// The 16 Q3_K scales (sc - 32, signed bytes) of the block at p (quant_blocks.h
-// get_scales_q3k). The same bit work as the AVX2 kernel's (each ISA file keeps its own copy:
-// an inline function shared across files compiled with different flags would be one symbol).
-inline __m128i q3k_scales(const uint8_t* p) {
-  const uint8_t* q = p + 96;
-  const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q));
-  const __m128i m4 = _mm_set1_epi8(0x0F);
-  const __m128i lo = _mm_unpacklo_epi64(_mm_and_si128(b, m4), _mm_and_si128(_mm_srli_epi16(b, 4), m4));
-  const uint32_t h = ld32(q + 8);
-  const __m128i hi =
-      _mm_and_si128(_mm_set_epi32(static_cast<int>(h >> 6), static_cast<int>(h >> 4),
-                                  static_cast<int>(h >> 2), static_cast<int>(h)),
-                    _mm_set1_epi8(3));
-  return _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi8(32));
-}
-
 template <int R, int T>
 inline void tile_ptrs(const MatmulJob& j, int64_t r, int64_t t, const uint8_t* (&w)[R],
                       const int8_t* (&xq)[T], const float* (&xd)[T]) {
@@ -70,16 +54,13 @@ inline void tile_ptrs(const MatmulJob& j, int64_t r, int64_t t, const uint8_t* (
   }
 }
 
-// kQ3: Q3_K (110-byte blocks: hmask[32], qs[64], scales[12], d), else Q2_K (84-byte blocks:
-// scales[16] (low nibble scale, high minimum), qs[64], d, dmin). Element 128h + 32k + l of a
-// block has the 2 low code bits (qs[32h + l] >> 2k) & 3; Q3_K's third bit is bit 4h + k of
-// hmask[l] (code = low | bit << 2, value code - 4). Step s (elements 64s .. 64s+63) is h = s / 2,
-// k = 2 (s % 2) in its lower 32 bytes and k + 1 in its upper ones.
-template <bool kQ3>
-struct KLow {
+// Q2_K (84-byte blocks: scales[16] (low nibble scale, high minimum), qs[64], d, dmin). Element
+// 128h + 32k + l of a block has the code (qs[32h + l] >> 2k) & 3. Step s (elements 64s ..
+// 64s+63) is h = s / 2, k = 2 (s % 2) in its lower 32 bytes and k + 1 in its upper ones.
+struct KQ2 {
   static constexpr int kR = 2, kT = 4, kActBytes = 1;
   static constexpr int kRDecode = 4;
-  static constexpr int kBytes = kQ3 ? 110 : 84;
+  static constexpr int kBytes = 84;
 
   template <int R, int T>
   static void tile(const MatmulJob& j, int64_t r, int64_t t) {
@@ -99,9 +80,8 @@ struct KLow {
       tiles::prefetch_ahead(w[0], tile_bytes, g * R * kBytes, (g + 1) * R * kBytes);
       __m512i sc[R];  // the 16 int16 sub-block scales in lanes 0..15
       float dw[R];
-      [[maybe_unused]] __m512i hm[R];  // Q3_K: hmask in both halves
-      __m512i p[R][T];                 // sum_j sc_j * isum_j, 16 lanes
-      __m512i bs[T];                   // the 16 int16 code sums, lanes 0..15
+      __m512i p[R][T];  // sum_j sc_j * isum_j, 16 lanes
+      __m512i bs[T];    // the 16 int16 code sums, lanes 0..15
       __m512 dx[T];
 #pragma GCC unroll 8
       for (int k = 0; k < T; ++k) {
@@ -111,29 +91,18 @@ struct KLow {
 #pragma GCC unroll 8
       for (int i = 0; i < R; ++i) {
         const uint8_t* pb = w[i] + g * kBytes;
-        if constexpr (kQ3) {
-          sc[i] = _mm512_zextsi256_si512(_mm256_cvtepi8_epi16(q3k_scales(pb)));
-          dw[i] = _cvtsh_ss(ld16(pb + 108));
-          hm[i] = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb)));
-          // The code offset: -4 * sum_j sc_j * bsum_j.
+        const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pb));
+        const __m128i m4 = _mm_set1_epi8(0x0F);
+        sc[i] = _mm512_zextsi256_si512(_mm256_cvtepu8_epi16(_mm_and_si128(s, m4)));
+        const __m512i mn = _mm512_zextsi256_si512(_mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s, 4), m4)));
+        dw[i] = _cvtsh_ss(ld16(pb + 80));
+        const __m512 dmin = _mm512_set1_ps(-_cvtsh_ss(ld16(pb + 82)));
+        // The minimums: -dmin * dx * sum_j mn_j * bsum_j.
 #pragma GCC unroll 8
-          for (int k = 0; k < T; ++k)
-            p[i][k] = _mm512_sub_epi32(_mm512_setzero_si512(),
-                                       _mm512_slli_epi32(_mm512_madd_epi16(sc[i], bs[k]), 2));
-        } else {
-          const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pb));
-          const __m128i m4 = _mm_set1_epi8(0x0F);
-          sc[i] = _mm512_zextsi256_si512(_mm256_cvtepu8_epi16(_mm_and_si128(s, m4)));
-          const __m512i mn = _mm512_zextsi256_si512(_mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s, 4), m4)));
-          dw[i] = _cvtsh_ss(ld16(pb + 80));
-          const __m512 dmin = _mm512_set1_ps(-_cvtsh_ss(ld16(pb + 82)));
-          // The minimums: -dmin * dx * sum_j mn_j * bsum_j.
-#pragma GCC unroll 8
-          for (int k = 0; k < T; ++k) {
-            const __m512 m = _mm512_cvtepi32_ps(_mm512_madd_epi16(mn, bs[k]));
-            acc[i][k] = _mm512_fmadd_ps(m, _mm512_mul_ps(dmin, dx[k]), acc[i][k]);
-            p[i][k] = _mm512_setzero_si512();
-          }
+        for (int k = 0; k < T; ++k) {
+          const __m512 m = _mm512_cvtepi32_ps(_mm512_madd_epi16(mn, bs[k]));
+          acc[i][k] = _mm512_fmadd_ps(m, _mm512_mul_ps(dmin, dx[k]), acc[i][k]);
+          p[i][k] = _mm512_setzero_si512();
         }
       }
 #pragma GCC unroll 4
@@ -142,18 +111,12 @@ struct KLow {
         // Lower 32 bytes shifted right by 2 k0, upper ones by 2 (k0 + 1) (int16 shift counts).
         const __m512i shift = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<short>(2 * k0)),
                                                  _mm256_set1_epi16(static_cast<short>(2 * k0 + 2)), 1);
-        [[maybe_unused]] const __m512i sel =
-            _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(1 << (4 * h + k0))),
-                               _mm256_set1_epi8(static_cast<char>(1 << (4 * h + k0 + 1))), 1);
         __m512i codes[R], scv[R];
 #pragma GCC unroll 8
         for (int i = 0; i < R; ++i) {
           const __m512i q = _mm512_broadcast_i64x4(
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i] + g * kBytes + (kQ3 ? 32 : 16) + 32 * h)));
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i] + g * kBytes + 16 + 32 * h)));
           codes[i] = _mm512_and_si512(_mm512_srlv_epi16(q, shift), m3);
-          if constexpr (kQ3)
-            codes[i] = _mm512_mask_add_epi8(codes[i], _mm512_test_epi8_mask(hm[i], sel), codes[i],
-                                            _mm512_set1_epi8(4));
           scv[i] = _mm512_permutexvar_epi16(idx(kPer16[s]), sc[i]);
         }
 #pragma GCC unroll 8
@@ -179,10 +142,7 @@ struct KLow {
 }  // namespace
 
 void matmul_rows_q8k(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
-  switch (j.type) {
-    case DType::kQ3_K: tiles::run<KLow<true>>(j, r0, r1, t0, t1); return;
-    default: tiles::run<KLow<false>>(j, r0, r1, t0, t1); return;
-  }
+  tiles::run<KQ2>(j, r0, r1, t0, t1);
 }
 
 }  // namespace triad::kernels::avx512

@@ -1,5 +1,5 @@
 // AVX-512 (VNNI) matmul kernels for the quantized weight types Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
-// Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS and MXFP4 against Q8 activations (act_quant.h). Compiled with AVX-512 flags;
+// Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS and MXFP4 against Q8 activations (act_quant.h). Compiled with AVX-512 flags;
 // called only when matmul_isa_supported(kAvx512).
 //
 // One kernel for all types: a per-type decoder turns 64 weights at a time into unsigned 8-bit
@@ -8,7 +8,7 @@
 // pair and 64 elements the kernel then does
 //     p   = vpdpbusd(init, q, xq)          exact int32: sum over 4 elements of q * xq, where
 //                                          init = -offset * (sum of those 4 xq) removes the
-//                                          type's code offset (8, 16, 32, or 128 for Q8_0,
+//                                          type's code offset (4, 8, 16, 32, or 128 for Q8_0,
 //                                          IQ4_NL, IQ4_XS and MXFP4, whose signed values become
 //                                          value + 128)
 //     acc += float(p) * (ws * dx)           ws: the weight group scale, dx: the activation
@@ -57,8 +57,8 @@ struct Gemv {
   static constexpr bool kUsed = false;  // the generic tile with T = 1
 };
 
-// Q4_K / Q5_K / IQ4_XS (kQ6 = false: 8 sub-blocks of 32) and Q6_K (kQ6 = true: 16 of 16): one
-// super-block per group.
+// Q4_K / Q5_K / IQ4_XS (kQ6 = false: 8 sub-blocks of 32) and Q6_K / Q3_K (kQ6 = true: 16 of
+// 16): one super-block per group.
 template <class D, bool kQ6>
 struct GemvK {
   template <int R>
@@ -133,6 +133,10 @@ struct Gemv<DQ6K> : GemvK<DQ6K, true> {
 };
 template <>
 struct Gemv<DIq4xs> : GemvK<DIq4xs, false> {
+  static constexpr bool kUsed = true;
+};
+template <>
+struct Gemv<DQ3K> : GemvK<DQ3K, true> {
   static constexpr bool kUsed = true;
 };
 
@@ -255,6 +259,7 @@ void matmul_rows_quant(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, i
     case DType::kIQ4_NL: tiles::run<KQuant<DTab32<false>>>(j, r0, r1, t0, t1); return;
     case DType::kMXFP4: tiles::run<KQuant<DTab32<true>>>(j, r0, r1, t0, t1); return;
     case DType::kIQ4_XS: tiles::run<KQuant<DIq4xs>>(j, r0, r1, t0, t1); return;
+    case DType::kQ3_K: tiles::run<KQuant<DQ3K>>(j, r0, r1, t0, t1); return;
     default: break;
   }
   matmul_rows_ref(j, r0, r1, t0, t1);  // not reached: every weight type is handled above

@@ -293,7 +293,7 @@ TEST(MatmulTest, LaneLayoutRoundTripsAndMatchesItsSpecification) {
   std::mt19937 rng(5);
   const DType types[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0,
                          DType::kIQ4_NL, DType::kMXFP4, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,
-                         DType::kIQ4_XS};
+                         DType::kIQ4_XS, DType::kQ3_K};
   for (DType t : types) {
     ASSERT_TRUE(lane_layout_supported(t));
     const int64_t bs = traits(t).block_size;
@@ -352,6 +352,15 @@ TEST(MatmulTest, LaneLayoutRoundTripsAndMatchesItsSpecification) {
     // The half group at byte 272: plane 3 lane 5 byte 0 = super-block 2's qs[16 * 5 + 12].
     EXPECT_EQ(l[272 + 3 * 32 + 4 * 5], w[272 + 8 + 80 + 12]);
     EXPECT_EQ(0, std::memcmp(l.data() + 272 + 4 * 32, w.data() + 272, 8));
+  }
+  {
+    // Q3_K: lane 9 (sub-block 9), k = 3, b = 1 is element 157 = 128 + 29 (h = 1, quarter 0,
+    // l = 29): low bits qs[32 + 29] & 3 at bits 6..7 of 2-bit-plane byte 4 * 9 + 1; third bit
+    // hmask[29] bit 4 at bit 4 + 3 of high-plane byte 4 * (9 - 8) + 1; scales and d as stored.
+    const auto [w, l] = relay(DType::kQ3_K, 256);
+    EXPECT_EQ((l[4 * 9 + 1] >> 6) & 3, w[32 + 32 + 29] & 3);
+    EXPECT_EQ((l[64 + 4 * 1 + 1] >> 7) & 1, (w[29] >> 4) & 1);
+    EXPECT_EQ(0, std::memcmp(l.data() + 96, w.data() + 96, 14));
   }
   {
     const auto [w, l] = relay(DType::kQ6_K, 256);
@@ -566,8 +575,8 @@ TEST(MatmulTest, RejectsBadArguments) {
 // The serving engine batches requests: ideally a token's output row does not depend on how
 // many other tokens share the call (nor on the thread count), so that a request's greedy output
 // is the same alone or batched. That holds bitwise for the float weight types on every level and
-// for every type on the scalar and AVX2 levels (and on the AVX-512 level for Q2_K and Q3_K, whose
-// AVX-512 kernels run one arithmetic for every tile shape). The other AVX-512
+// for every type on the scalar and AVX2 levels (and on the AVX-512 level for Q2_K, whose AVX-512
+// kernels run one arithmetic for every tile shape). The other AVX-512
 // quantized kernels use a different f32 summation order from kPackedMinTokens tokens on (the
 // packed prompt kernels), and the K-quants also for one token (decode), so there rows agree
 // only to rounding: checked here within 1e-5 of the row's largest magnitude. With
@@ -588,7 +597,7 @@ TEST(MatmulTest, RowsDoNotDependOnTheBatch) {
       for (DType t : types)
       for (const bool lanes : {false, true}) {
         if (lanes && !lane_layout_supported(t)) continue;
-        const bool q8k = t == DType::kQ2_K || t == DType::kQ3_K;
+        const bool q8k = t == DType::kQ2_K;
         // The lane layout runs one kernel for every token count: bitwise in both modes.
         const bool bitwise = invariant || lanes || level != IsaLevel::kAvx512 || t == DType::kF32 ||
                              t == DType::kF16 || t == DType::kBF16 || q8k;

@@ -6,8 +6,8 @@
 //   scales and per-32-block float minimums, formed exactly as dequantization forms them
 //   (d, fl(d * sc), fl(dmin * mn)); integer dot products are exact, each group term is
 //   fl(ws * dx) * isum, and everything is accumulated in double, so this is the algorithm's
-//   value up to one rounding per group scale. Q2_K / Q3_K (Q8K activations) sum the group
-//   terms fl(d * sc) * isum (and minimums times code sums) per super-block and scale by dx.
+//   value up to one rounding per group scale. Q2_K (Q8K activations) sums the group
+//   terms fl(d * sc) * isum (and minimums times code sums) per super-block and scales by dx.
 // - F32 / F16 / BF16 / FP8 E4M3 products are exact in double (bf16 activations are rounded
 //   first, as the SIMD kernels do); FP8 rows are scaled once at the end; I8 (W8A8) dot products
 //   are exact integers scaled by fl(s_r * dx_t).
@@ -240,7 +240,7 @@ double dot_quant(const DecodedRow& w, const int8_t* xq, const float* xd, const f
   return acc;
 }
 
-// Q8K activations (Q2_K, Q3_K, IQ4_XS): one scale xd[b] per 256 and the code sums per 16.
+// Q8K activations (Q2_K): one scale xd[b] per 256 and the code sums per 16.
 double dot_quant_k(const DecodedRow& w, const int8_t* xq, const float* xd, const int16_t* bsums,
                    int64_t cols) {
   double acc = 0.0;
@@ -268,8 +268,7 @@ ActKind act_kind(DType t) {
     case DType::kBF16: return ActKind::kBf16;
     case DType::kF8_E4M3: return ActKind::kF32;
     case DType::kI8: return ActKind::kQ8Row;
-    case DType::kQ2_K:
-    case DType::kQ3_K: return ActKind::kQ8K;
+    case DType::kQ2_K: return ActKind::kQ8K;
     default: return ActKind::kQ8;
   }
 }
