@@ -154,40 +154,16 @@ inline void store_k45_scales(const __m512 (&wm)[2], uint8_t* out) {
                   _mm512_sub_ps(_mm512_setzero_ps(), _mm512_permutex2var_ps(wm[0], hi, wm[1])));
 }
 
-template <bool kFive>
-struct Packer<DK45<kFive>> {
-  using D = DK45<kFive>;
-  static constexpr int kLB = 32;
-  static void pack(const uint8_t* row, int64_t cols, int64_t g, uint8_t* out) {
-    const int64_t nsb = cols / 256;
-    __m512i n[8];
-    __m512 wm[2];
-    for (int h = 0; h < 2; ++h) {
-      const int64_t sb = 2 * g + h;
-      if (sb < nsb) {
-        typename D::Group gs;
-        D::group(row, sb, gs);
-        wm[h] = gs.wm;
-        for (int s = 0; s < 4; ++s) {
-          __m512 ws_unused;
-          D::step(row, sb, s, gs, n[4 * h + s], ws_unused);
-        }
-      } else {
-        wm[h] = _mm512_setzero_ps();
-        for (int s = 0; s < 4; ++s) n[4 * h + s] = _mm512_setzero_si512();
-      }
-    }
-    transpose_32(n);
-    for (int k = 0; k < 8; ++k) _mm512_store_si512(out + 64 * k, n[k]);
-    store_k45_scales(wm, out);
-  }
-};
+// The scale part of a packed IQ4_XS group: lanes 0..7 from the first super-block's [fl(d * (ls_j -
+// 32)) x 8 | 0] (DIq4xs::Group::wm), 8..15 from the second's.
+inline void store_pair_scales(const __m512 (&wm)[2], uint8_t* out) {
+  _mm512_store_ps(reinterpret_cast<float*>(out + 512), _mm512_insertf32x8(wm[0], _mm512_castps512_ps256(wm[1]), 1));
+}
 
-// IQ4_XS: a group is two super-blocks (16 lanes of 32-element sub-blocks), as for Q4_K, without
-// minimums.
-template <>
-struct Packer<DIq4xs> {
-  using D = DIq4xs;
+// Q4_K / Q5_K / IQ4_XS: a group is two super-blocks (16 lanes of 32-element sub-blocks).
+template <class D>
+  requires(std::is_same_v<D, DK45<false>> || std::is_same_v<D, DK45<true>> || std::is_same_v<D, DIq4xs>)
+struct Packer<D> {
   static constexpr int kLB = 32;
   static void pack(const uint8_t* row, int64_t cols, int64_t g, uint8_t* out) {
     const int64_t nsb = cols / 256;
@@ -210,8 +186,11 @@ struct Packer<DIq4xs> {
     }
     transpose_32(n);
     for (int k = 0; k < 8; ++k) _mm512_store_si512(out + 64 * k, n[k]);
-    // Lanes 0..7 from the first super-block's scales, 8..15 from the second's.
-    _mm512_store_ps(reinterpret_cast<float*>(out + 512), _mm512_insertf32x8(wm[0], _mm512_castps512_ps256(wm[1]), 1));
+    if constexpr (D::kMins) {
+      store_k45_scales(wm, out);
+    } else {
+      store_pair_scales(wm, out);
+    }
   }
 };
 
@@ -364,7 +343,7 @@ struct LanePacker<DIq4xs> {
       D::group(hdr + 8 * h, 0, gs);  // reads only the header: d, scales_h, scales_l
       wm[h] = gs.wm;
     }
-    _mm512_store_ps(reinterpret_cast<float*>(out + 512), _mm512_insertf32x8(wm[0], _mm512_castps512_ps256(wm[1]), 1));
+    store_pair_scales(wm, out);
   }
 };
 
