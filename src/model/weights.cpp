@@ -262,7 +262,8 @@ ModelWeights::Relayout ModelWeights::relayout(const gguf::GgufFile& f, int threa
   };
   // Plan first, then one buffer for every copy (a matrix's copy at a 64-byte aligned offset):
   // one 2 MiB-aligned block is backed by huge pages whole (AlignedBuffer), where a buffer per
-  // matrix left each one's last partial 2 MiB on 4 KiB pages (decode of an IQ4_XS 1.5B: 4% apart).
+  // matrix left each one's last partial 2 MiB on 4 KiB pages (IQ4_XS 1.5B decode: 25.4-25.6
+  // tokens/s against 22.8-23.5).
   struct Job {
     kernels::WeightMatrix* m = nullptr;   // a matrix, or
     ExpertMatrices* e = nullptr;          // an expert set (its copies side by side)
