@@ -7,6 +7,7 @@
 
 #include "catalog/catalog.h"
 #include "convert/hf_convert.h"
+#include "base/cpu_features.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "base/timer.h"
@@ -21,6 +22,7 @@ int32_t LoadedModel::context_for(int requested) const {
 }
 
 LoadedModel load_model(const std::string& path, const std::string& weight_type, int threads) {
+  if (threads <= 0) threads = physical_cores();
   Timer t;
   log_info("loading ", path);
   LoadedModel m;
@@ -43,7 +45,7 @@ LoadedModel load_model(const std::string& path, const std::string& weight_type, 
     log_info("loading: ", decile * 10, "% of ", static_cast<double>(total) / (1 << 20), " MiB (",
              read_t.seconds(), " s)");
   };
-  m.model = Model::load(file, quant::online_transform(online, threads), progress);
+  m.model = Model::load(file, quant::online_transform(online, threads), progress, threads);
   m.tokenizer = Tokenizer::from_gguf(m.model->file());
   const ModelConfig& c = m.model->config();
   TRIAD_CHECK(m.tokenizer->n_vocab() <= c.n_vocab, "tokenizer has ", m.tokenizer->n_vocab(),

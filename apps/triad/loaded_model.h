@@ -17,9 +17,10 @@ struct LoadedModel {
   int32_t context_for(int requested) const;
 };
 
-// Loads a model; a non-empty weight_type quantizes its layer matrices at load time
-// (quant/online.h) with `threads` threads.
-LoadedModel load_model(const std::string& path, const std::string& weight_type = {}, int threads = 1);
+// Loads a model on `threads` threads (0: one per physical core): a non-empty weight_type
+// quantizes its layer matrices at load time (quant/online.h), and the AVX-512 kernels' re-layout
+// (Model::load) runs on as many.
+LoadedModel load_model(const std::string& path, const std::string& weight_type = {}, int threads = 0);
 
 // A text file cut into chunks the way llama.cpp's perplexity tool cuts it: tokenized with BOS in
 // front (when the vocabulary adds one), then whole chunks of n_ctx tokens, at most max_chunks

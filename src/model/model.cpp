@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
-#include <thread>
 #include <vector>
 
 #include "base/cpu_features.h"
@@ -108,7 +107,7 @@ void ForwardScratch::reserve(const ModelConfig& c, int64_t n) {
 Model::~Model() = default;
 
 std::unique_ptr<Model> Model::load(const std::string& path, const WeightTransform& transform,
-                                   const std::function<void(uint64_t, uint64_t)>& progress) {
+                                   const std::function<void(uint64_t, uint64_t)>& progress, int threads) {
   std::unique_ptr<Model> m(new Model());
   m->file_ = gguf::GgufFile::open(path);
   if (progress) m->file_->prefetch(progress);
@@ -118,7 +117,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const WeightTransfor
   if (weight_relayout() && best_isa() == IsaLevel::kAvx512) {
     const Timer t;
     const ModelWeights::Relayout r =
-        m->weights_.relayout(*m->file_, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+        m->weights_.relayout(*m->file_, threads > 0 ? threads : physical_cores());
     if (r.matrices > 0)
       log_info("weights: ", r.matrices, " quantized matrices re-laid for the AVX-512 kernels in ", t.seconds(), " s");
     if (r.kept > 0)

@@ -80,9 +80,11 @@ class Model {
   // (gguf::GgufFile::prefetch), before the weights are bound and transformed.
   // On a CPU with the AVX-512 kernels, the quantized matrices are then re-laid for them
   // (ModelWeights::relayout; no memory overhead, and only as far as memory allows) unless
-  // set_weight_relayout(false) was called.
+  // set_weight_relayout(false) was called, on `threads` threads (0: one per physical core), so a
+  // server told to use N cores uses no more while it loads.
   static std::unique_ptr<Model> load(const std::string& path, const WeightTransform& transform = {},
-                                     const std::function<void(uint64_t done, uint64_t total)>& progress = {});
+                                     const std::function<void(uint64_t done, uint64_t total)>& progress = {},
+                                     int threads = 0);
   // Process-wide: whether Model::load re-lays quantized weights (default true; `--no-repack`
   // and tools that key on the file's tensor addresses, such as the imatrix collector, turn it
   // off). Set it before loading.
