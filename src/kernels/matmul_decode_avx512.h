@@ -290,20 +290,26 @@ struct DIq4xs {
   static inline __m512 xs_vec(const float*, int64_t) { return _mm512_setzero_ps(); }
 };
 
-// The 16 Q3_K scales (sc - 32, signed bytes) of the block at p (quant_blocks.h
-// get_scales_q3k). The same bit work as the AVX2 kernel's (each ISA file keeps its own copy:
-// an inline function shared across files compiled with different flags would be one symbol).
-inline __m128i q3k_scales(const uint8_t* p) {
+// The 16 Q3_K scales sc_j - 32 of the block at p (quant_blocks.h get_scales_q3k), one per
+// 32-bit lane. The 12 scale bytes at +96 hold sc_j's low 4 bits in byte j % 8 (the high nibble
+// from j = 8 on) and its two high bits in byte 8 + j % 4 (bits 2 (j / 4), 2 (j / 4) + 1): each
+// lane takes its two bytes (vpmovzxbd of the broadcast bytes), shifts them by its own count and
+// merges them. (The AVX2 kernel does the same bit work in bytes; each ISA file keeps its own
+// copy: an inline function shared across files compiled with different flags would be one
+// symbol.)
+inline __m512i q3k_scales(const uint8_t* p) {
   const uint8_t* q = p + 96;
-  const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q));
-  const __m128i m4 = _mm_set1_epi8(0x0F);
-  const __m128i lo = _mm_unpacklo_epi64(_mm_and_si128(b, m4), _mm_and_si128(_mm_srli_epi16(b, 4), m4));
-  const uint32_t h = ld32(q + 8);
-  const __m128i hi =
-      _mm_and_si128(_mm_set_epi32(static_cast<int>(h >> 6), static_cast<int>(h >> 4),
-                                  static_cast<int>(h >> 2), static_cast<int>(h)),
-                    _mm_set1_epi8(3));
-  return _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi8(32));
+  uint64_t lo8;
+  std::memcpy(&lo8, q, 8);
+  const __m512i lo = _mm512_cvtepu8_epi32(_mm_set1_epi64x(static_cast<long long>(lo8)));  // bytes 0-7, twice
+  const __m512i hi = _mm512_cvtepu8_epi32(_mm_set1_epi32(static_cast<int>(ld32(q + 8))));  // bytes 8-11, 4 times
+  const __m512i l = _mm512_srlv_epi32(lo, _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4));
+  const __m512i h = _mm512_slli_epi32(
+      _mm512_srlv_epi32(hi, _mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6)), 4);
+  // Bits 0-3 from l, bits 4-5 from h.
+  const __m512i sc = _mm512_and_si512(_mm512_ternarylogic_epi32(l, h, _mm512_set1_epi32(0x0F), 0xE4),
+                                      _mm512_set1_epi32(0x3F));
+  return _mm512_sub_epi32(sc, _mm512_set1_epi32(32));
 }
 
 // Q3_K (110-byte blocks: hmask[32], qs[64], scales[12], d): a group is a 256-element super-block
@@ -320,8 +326,7 @@ struct DQ3K {
   };
   static inline void group(const uint8_t* row, int64_t gi, Group& g) {
     const uint8_t* p = row + gi * kBytes;
-    const __m512i sc = _mm512_cvtepi8_epi32(q3k_scales(p));
-    g.wm = _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(ld16(p + 108))), _mm512_cvtepi32_ps(sc));
+    g.wm = _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(ld16(p + 108))), _mm512_cvtepi32_ps(q3k_scales(p)));
   }
   static inline void step(const uint8_t* row, int64_t gi, int s, const Group& g, __m512i& codes,
                           __m512& ws) {

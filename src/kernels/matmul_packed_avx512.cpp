@@ -146,18 +146,17 @@ struct Packer<D> {
 // The scale part of a packed Q4_K / Q5_K group from the two super-blocks' [fl(d * sc_j) x 8 |
 // fl(dmin * mn_j) x 8] (DK45::Group::wm): 16 scales, then the 16 minimums negated (the kernel
 // adds mins * xs).
-inline void store_k45_scales(const __m512 (&wm)[2], uint8_t* out) {
+inline void k45_scales(const __m512 (&wm)[2], __m512& ws, __m512& mn) {
   const __m512i lo = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
   const __m512i hi = _mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
-  _mm512_store_ps(reinterpret_cast<float*>(out + 512), _mm512_permutex2var_ps(wm[0], lo, wm[1]));
-  _mm512_store_ps(reinterpret_cast<float*>(out + 576),
-                  _mm512_sub_ps(_mm512_setzero_ps(), _mm512_permutex2var_ps(wm[0], hi, wm[1])));
+  ws = _mm512_permutex2var_ps(wm[0], lo, wm[1]);
+  mn = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_permutex2var_ps(wm[0], hi, wm[1]));
 }
 
 // The scale part of a packed IQ4_XS group: lanes 0..7 from the first super-block's [fl(d * (ls_j -
 // 32)) x 8 | 0] (DIq4xs::Group::wm), 8..15 from the second's.
-inline void store_pair_scales(const __m512 (&wm)[2], uint8_t* out) {
-  _mm512_store_ps(reinterpret_cast<float*>(out + 512), _mm512_insertf32x8(wm[0], _mm512_castps512_ps256(wm[1]), 1));
+inline __m512 pair_scales(const __m512 (&wm)[2]) {
+  return _mm512_insertf32x8(wm[0], _mm512_castps512_ps256(wm[1]), 1);
 }
 
 // Q4_K / Q5_K / IQ4_XS: a group is two super-blocks (16 lanes of 32-element sub-blocks).
@@ -187,9 +186,12 @@ struct Packer<D> {
     transpose_32(n);
     for (int k = 0; k < 8; ++k) _mm512_store_si512(out + 64 * k, n[k]);
     if constexpr (D::kMins) {
-      store_k45_scales(wm, out);
+      __m512 ws, mn;
+      k45_scales(wm, ws, mn);
+      _mm512_store_ps(reinterpret_cast<float*>(out + 512), ws);
+      _mm512_store_ps(reinterpret_cast<float*>(out + 576), mn);
     } else {
-      store_pair_scales(wm, out);
+      _mm512_store_ps(reinterpret_cast<float*>(out + 512), pair_scales(wm));
     }
   }
 };
@@ -234,7 +236,7 @@ inline __m512i merge_bits(__m512i lo, __m512i h, char m) {
 // Code vectors v (low nibbles) and v + 4 (high nibbles) of a 4-bit nibble plane (lane_layout.h),
 // with the fifth bits of a high-bit plane hb (kFive) or looked up in a 16-entry table (kTable).
 template <int v, bool kFive, bool kTable>
-inline void widen_nibbles(const uint8_t* p, int plane, __mmask64 m, __m512i hb, __m512i table, uint8_t* out) {
+inline void widen_nibbles(const uint8_t* p, int plane, __mmask64 m, __m512i hb, __m512i table, __m512i (&c)[8]) {
   const __m512i lo4 = _mm512_set1_epi8(0x0F);
   const __m512i n = _mm512_maskz_loadu_epi8(m, p + v * plane);
   __m512i lo = _mm512_and_si512(n, lo4), hi = _mm512_and_si512(_mm512_srli_epi16(n, 4), lo4);
@@ -246,18 +248,46 @@ inline void widen_nibbles(const uint8_t* p, int plane, __mmask64 m, __m512i hb, 
     lo = _mm512_shuffle_epi8(table, lo);
     hi = _mm512_shuffle_epi8(table, hi);
   }
-  _mm512_store_si512(out + 64 * v, lo);
-  _mm512_store_si512(out + 64 * (v + 4), hi);
+  c[v] = lo;
+  c[v + 4] = hi;
 }
 
 // The four nibble planes of a group, widened into the eight code vectors.
 template <bool kFive, bool kTable>
-inline void widen_nibble_planes(const uint8_t* p, int plane, __mmask64 m, __m512i hb, __m512i table, uint8_t* out) {
-  widen_nibbles<0, kFive, kTable>(p, plane, m, hb, table, out);
-  widen_nibbles<1, kFive, kTable>(p, plane, m, hb, table, out);
-  widen_nibbles<2, kFive, kTable>(p, plane, m, hb, table, out);
-  widen_nibbles<3, kFive, kTable>(p, plane, m, hb, table, out);
+inline void widen_nibble_planes(const uint8_t* p, int plane, __mmask64 m, __m512i hb, __m512i table, __m512i (&c)[8]) {
+  widen_nibbles<0, kFive, kTable>(p, plane, m, hb, table, c);
+  widen_nibbles<1, kFive, kTable>(p, plane, m, hb, table, c);
+  widen_nibbles<2, kFive, kTable>(p, plane, m, hb, table, c);
+  widen_nibbles<3, kFive, kTable>(p, plane, m, hb, table, c);
 }
+
+// A widened group in registers: kLB / 4 code vectors, the 16 lane scales and (types with
+// minimums) the 16 lane minimums as the kernel adds them. LanePacker<D>::regs fills one; pack stores it in the
+// packed group format (codes, then ws at +kLB * 16, then mins).
+template <int kLB, bool kMins>
+struct GroupRegs {
+  __m512i c[kLB / 4];
+  __m512 ws;
+  __m512 mn;  // kMins only: what the kernel multiplies by the lane's activation sum
+};
+template <int kLB, bool kMins>
+inline void store_group(const GroupRegs<kLB, kMins>& r, uint8_t* out) {
+#pragma GCC unroll 8
+  for (int k = 0; k < kLB / 4; ++k) _mm512_store_si512(out + 64 * k, r.c[k]);
+  _mm512_store_ps(reinterpret_cast<float*>(out + kLB * 16), r.ws);
+  if constexpr (kMins) _mm512_store_ps(reinterpret_cast<float*>(out + kLB * 16 + 64), r.mn);
+}
+
+// Every LanePacker: regs(row, cols, g, r) widens group g of a lane-layout row into registers;
+// pack stores it.
+template <class Self, int kLB, bool kMins>
+struct LanePackerBase {
+  static void pack(const uint8_t* row, int64_t cols, int64_t g, uint8_t* out) {
+    GroupRegs<kLB, kMins> r;
+    Self::regs(row, cols, g, r);
+    store_group(r, out);
+  }
+};
 
 template <class D>
 struct LanePacker;
@@ -265,9 +295,9 @@ struct LanePacker;
 // The 32-element block types: a group is up to 16 blocks, lane l = block 16g + l.
 template <class D>
   requires(D::kGroup == 64)
-struct LanePacker<D> {
+struct LanePacker<D> : LanePackerBase<LanePacker<D>, 32, D::kMins> {
   static constexpr int kLB = 32;
-  static void pack(const uint8_t* row, int64_t cols, int64_t g, uint8_t* out) {
+  static inline void regs(const uint8_t* row, int64_t cols, int64_t g, GroupRegs<32, D::kMins>& r) {
     const int64_t nb = cols / 32;
     const int nl = static_cast<int>(std::min<int64_t>(16, nb - 16 * g));
     const uint8_t* p = row + g * 16 * D::kBytes;
@@ -278,41 +308,37 @@ struct LanePacker<D> {
     if constexpr (D::kQ8) {
       const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
 #pragma GCC unroll 8
-      for (int k = 0; k < 8; ++k)
-        _mm512_store_si512(out + 64 * k, _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, p + k * plane), flip));
+      for (int k = 0; k < 8; ++k) r.c[k] = _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, p + k * plane), flip);
       sc = p + 8 * plane;
     } else {
       const __m512i hb = D::kFive ? _mm512_maskz_loadu_epi8(m, p + 4 * plane) : _mm512_setzero_si512();
       __m512i table = _mm512_setzero_si512();
       if constexpr (D::kTable) table = D::table();
-      widen_nibble_planes<D::kFive, D::kTable>(p, plane, m, hb, table, out);
+      widen_nibble_planes<D::kFive, D::kTable>(p, plane, m, hb, table, r.c);
       sc = p + (D::kFive ? 5 : 4) * plane;
     }
-    __m512 ws;
     if constexpr (D::kExpScale) {  // MXFP4: exponent bytes
       const __m512i e = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m16, sc));
-      ws = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m16, e, kE8m0Half.v, 4);
+      r.ws = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m16, e, kE8m0Half.v, 4);
     } else {
-      ws = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m16, sc));
+      r.ws = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m16, sc));
     }
-    _mm512_store_ps(reinterpret_cast<float*>(out + 512), ws);
-    if constexpr (D::kMins)
-      _mm512_store_ps(reinterpret_cast<float*>(out + 576), _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m16, sc + 2 * nl)));
+    if constexpr (D::kMins) r.mn = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m16, sc + 2 * nl));
   }
 };
 
 // Q4_K / Q5_K: a group is one or two super-blocks (8 or 16 lanes of 32-element sub-blocks).
 template <bool kFive>
-struct LanePacker<DK45<kFive>> {
+struct LanePacker<DK45<kFive>> : LanePackerBase<LanePacker<DK45<kFive>>, 32, true> {
   using D = DK45<kFive>;
   static constexpr int kLB = 32;
-  static void pack(const uint8_t* row, int64_t cols, int64_t g, uint8_t* out) {
+  static inline void regs(const uint8_t* row, int64_t cols, int64_t g, GroupRegs<32, true>& r) {
     const int nsb = static_cast<int>(std::min<int64_t>(2, cols / 256 - 2 * g));
     const int nl = 8 * nsb, plane = 4 * nl;
     const uint8_t* p = row + g * 2 * D::kBytes;
     const __mmask64 m = nl == 16 ? ~uint64_t{0} : (uint64_t{1} << plane) - 1;
     const __m512i hb = kFive ? _mm512_maskz_loadu_epi8(m, p + 4 * plane) : _mm512_setzero_si512();
-    widen_nibble_planes<kFive, false>(p, plane, m, hb, _mm512_setzero_si512(), out);
+    widen_nibble_planes<kFive, false>(p, plane, m, hb, _mm512_setzero_si512(), r.c);
     const uint8_t* hdr = p + (kFive ? 5 : 4) * plane;
     __m512 wm[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
     for (int h = 0; h < nsb; ++h) {
@@ -320,22 +346,22 @@ struct LanePacker<DK45<kFive>> {
       D::group(hdr + 16 * h, 0, gs);
       wm[h] = gs.wm;
     }
-    store_k45_scales(wm, out);
+    k45_scales(wm, r.ws, r.mn);
   }
 };
 
 // IQ4_XS: a group is one or two super-blocks (8 or 16 lanes of 32-element sub-blocks) whose table
 // nibbles widen as IQ4_NL's do; the scales come from each super-block's 8 header bytes.
 template <>
-struct LanePacker<DIq4xs> {
+struct LanePacker<DIq4xs> : LanePackerBase<LanePacker<DIq4xs>, 32, false> {
   using D = DIq4xs;
   static constexpr int kLB = 32;
-  static void pack(const uint8_t* row, int64_t cols, int64_t g, uint8_t* out) {
+  static inline void regs(const uint8_t* row, int64_t cols, int64_t g, GroupRegs<32, false>& r) {
     const int nsb = static_cast<int>(std::min<int64_t>(2, cols / 256 - 2 * g));
     const int nl = 8 * nsb, plane = 4 * nl;
     const uint8_t* p = row + g * 2 * D::kBytes;
     const __mmask64 m = nl == 16 ? ~uint64_t{0} : (uint64_t{1} << plane) - 1;
-    widen_nibble_planes<false, true>(p, plane, m, _mm512_setzero_si512(), D::table(), out);
+    widen_nibble_planes<false, true>(p, plane, m, _mm512_setzero_si512(), D::table(), r.c);
     const uint8_t* hdr = p + 4 * plane;
     __m512 wm[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
     for (int h = 0; h < nsb; ++h) {
@@ -343,27 +369,26 @@ struct LanePacker<DIq4xs> {
       D::group(hdr + 8 * h, 0, gs);  // reads only the header: d, scales_h, scales_l
       wm[h] = gs.wm;
     }
-    store_pair_scales(wm, out);
+    r.ws = pair_scales(wm);
   }
 };
 
 // Q6_K: a group is one super-block (16 lanes of 16-element sub-blocks).
 template <>
-struct LanePacker<DQ6K> {
+struct LanePacker<DQ6K> : LanePackerBase<LanePacker<DQ6K>, 16, false> {
   static constexpr int kLB = 16;
-  static void pack(const uint8_t* row, int64_t, int64_t g, uint8_t* out) {
+  static inline void regs(const uint8_t* row, int64_t, int64_t g, GroupRegs<16, false>& r) {
     const uint8_t* p = row + g * DQ6K::kBytes;
     const __m512i lo4 = _mm512_set1_epi8(0x0F);
     const __m512i n0 = _mm512_loadu_si512(p), n1 = _mm512_loadu_si512(p + 64);
     const __m512i qh = _mm512_loadu_si512(p + 128);
-    _mm512_store_si512(out, merge_bits(_mm512_and_si512(n0, lo4), _mm512_slli_epi16(qh, 4), 0x30));
-    _mm512_store_si512(out + 64, merge_bits(_mm512_and_si512(n1, lo4), _mm512_slli_epi16(qh, 2), 0x30));
-    _mm512_store_si512(out + 128, merge_bits(_mm512_and_si512(_mm512_srli_epi16(n0, 4), lo4), qh, 0x30));
-    _mm512_store_si512(out + 192,
-                       merge_bits(_mm512_and_si512(_mm512_srli_epi16(n1, 4), lo4), _mm512_srli_epi16(qh, 2), 0x30));
+    r.c[0] = merge_bits(_mm512_and_si512(n0, lo4), _mm512_slli_epi16(qh, 4), 0x30);
+    r.c[1] = merge_bits(_mm512_and_si512(n1, lo4), _mm512_slli_epi16(qh, 2), 0x30);
+    r.c[2] = merge_bits(_mm512_and_si512(_mm512_srli_epi16(n0, 4), lo4), qh, 0x30);
+    r.c[3] = merge_bits(_mm512_and_si512(_mm512_srli_epi16(n1, 4), lo4), _mm512_srli_epi16(qh, 2), 0x30);
     DQ6K::Group gs;
     DQ6K::group(p, 0, gs);  // scales at +192, d at +208: the same offsets as a GGUF block
-    _mm512_store_ps(reinterpret_cast<float*>(out + 256), gs.wm);
+    r.ws = gs.wm;
   }
 };
 
@@ -371,24 +396,23 @@ struct LanePacker<DQ6K> {
 // are bits 2k, 2k+1 of the 64-byte plane; its third bits are bit k (lanes 0..7) and bit 4 + k
 // (lanes 8..15) of the 32-byte high plane; scales and d at the GGUF block's offsets.
 template <>
-struct LanePacker<DQ3K> {
+struct LanePacker<DQ3K> : LanePackerBase<LanePacker<DQ3K>, 16, false> {
   static constexpr int kLB = 16;
-  static void pack(const uint8_t* row, int64_t, int64_t g, uint8_t* out) {
+  static inline void regs(const uint8_t* row, int64_t, int64_t g, GroupRegs<16, false>& r) {
     const uint8_t* p = row + g * DQ3K::kBytes;
     const __m512i a = _mm512_loadu_si512(p);
     const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64)));
-    const __m512i m3 = _mm512_set1_epi8(3);
 #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k) {
-      const __m512i lo = _mm512_and_si512(_mm512_srli_epi16(a, 2 * k), m3);
-      const __m512i cnt = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<short>(k)),
-                                             _mm256_set1_epi16(static_cast<short>(4 + k)), 1);
-      const __m512i h = _mm512_slli_epi16(_mm512_srlv_epi16(hb, cnt), 2);  // the third bit at bit 2
-      _mm512_store_si512(out + 64 * k, merge_bits(lo, h, 0x04));
+      const __m512i lo = _mm512_and_si512(_mm512_srli_epi16(a, 2 * k), _mm512_set1_epi8(3));
+      // Rotating each 32-bit lane left by 2 - b moves bit b of each of its bytes to bit 2 of
+      // the same byte: b = k in lanes 0..7, 4 + k in lanes 8..15.
+      const __m512i rot = _mm512_inserti64x4(_mm512_set1_epi32((2 - k) & 31), _mm256_set1_epi32((-2 - k) & 31), 1);
+      r.c[k] = merge_bits(lo, _mm512_rolv_epi32(hb, rot), 0x04);
     }
     DQ3K::Group gs;
     DQ3K::group(p, 0, gs);  // scales at +96, d at +108: the same offsets as a GGUF block
-    _mm512_store_ps(reinterpret_cast<float*>(out + 256), gs.wm);
+    r.ws = gs.wm;
   }
 };
 
@@ -576,6 +600,29 @@ struct Packed {
     const uint64_t rb = j.row_bytes;
     const uint8_t* w0 = j.w + static_cast<uint64_t>(r) * rb;
     const int64_t tile_bytes = kR * static_cast<int64_t>(rb);
+    if constexpr (T == 1 && requires { &P::regs; }) {
+      // One token from the lane layout: each row's group is widened into registers and used
+      // there, with group<kR, 1>'s operations in its order (the same bits).
+      for (int64_t g = 0; g < ng; ++g) {
+        tiles::prefetch_ahead(w0, tile_bytes, g * tile_bytes / ng, (g + 1) * tile_bytes / ng);
+        const uint8_t* ag = pa + g * kAGroupBytes;
+        const __m512i init = D::kOff ? _mm512_load_si512(ag + kCodeBytes) : _mm512_setzero_si512();
+        const __m512 dx = _mm512_load_ps(ag + kCodeBytes + 64);
+#pragma GCC unroll 4
+        for (int i = 0; i < kR; ++i) {
+          if (i >= rv) break;
+          GroupRegs<kLB, D::kMins> wr;
+          P::regs(j.w + static_cast<uint64_t>(r + i) * rb, j.cols, g, wr);
+          __m512i ia = init;
+#pragma GCC unroll 8
+          for (int s = 0; s < kLB / 4; ++s) ia = _mm512_dpbusd_epi32(ia, wr.c[s], _mm512_load_si512(ag + 64 * s));
+          acc[i][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), _mm512_mul_ps(wr.ws, dx), acc[i][0]);
+          if constexpr (D::kMins) acc[i][0] = _mm512_fmadd_ps(wr.mn, _mm512_load_ps(ag + kCodeBytes + 128), acc[i][0]);
+        }
+      }
+      store<kR, T>(acc, y, ys, rv);
+      return;
+    }
     for (int64_t g = 0; g < ng; ++g) {
       // The weights stream from memory: prefetch this group's share of a later row tile.
       tiles::prefetch_ahead(w0, tile_bytes, g * tile_bytes / ng, (g + 1) * tile_bytes / ng);
