@@ -485,6 +485,7 @@ struct Packed {
   // the same in every shape, so the choice never changes a result.
   static constexpr int kR = 4, kT = 3;
   static constexpr int64_t kSmallChunk = 48;
+  static constexpr int kFusedMax = requires { &P::regs; } ? 4 : kT;
   // Token tiles up to which the row tiles prefetch the weights (beyond, arithmetic dominates
   // and the weights are re-read from cache for every token chunk).
   static constexpr int64_t kPrefetchTokenTiles = 64;
@@ -600,24 +601,27 @@ struct Packed {
     const uint64_t rb = j.row_bytes;
     const uint8_t* w0 = j.w + static_cast<uint64_t>(r) * rb;
     const int64_t tile_bytes = kR * static_cast<int64_t>(rb);
-    if constexpr (T == 1 && requires { &P::regs; }) {
-      // One token from the lane layout: each row's group is widened into registers and used
-      // there, with group<kR, 1>'s operations in its order (the same bits).
+    if constexpr (requires { &P::regs; }) {
+      // From the lane layout: each row's group is widened into registers and used there by
+      // every token, with group<kR, T>'s operations in its order (the same bits).
       for (int64_t g = 0; g < ng; ++g) {
         tiles::prefetch_ahead(w0, tile_bytes, g * tile_bytes / ng, (g + 1) * tile_bytes / ng);
         const uint8_t* ag = pa + g * kAGroupBytes;
-        const __m512i init = D::kOff ? _mm512_load_si512(ag + kCodeBytes) : _mm512_setzero_si512();
-        const __m512 dx = _mm512_load_ps(ag + kCodeBytes + 64);
 #pragma GCC unroll 4
         for (int i = 0; i < kR; ++i) {
           if (i >= rv) break;
           GroupRegs<kLB, D::kMins> wr;
           P::regs(j.w + static_cast<uint64_t>(r + i) * rb, j.cols, g, wr);
-          __m512i ia = init;
+#pragma GCC unroll 4
+          for (int k = 0; k < T; ++k) {
+            const uint8_t* ak = ag + k * arow;
+            __m512i ia = D::kOff ? _mm512_load_si512(ak + kCodeBytes) : _mm512_setzero_si512();
 #pragma GCC unroll 8
-          for (int s = 0; s < kLB / 4; ++s) ia = _mm512_dpbusd_epi32(ia, wr.c[s], _mm512_load_si512(ag + 64 * s));
-          acc[i][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), _mm512_mul_ps(wr.ws, dx), acc[i][0]);
-          if constexpr (D::kMins) acc[i][0] = _mm512_fmadd_ps(wr.mn, _mm512_load_ps(ag + kCodeBytes + 128), acc[i][0]);
+            for (int s = 0; s < kLB / 4; ++s) ia = _mm512_dpbusd_epi32(ia, wr.c[s], _mm512_load_si512(ak + 64 * s));
+            acc[i][k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), _mm512_mul_ps(wr.ws, _mm512_load_ps(ak + kCodeBytes + 64)),
+                                        acc[i][k]);
+            if constexpr (D::kMins) acc[i][k] = _mm512_fmadd_ps(wr.mn, _mm512_load_ps(ak + kCodeBytes + 128), acc[i][k]);
+          }
         }
       }
       store<kR, T>(acc, y, ys, rv);
@@ -699,7 +703,7 @@ struct Packed {
       const int64_t te = std::min(t1, tc + chunk);
       for (int64_t t = tc; t < te; ++t)
         relay_token<kLB, D::kOff, D::kMins>(j, t, ng, abuf.data() + (t - tc) * per_tok, kAGroupBytes);
-      if (te - tc > kT) {
+      if (te - tc > kFusedMax) {
         if (te - tc <= kSmallChunk) {
           rows_tiled<3, 4>(j, r0, r1, tc, te, abuf.data(), wbuf.data(), ng);
         } else {
@@ -716,7 +720,8 @@ struct Packed {
         switch (te - tc) {
           case 1: fused<1>(j, r, rv, abuf.data(), ng, gbuf, y, j.y_stride); break;
           case 2: fused<2>(j, r, rv, abuf.data(), ng, gbuf, y, j.y_stride); break;
-          default: fused<kT>(j, r, rv, abuf.data(), ng, gbuf, y, j.y_stride); break;
+          case 3: fused<3>(j, r, rv, abuf.data(), ng, gbuf, y, j.y_stride); break;
+          default: fused<kFusedMax>(j, r, rv, abuf.data(), ng, gbuf, y, j.y_stride); break;
         }
       }
     }
