@@ -15,8 +15,9 @@
 //     for a tile of 4 rows once per token chunk (Packer), then used by every tile of 3 tokens of
 //     the chunk from L1. Weights in the lane layout (lane_layout.h, laid out once at load) are
 //     only widened (LanePacker: and, shift, masked merges; no transposes), and serve every token
-//     count, one token included: a single token tile packs each group just before its use
-//     (fused), with the same operations as a tile, so a row's bits never depend on the batch.
+//     count, one token included: up to 4 tokens, each row's group is widened into registers
+//     just before its use and serves every token there (fused), with the same operations as a
+//     tile, so a row's bits never depend on the batch.
 // Same arithmetic as matmul_ref (matmul_impl.h): integer group sums are exact, each is scaled by
 // fl(ws * dx) and accumulated in f32; minimums are added as mins * xs.
 // Thread-safety: writes only the outputs of its rows and tokens; scratch is thread-local.
@@ -478,13 +479,15 @@ Scratch& scratch() {
 template <class D, class P>
 struct Packed {
   static constexpr int kLB = P::kLB;
-  // Tiles: kR rows x up to kT tokens where a token chunk holds at most kT tokens (decode:
-  // fused); else 3 rows x 4 tokens for chunks of up to kSmallChunk tokens (batched decode: 16
+  // Tiles: kR rows x up to kFusedMax tokens where a token chunk holds at most that many
+  // (decode: fused); else 3 rows x 4 tokens for chunks of up to kSmallChunk tokens (batched decode: 16
   // tokens are four full tiles, where 4 x 3 left a one-token tile) and 4 x 3 for prompts (each
   // activation vector, read from L2 there, then serves 4 rows). Every output's arithmetic is
   // the same in every shape, so the choice never changes a result.
   static constexpr int kR = 4, kT = 3;
   static constexpr int64_t kSmallChunk = 48;
+  // From the lane layout a fused tile of 4 tokens (widened registers: 16 accumulators) beats
+  // one 3 x 4 tile, whose packing would serve that tile alone.
   static constexpr int kFusedMax = requires { &P::regs; } ? 4 : kT;
   // Token tiles up to which the row tiles prefetch the weights (beyond, arithmetic dominates
   // and the weights are re-read from cache for every token chunk).
@@ -589,9 +592,10 @@ struct Packed {
     store<R, T>(acc, y, ys, rows_valid);
   }
 
-  // A tile whose T tokens are all of the chunk (decode): each group of the rows is packed just
-  // before it is used (into gbuf, kR groups), so the weights stream from memory while the
-  // arithmetic runs. The same operations as tile in the same order: the same bits.
+  // A tile whose T tokens are all of the chunk (decode): each group of the rows is widened just
+  // before it is used (in registers from the lane layout; into gbuf, kR groups, from GGUF
+  // blocks), so the weights stream from memory while the arithmetic runs. The same operations
+  // as tile in the same order: the same bits.
   template <int T>
   static void fused(const MatmulJob& j, int64_t r, int rv, const uint8_t* pa, int64_t ng, uint8_t* gbuf,
                     float* y, int64_t ys) {
@@ -711,7 +715,7 @@ struct Packed {
         }
         continue;
       }
-      // One token tile: pack each group just before its use.
+      // One token tile: widen each group just before its use.
       for (int64_t r = r0; r < r1; r += kR) {
         const int rv = static_cast<int>(std::min<int64_t>(kR, r1 - r));
         uint8_t* gbuf = wbuf.data();
