@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <span>
 
 #include "base/error.h"
 
@@ -159,18 +160,79 @@ void ThreadPool::submit(const Job& job, int64_t n_chunks) {
 }
 
 void ThreadPool::acquire() {
-  const uint32_t t = next_ticket_.fetch_add(1, std::memory_order_relaxed);
-  if (!spin_until([&] { return serving_.load(std::memory_order_acquire) == t; })) {
-    for (uint32_t v = serving_.load(std::memory_order_acquire); v != t; v = serving_.load(std::memory_order_acquire))
-      serving_.wait(v, std::memory_order_acquire);
+  using Clock = std::chrono::steady_clock;
+  const std::thread::id me = std::this_thread::get_id();
+  std::unique_lock<std::mutex> lk(lock_mu_);
+  share_.arrive(me);
+  if (reserved_ == me) {  // release() kept the pool for this thread's next turn
+    reserved_ = std::thread::id();
+    held_ = true;
+    share_.serve(me);
+  } else if (!held_ && reserved_ == std::thread::id() && waiters_.empty()) {
+    held_ = true;
+    share_.serve(me);
+  } else {
+    Waiter w{me};
+    waiters_.push_back(&w);
+    while (!w.granted) {
+      if (reserved_ == std::thread::id()) {
+        lock_cv_.wait(lk);
+        continue;
+      }
+      // The pool is kept for a thread that has held it least; if it has not come back by the
+      // deadline (an engine gone idle), the waiters get their turns.
+      lock_cv_.wait_until(lk, reserve_until_);
+      if (!w.granted && reserved_ != std::thread::id() && Clock::now() >= reserve_until_) {
+        reserved_ = std::thread::id();
+        hand_over();
+      }
+    }
   }
-  holder_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+  held_since_ = Clock::now();
+  holder_.store(me, std::memory_order_relaxed);
+}
+
+void ThreadPool::hand_over() {
+  std::thread::id ids[16];
+  std::vector<std::thread::id> many;
+  std::span<const std::thread::id> waiting;
+  if (waiters_.size() <= 16) {
+    for (size_t i = 0; i < waiters_.size(); ++i) ids[i] = waiters_[i]->id;
+    waiting = std::span<const std::thread::id>(ids, waiters_.size());
+  } else {
+    for (const Waiter* w : waiters_) many.push_back(w->id);
+    waiting = many;
+  }
+  const size_t next = share_.pick(waiting);
+  Waiter* w = waiters_[next];
+  waiters_.erase(waiters_.begin() + static_cast<std::ptrdiff_t>(next));
+  share_.serve(w->id);
+  held_ = true;
+  w->granted = true;
+  lock_cv_.notify_all();
 }
 
 void ThreadPool::release() {
+  using Clock = std::chrono::steady_clock;
+  const std::thread::id me = std::this_thread::get_id();
+  const std::lock_guard<std::mutex> lk(lock_mu_);
+  const Clock::time_point now = Clock::now();
+  share_.charge(me, std::chrono::duration<double>(now - held_since_).count());
   holder_.store(std::thread::id(), std::memory_order_relaxed);
-  serving_.fetch_add(1, std::memory_order_release);
-  serving_.notify_all();
+  held_ = false;
+  if (waiters_.empty()) return;
+  // A releasing engine comes back for its next step within a few milliseconds: if it has still
+  // held the pool less than every waiter, the pool is kept for it that long (two engines would
+  // otherwise alternate step by step, and the one with the shorter steps would get less time).
+  double least = share_.clock(waiters_[0]->id);
+  for (const Waiter* w : waiters_) least = std::min(least, share_.clock(w->id));
+  if (share_.clock(me) < least) {
+    reserved_ = me;
+    reserve_until_ = now + std::chrono::microseconds(kReserveMicros);
+    lock_cv_.notify_all();  // the waiters now wait for the deadline
+    return;
+  }
+  hand_over();
 }
 
 ThreadPool::Lease::Lease(ThreadPool& pool) : pool_(pool) {

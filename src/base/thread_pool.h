@@ -18,9 +18,12 @@
 //   (std::atomic::wait): an idle pool burns no cores, and a waiting thread soon gives its core
 //   to the one it waits for.
 // - Several threads may submit jobs to one pool (engines of several models sharing the cores).
-//   The pool is held by one submitter at a time, first come first served (a ticket lock): for
-//   one job, or for as long as a Lease lives (an engine leases the pool for a whole forward
-//   pass, so two engines alternate by steps, not by single products, and neither starves).
+//   The pool is held by one submitter at a time: for one job, or for as long as a Lease lives
+//   (an engine leases the pool for a whole forward pass, so two engines alternate by steps, not
+//   by single products). When several wait, the one that has held the pool least gets it next
+//   (FairShare, base/fair_share.h), and a releasing engine that has held it less than every
+//   waiter keeps its turn for a few milliseconds: busy engines share the time equally, however
+//   long their steps, and none starves.
 //   Each submitter takes part in its own jobs as thread 0. A job's fn must not submit to the
 //   same pool (refused with an error). A pool of one thread runs every job inline on its
 //   caller, without the lock (only Leases are ordered there).
@@ -32,11 +35,16 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+#include "base/fair_share.h"
 
 namespace triad {
 
@@ -133,14 +141,29 @@ class ThreadPool {
   // Claims and runs chunks of the job whose state word was `w` until none is left.
   void run_chunks(uint64_t w, int tid);
   void wait_done(std::atomic<int>& counter, int target);
-  void acquire();  // the ticket lock
+  void acquire();  // the fair-share lock
   void release();
+  void hand_over();  // under lock_mu_: grants the pool to the waiter that has held it least
 
   int n_threads_;
   std::vector<std::thread> workers_;
-  // The ticket lock: a submitter takes the next ticket and waits until it is served.
-  alignas(64) std::atomic<uint32_t> next_ticket_{0};
-  std::atomic<uint32_t> serving_{0};
+  // The fair-share lock: under lock_mu_, whether the pool is held, the waiting submitters in
+  // arrival order (each with a flag its grant sets) and every submitter's clock (FairShare).
+  struct Waiter {
+    std::thread::id id;
+    bool granted = false;
+  };
+  std::mutex lock_mu_;
+  std::condition_variable lock_cv_;
+  bool held_ = false;
+  std::vector<Waiter*> waiters_;
+  // A releasing submitter that has held the pool less than every waiter keeps its turn until
+  // reserve_until_ (kReserveMicros later): its next acquire() takes the pool at once.
+  static constexpr int64_t kReserveMicros = 5000;
+  std::thread::id reserved_{};
+  std::chrono::steady_clock::time_point reserve_until_;
+  FairShare share_;
+  std::chrono::steady_clock::time_point held_since_;
   std::atomic<std::thread::id> holder_{};  // the thread that holds the pool, if any
   Job job_{nullptr, nullptr};
   // The job's state in one word, so that a thread that slept through a job can never claim a

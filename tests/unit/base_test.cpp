@@ -17,6 +17,7 @@
 #include "base/checked_math.h"
 #include "base/cpu_features.h"
 #include "base/error.h"
+#include "base/fair_share.h"
 #include "base/thread_pool.h"
 #include "tensor/dtype.h"
 #include "tensor/fp16.h"
@@ -188,6 +189,109 @@ TEST(ThreadPool, ALeaseHoldsThePoolForItsThread) {
   EXPECT_EQ(jobs.load(), 2 * 200 * 5 * static_cast<int>(pool.chunks_for(16)));
   const ThreadPool::Lease lease(pool);
   EXPECT_THROW(ThreadPool::Lease again(pool), Error);
+}
+
+// Simulates two submitters that always want the pool (as the pool arbitrates: the releaser
+// keeps its turn when it has held the pool least) and returns each one's share of the time.
+static std::pair<double, double> simulate_shares(double hold_a, double hold_b, double seconds) {
+  FairShare fs;
+  std::thread::id ids[2];
+  std::thread ta([] {}), tb([] {});
+  ids[0] = ta.get_id();
+  ids[1] = tb.get_id();
+  ta.join();
+  tb.join();
+  const double hold[2] = {hold_a, hold_b};
+  double held[2] = {0, 0}, t = 0;
+  fs.arrive(ids[0]);
+  fs.serve(ids[0]);
+  int cur = 0;
+  fs.arrive(ids[1]);
+  while (t < seconds) {
+    fs.charge(ids[cur], hold[cur]);
+    held[cur] += hold[cur];
+    t += hold[cur];
+    const int other = 1 - cur;
+    if (fs.clock(ids[cur]) >= fs.clock(ids[other])) cur = other;
+    fs.arrive(ids[cur]);
+    fs.serve(ids[cur]);
+    fs.arrive(ids[1 - cur]);
+  }
+  return {held[0] / t, held[1] / t};
+}
+
+TEST(FairShare, BusySubmittersShareTheTimeEquallyWhateverTheirSteps) {
+  // A 15 ms step against a 45 ms step: in turns the short one would get 25% of the time.
+  const auto [a, b] = simulate_shares(0.015, 0.045, 30.0);
+  EXPECT_NEAR(a, 0.5, 0.02);
+  EXPECT_NEAR(b, 0.5, 0.02);
+}
+
+TEST(FairShare, TheLeastClockIsServedFirstAndNewcomersStartAtTheFloor) {
+  FairShare fs(0.05);
+  std::vector<std::thread::id> ids;
+  std::vector<std::thread> ts;
+  for (int i = 0; i < 3; ++i) ts.emplace_back([] {});
+  for (auto& t : ts) {
+    ids.push_back(t.get_id());
+    t.join();
+  }
+  fs.arrive(ids[0]);
+  fs.serve(ids[0]);
+  fs.charge(ids[0], 10.0);  // ten seconds alone
+  fs.arrive(ids[0]);
+  fs.serve(ids[0]);         // the floor is now its clock, about 10 s
+  EXPECT_GT(fs.clock(ids[0]), 9.9);
+  fs.arrive(ids[1]);        // a newcomer starts 50 ms behind it, not 10 s
+  EXPECT_DOUBLE_EQ(fs.clock(ids[1]), fs.clock(ids[0]) - 0.05);
+  const std::thread::id waiting[2] = {ids[0], ids[1]};
+  EXPECT_EQ(fs.pick(waiting), 1u);
+  fs.charge(ids[1], 0.06);
+  EXPECT_EQ(fs.pick(waiting), 0u);
+  // Ties go to the earlier arrival.
+  fs.arrive(ids[2]);
+  fs.charge(ids[2], fs.clock(ids[0]) - fs.clock(ids[2]));
+  const std::thread::id tie[2] = {ids[2], ids[0]};
+  EXPECT_EQ(fs.pick(tie), 0u);
+}
+
+TEST(FairShare, TheTableStaysSmallWithManySubmitters) {
+  FairShare fs(0.05);
+  std::thread::id keep;
+  for (int i = 0; i < 1000; ++i) {
+    std::thread t([] {});
+    const std::thread::id id = t.get_id();
+    t.join();
+    if (i == 0) keep = id;
+    fs.arrive(id);
+    fs.serve(id);
+    fs.charge(id, 0.01);
+  }
+  EXPECT_LE(fs.size(), FairShare::kPrune + 1);
+}
+
+TEST(ThreadPool, TwoLeasingEnginesShareTheTimeNotTheTurns) {
+  // Engine A's steps hold the pool 1 ms, B's 3 ms (sleeping inside the lease, so the VM's load
+  // matters little). Served in turns, A would hold it a quarter of the time.
+  ThreadPool pool(2);
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> held_us[2] = {0, 0};
+  auto engine = [&](int k, int step_ms) {
+    while (!stop.load()) {
+      const ThreadPool::Lease lease(pool);
+      const auto t0 = std::chrono::steady_clock::now();
+      std::this_thread::sleep_for(std::chrono::milliseconds(step_ms));
+      held_us[k] += std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
+    }
+  };
+  std::thread a(engine, 0, 1), b(engine, 1, 3);
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  stop = true;
+  a.join();
+  b.join();
+  const double ha = static_cast<double>(held_us[0].load()), hb = static_cast<double>(held_us[1].load());
+  EXPECT_GT(ha / (ha + hb), 0.35) << "A held " << ha << " us, B " << hb << " us";
+  EXPECT_GT(hb / (ha + hb), 0.35) << "A held " << ha << " us, B " << hb << " us";
 }
 
 TEST(ThreadPool, AThrowOnTheSubmittingThreadLeavesThePoolUsable) {
