@@ -277,8 +277,7 @@ struct Engine::Impl {
     }
     if (draft_jobs.empty()) return;
     try {
-      const ThreadPool::Lease lease(*pool);
-      draft->propose(draft_jobs, draft_out, *pool);
+      draft->propose(draft_jobs, draft_out, *pool);  // inside step()'s lease
     } catch (const std::exception& e) {
       // The draft model failing costs this step its drafts, not the requests.
       log_warn("engine: the draft model failed: ", e.what());
@@ -346,8 +345,12 @@ struct Engine::Impl {
     std::vector<std::vector<TokenOutput>> outputs; // their entries for the sink
   };
 
-  // One iteration with work to do, in five phases.
+  // One iteration with work to do, in five phases. The pool, which may be shared with other
+  // models' engines, is held for the whole step: its host work (drafts, sampling, delivery)
+  // then never runs beside another engine's forward pass, taking one of its cores, and the
+  // pool's fair share (base/fair_share.h) counts the whole step.
   void step() {
+    const ThreadPool::Lease lease(*pool);
     propose_drafts();                                   // speculative drafts, for schedule() to fit
     const sched::SchedulerOutput out = schedule();      // which requests compute what
     if (out.seqs.empty()) return;
@@ -400,8 +403,7 @@ struct Engine::Impl {
         res.wants[i] = RowOutput::kAllLogits;
     }
     try {
-      const ThreadPool::Lease lease(*pool);  // a pool shared with other engines: one step whole
-      runner.execute(out, scheduler, res.wants);
+      runner.execute(out, scheduler, res.wants);  // inside step()'s lease
     } catch (const std::exception& e) {
       log_warn("engine: step failed: ", e.what());
       for (const sched::ScheduledSeq& s : out.seqs) {
