@@ -15,13 +15,6 @@ void FairShare::serve(Id id) { floor_ = std::max(floor_, clock(id)); }
 
 void FairShare::charge(Id id, double seconds) { clock_[id] += std::max(0.0, seconds); }
 
-size_t FairShare::pick(std::span<const Id> waiting) const {
-  size_t best = 0;
-  for (size_t i = 1; i < waiting.size(); ++i)
-    if (clock(waiting[i]) < clock(waiting[best])) best = i;
-  return best;
-}
-
 double FairShare::clock(Id id) const {
   const auto it = clock_.find(id);
   return it == clock_.end() ? floor_ - slack_ : it->second;

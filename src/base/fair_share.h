@@ -1,12 +1,11 @@
-// FairShare: which waiting submitter a shared ThreadPool serves next, so that engines of
-// several models share the cores by time, not by turns.
+// FairShare: the clocks by which a shared ThreadPool chooses which waiting submitter to serve
+// next, so that engines of several models share the cores by time, not by turns.
 //
 // Served in turn (first come, first served), two busy engines alternate steps: a model whose
 // step takes 45 ms and one whose step takes 15 ms then hold the cores 75% and 25% of the time,
 // and the small model keeps a quarter of its solo throughput. Here every submitter has a clock
-// of the time it has held the pool; the waiter with the least clock is served next (the
-// earliest arrival on ties), so busy submitters each get an equal share of the time, whatever
-// their step lengths.
+// of the time it has held the pool; the pool serves the waiter with the least clock next, so
+// busy submitters each get an equal share of the time, whatever their step lengths.
 //
 // A submitter that arrives new, or after idling, would otherwise hold the pool until its clock
 // caught up with the others'. On arrival its clock is raised to the floor (the clock of the
@@ -19,7 +18,6 @@
 #pragma once
 
 #include <cstddef>
-#include <span>
 #include <thread>
 #include <unordered_map>
 
@@ -38,8 +36,6 @@ class FairShare {
   void serve(Id id);
   // `id` held the pool for `seconds`.
   void charge(Id id, double seconds);
-  // The index in `waiting` (arrival order, not empty) of the submitter to serve next.
-  size_t pick(std::span<const Id> waiting) const;
 
   double clock(Id id) const;
   size_t size() const { return clock_.size(); }

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
-#include <span>
 
 #include "base/error.h"
 
@@ -192,18 +191,15 @@ void ThreadPool::acquire() {
   holder_.store(me, std::memory_order_relaxed);
 }
 
+size_t ThreadPool::next_waiter() const {
+  size_t best = 0;
+  for (size_t i = 1; i < waiters_.size(); ++i)
+    if (share_.clock(waiters_[i]->id) < share_.clock(waiters_[best]->id)) best = i;
+  return best;
+}
+
 void ThreadPool::hand_over() {
-  std::thread::id ids[16];
-  std::vector<std::thread::id> many;
-  std::span<const std::thread::id> waiting;
-  if (waiters_.size() <= 16) {
-    for (size_t i = 0; i < waiters_.size(); ++i) ids[i] = waiters_[i]->id;
-    waiting = std::span<const std::thread::id>(ids, waiters_.size());
-  } else {
-    for (const Waiter* w : waiters_) many.push_back(w->id);
-    waiting = many;
-  }
-  const size_t next = share_.pick(waiting);
+  const size_t next = next_waiter();
   Waiter* w = waiters_[next];
   waiters_.erase(waiters_.begin() + static_cast<std::ptrdiff_t>(next));
   share_.serve(w->id);
@@ -224,9 +220,7 @@ void ThreadPool::release() {
   // A releasing engine comes back for its next step within a few milliseconds: if it has still
   // held the pool less than every waiter, the pool is kept for it that long (two engines would
   // otherwise alternate step by step, and the one with the shorter steps would get less time).
-  double least = share_.clock(waiters_[0]->id);
-  for (const Waiter* w : waiters_) least = std::min(least, share_.clock(w->id));
-  if (share_.clock(me) < least) {
+  if (share_.clock(me) < share_.clock(waiters_[next_waiter()]->id)) {
     reserved_ = me;
     reserve_until_ = now + std::chrono::microseconds(kReserveMicros);
     lock_cv_.notify_all();  // the waiters now wait for the deadline

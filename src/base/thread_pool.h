@@ -19,8 +19,8 @@
 //   to the one it waits for.
 // - Several threads may submit jobs to one pool (engines of several models sharing the cores).
 //   The pool is held by one submitter at a time: for one job, or for as long as a Lease lives
-//   (an engine leases the pool for a whole forward pass, so two engines alternate by steps, not
-//   by single products). When several wait, the one that has held the pool least gets it next
+//   (an engine leases the pool for a whole step, so two engines alternate by steps, not by
+//   single products). When several wait, the one that has held the pool least gets it next
 //   (FairShare, base/fair_share.h), and a releasing engine that has held it less than every
 //   waiter keeps its turn for a few milliseconds: busy engines share the time equally, however
 //   long their steps, and none starves.
@@ -143,7 +143,10 @@ class ThreadPool {
   void wait_done(std::atomic<int>& counter, int target);
   void acquire();  // the fair-share lock
   void release();
-  void hand_over();  // under lock_mu_: grants the pool to the waiter that has held it least
+  // Under lock_mu_: the waiter that has held the pool least (the earliest on ties), and granting
+  // it the pool.
+  size_t next_waiter() const;
+  void hand_over();
 
   int n_threads_;
   std::vector<std::thread> workers_;
