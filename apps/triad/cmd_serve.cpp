@@ -355,7 +355,7 @@ int run(const ServeOptions& o) {
     log_info(s.sm.name, ": ", isa_name(best_isa()), " kernels, ",
              kernels::matmul_is_batch_invariant() || !s.lm.model->weights().has_gguf_layout_quant()
                  ? "batch-invariant (a token's result does not depend on what shares its step)"
-                 : "batch-dependent for the Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q3_K/Q4_K/Q5_K/Q6_K/IQ4_NL/IQ4_XS/MXFP4 matrices kept in "
+                 : "batch-dependent for the Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q2_K/Q3_K/Q4_K/Q5_K/Q6_K/IQ4_NL/IQ4_XS/MXFP4 matrices kept in "
                    "GGUF layout (--batch-invariant makes them invariant)",
              "; system_fingerprint ", s.sm.fingerprint);
     {

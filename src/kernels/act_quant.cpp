@@ -87,14 +87,11 @@ void quantize_act_q8_row(IsaLevel level, const float* x, int64_t n, int8_t* q, f
   }
 }
 
-void quantize_act_q8k(IsaLevel level, const float* x, int64_t n, int8_t* q, float* d,
-                      int16_t* bsums) {
-  for (int64_t b = 0; b < n / kActSuperBlock; ++b)
-    quantize_act_q8_row(level, x + b * kActSuperBlock, kActSuperBlock, q + b * kActSuperBlock, d + b);
+void act_sums16(const int8_t* q, const float* d, int64_t n, float* xs16) {
   for (int64_t j = 0; j < n / 16; ++j) {
-    int s = 0;
+    int32_t s = 0;
     for (int i = 0; i < 16; ++i) s += q[16 * j + i];
-    bsums[j] = static_cast<int16_t>(s);
+    xs16[j] = d[j / 2] * static_cast<float>(s);
   }
 }
 

@@ -16,13 +16,12 @@
 //   multiply per 32-block in float at no extra cost (see matmul_avx512.cpp).
 // - "Q8 row activations" (paired with I8 W8A8 weights): the same rule with one block spanning
 //   the whole row: amax over the row, d = amax / 127, q_i = round_half_even(x_i * (127 / amax)).
-// - "Q8K activations" (paired with Q2_K, as llama.cpp pairs its 256-block
-//   types with its Q8_K): the row rule on every block of 256 values (one scale d[b]
-//   per 256), plus bsums[j] = the exact sum of the 16 codes q[16j .. 16j + 15] (int16:
-//   |bsums| <= 2032). One float scale per super-block lets the kernels apply the weights'
-//   16-element scales and minimums in integers and convert once per super-block: decode of
-//   these types is compute-bound on 32-blocks (two float operations per 32 weights for 2-3
-//   bits of data). The cost is coarser activation rounding (amax over 256, not 32).
+// - "Q8 activations with sums per 16" (paired with Q2_K, whose minimums are per 16 elements):
+//   the Q8 activations above plus, for every 16 values, xs16[j] = d[j / 2] * (sum of the 16
+//   codes q[16j .. 16j + 15]) (one rounding: the integer sum, |sum| <= 2032, is exact in float).
+//   (Q2_K used llama.cpp's Q8_K, one scale per 256, until its kernels moved to the lane layout
+//   and the packed kernels, which work per group of 16 anyway; per-32 scales also round the
+//   activations more finely.)
 // - "BF16 activations" (paired with BF16 weights): x rounded to bfloat16 with
 //   round-to-nearest-even after flushing f32 subnormal inputs to zero (as the AVX-512 BF16
 //   instructions do); NaN stays a quiet NaN.
@@ -37,7 +36,6 @@
 namespace triad::kernels {
 
 inline constexpr int kActBlock = 32;        // elements per Q8 activation block
-inline constexpr int kActSuperBlock = 256;  // elements per Q8K activation block
 
 // Quantizes n values (n % 32 == 0, checked by callers) into q[n], d[n/32], xs[n/32].
 void quantize_act_q8_ref(const float* x, int64_t n, int8_t* q, float* d, float* xs);
@@ -52,10 +50,9 @@ void quantize_act_q8(IsaLevel level, const float* x, int64_t n, int8_t* q, float
 void round_act_bf16(IsaLevel level, const float* x, int64_t n, uint16_t* out);
 // (The AVX-512 level runs the AVX2 variant of this one.)
 void quantize_act_q8_row(IsaLevel level, const float* x, int64_t n, int8_t* q, float* d);
-// Q8K: n % 256 == 0 values into q[n], d[n / 256], bsums[n / 16] (the row quantizer per block,
-// so bit-identical on every level).
-void quantize_act_q8k(IsaLevel level, const float* x, int64_t n, int8_t* q, float* d,
-                      int16_t* bsums);
+// xs16[n / 16] from the Q8 codes q[n] and block scales d[n / 32] of one row (n % 32 == 0); one
+// function for every level (it is exact integer work and one multiply per 16 values).
+void act_sums16(const int8_t* q, const float* d, int64_t n, float* xs16);
 
 // Per-ISA variants (act_quant_avx2.cpp, act_quant_avx512.cpp).
 void quantize_act_q8_avx2(const float* x, int64_t n, int8_t* q, float* d, float* xs);

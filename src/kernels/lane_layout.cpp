@@ -18,7 +18,7 @@ struct Spec {
   int block_bytes = 0;
   int code_bits = 4;    // 4, 5, 6 or 8
   int scale_bytes = 0;  // per 32-element block: scale fields before qh / qs (d, d+m, e)
-  bool kquant45 = false, q6k = false, iq4xs = false, q3k = false;
+  bool kquant45 = false, q6k = false, iq4xs = false, q3k = false, q2k = false;
 };
 
 Spec spec_of(DType t) {
@@ -36,6 +36,7 @@ Spec spec_of(DType t) {
     case DType::kQ6_K: s.block_elems = 256; s.lb = 16; s.q6k = true; s.code_bits = 6; break;
     case DType::kIQ4_XS: s.block_elems = 256; s.iq4xs = true; break;
     case DType::kQ3_K: s.block_elems = 256; s.lb = 16; s.q3k = true; s.code_bits = 3; break;
+    case DType::kQ2_K: s.block_elems = 256; s.lb = 16; s.q2k = true; s.code_bits = 2; break;
     default: fail("no lane layout for ", dtype_name(t));
   }
   return s;
@@ -43,7 +44,8 @@ Spec spec_of(DType t) {
 
 // One group decoded: codes[l][e] of lane block l, element e; `hdr` the scale bytes of every
 // GGUF block of the group (32-element blocks: scale_bytes each; K-quants: 16 per super-block
-// (Q6_K: the 16 scales and d, 18 bytes; Q3_K: the 12 scale bytes and d, 14); IQ4_XS: 8 per
+// (Q6_K: the 16 scales and d, 18 bytes; Q3_K: the 12 scale bytes and d, 14; Q2_K: the 16
+// scale bytes, d and dmin, 20); IQ4_XS: 8 per
 // super-block (d, scales_h, scales_l)).
 struct Group {
   uint8_t codes[16][32];
@@ -52,6 +54,15 @@ struct Group {
 
 // GGUF blocks -> Group. nblk: blocks of the group.
 void read_blocks(const Spec& s, const uint8_t* p, int nblk, Group& g) {
+  if (s.q2k) {  // one super-block: scales[16], qs[64], d, dmin
+    for (int e = 0; e < 256; ++e) {
+      const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+      g.codes[e / 16][e % 16] = static_cast<uint8_t>((p[16 + 32 * h + l] >> (2 * k)) & 3);
+    }
+    std::memcpy(g.hdr, p, 16);
+    std::memcpy(g.hdr + 16, p + 80, 4);
+    return;
+  }
   if (s.q3k) {  // one super-block: hmask[32], qs[64], scales[12], d
     for (int e = 0; e < 256; ++e) {
       const int h = e / 128, k = (e % 128) / 32, l = e % 32;
@@ -115,6 +126,16 @@ void read_blocks(const Spec& s, const uint8_t* p, int nblk, Group& g) {
 
 // Group -> GGUF blocks.
 void write_blocks(const Spec& s, const Group& g, int nblk, uint8_t* p) {
+  if (s.q2k) {
+    std::memset(p + 16, 0, 64);
+    for (int e = 0; e < 256; ++e) {
+      const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+      p[16 + 32 * h + l] = static_cast<uint8_t>(p[16 + 32 * h + l] | (g.codes[e / 16][e % 16] & 3) << (2 * k));
+    }
+    std::memcpy(p, g.hdr, 16);
+    std::memcpy(p + 80, g.hdr + 16, 4);
+    return;
+  }
   if (s.q3k) {
     std::memset(p, 0, 96);
     for (int e = 0; e < 256; ++e) {
@@ -197,7 +218,7 @@ void lanes_io(const Spec& s, int nl, Group& g, std::conditional_t<kToLanes, uint
     return lane_byte;
   };
   const int half = s.lb / 2;  // nibble planes pair element e with e + half
-  if (s.q3k) {  // a 2-bit plane (bits 2k of byte 4l + b: element 4k + b) and a third-bit plane
+  if (s.q3k || s.q2k) {  // a 2-bit plane (bits 2k of byte 4l + b: element 4k + b), Q3_K then a third-bit plane
     for (int l = 0; l < nl; ++l)
       for (int b = 0; b < 4; ++b) {
         uint8_t byte = 0;
@@ -208,7 +229,7 @@ void lanes_io(const Spec& s, int nl, Group& g, std::conditional_t<kToLanes, uint
       }
     o += 4 * nl;
     // Byte 4l + b (l < 8): bit k = third bit of lane l's element 4k + b, bit 4 + k = lane l + 8's.
-    for (int l = 0; l < nl / 2; ++l)
+    for (int l = 0; l < (s.q3k ? nl / 2 : 0); ++l)
       for (int b = 0; b < 4; ++b) {
         uint8_t byte = 0;
         for (int k = 0; k < 4; ++k)
@@ -222,7 +243,7 @@ void lanes_io(const Spec& s, int nl, Group& g, std::conditional_t<kToLanes, uint
                 static_cast<uint8_t>(g.codes[l + nl / 2][4 * k + b] | ((byte >> (4 + k)) & 1) << 2);
           }
       }
-    o += 2 * nl;
+    if (s.q3k) o += 2 * nl;
   } else if (s.code_bits == 8) {
     for (int k = 0; k < 8; ++k)
       for (int l = 0; l < nl; ++l)
@@ -262,8 +283,8 @@ void lanes_io(const Spec& s, int nl, Group& g, std::conditional_t<kToLanes, uint
     }
   }
   // Scale fields.
-  if (s.q6k || s.q3k) {
-    const size_t n = s.q6k ? 18 : 14;
+  if (s.q6k || s.q3k || s.q2k) {
+    const size_t n = s.q6k ? 18 : s.q3k ? 14 : 20;
     if constexpr (kToLanes) std::memcpy(o, g.hdr, n); else std::memcpy(g.hdr, o, n);
   } else if (s.kquant45 || s.iq4xs) {
     const size_t n = static_cast<size_t>((s.iq4xs ? 8 : 16) * (nl / 8));
@@ -285,7 +306,7 @@ void relay_row(DType t, const uint8_t* src, int64_t cols, uint8_t* dst) {
   const Spec s = spec_of(t);
   TRIAD_CHECK(cols % s.block_elems == 0, "lane layout: ", cols, " columns are not whole ", dtype_name(t), " blocks");
   const int64_t nblk = cols / s.block_elems;
-  const int blk_per_group = 16 * s.lb / s.block_elems;  // 16, 2 (Q4_K / Q5_K / IQ4_XS) or 1 (Q6_K, Q3_K)
+  const int blk_per_group = 16 * s.lb / s.block_elems;  // 16, 2 (Q4_K / Q5_K / IQ4_XS) or 1 (Q6_K, Q3_K, Q2_K)
   for (int64_t b0 = 0; b0 < nblk; b0 += blk_per_group) {
     const int nb = static_cast<int>(nblk - b0 < blk_per_group ? nblk - b0 : blk_per_group);
     const int nl = nb * s.block_elems / s.lb;
@@ -307,7 +328,7 @@ bool lane_layout_supported(DType t) {
   switch (t) {
     case DType::kQ4_0: case DType::kQ4_1: case DType::kQ5_0: case DType::kQ5_1: case DType::kQ8_0:
     case DType::kQ4_K: case DType::kQ5_K: case DType::kQ6_K: case DType::kIQ4_NL: case DType::kIQ4_XS:
-    case DType::kMXFP4: case DType::kQ3_K:
+    case DType::kMXFP4: case DType::kQ3_K: case DType::kQ2_K:
       return true;
     default: return false;
   }

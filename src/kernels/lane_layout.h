@@ -11,9 +11,9 @@
 //
 // Geometry. A row is cut into lane blocks of LB elements: the 32-element blocks of Q4_0, Q4_1,
 // Q5_0, Q5_1, Q8_0, IQ4_NL and MXFP4; the 32-element sub-blocks of Q4_K, Q5_K and IQ4_XS; the
-// 16-element sub-blocks of Q6_K (LB = 16). A group is 16 consecutive lane blocks (the last
-// group of a row may have fewer, nl: for Q4_K, Q5_K and IQ4_XS 8 or 16, for Q6_K always 16). A group
-// takes exactly the bytes of its blocks and starts where its first block starts. Lane l of the
+// 16-element sub-blocks of Q6_K, Q3_K and Q2_K (LB = 16). A group is 16 consecutive lane blocks
+// (the last group of a row may have fewer, nl: for Q4_K, Q5_K and IQ4_XS 8 or 16, for the LB = 16
+// types always 16). A group takes exactly the bytes of its blocks and starts where its first block starts. Lane l of the
 // group is lane block l; "byte 4l + b" below is byte b of lane l in a plane of 4 * nl bytes.
 // Within a group, in this order:
 //   code planes   8-bit codes (Q8_0): 8 planes; plane k byte 4l+b = code of element 4k+b.
@@ -23,14 +23,20 @@
 //                 IQ4_XS sub-block j's qs[16j + 4v + b]).
 //                 Q6_K: 2 planes; plane v byte 4l+b = the low 4 bits of element 4v+b (low
 //                 nibble) and of element 8+4v+b (high nibble).
-//   high bits     Q5_0, Q5_1, Q5_K: one plane; bit k of byte 4l+b = bit 4 of element 4k+b
+//                 Q3_K, Q2_K: one 2-bit plane; bits 2k, 2k+1 of byte 4l+b = the low two bits
+//                 of element 4k+b.
+//   high bits     Q3_K: one 32-byte plane; bit k of byte 4l+b (l < 8) = bit 2 of lane l's
+//                 element 4k+b, bit 4+k = bit 2 of lane l+8's.
+//                 Q5_0, Q5_1, Q5_K: one plane; bit k of byte 4l+b = bit 4 of element 4k+b
 //                 (k = 0..7). Q6_K: one plane; bits 2k, 2k+1 of byte 4l+b = bits 4, 5 of
 //                 element 4k+b (k = 0..3).
 //   scales        32-element blocks: d (fp16) of every lane, then (Q4_1, Q5_1) m of every
 //                 lane; MXFP4: the exponent byte of every lane. Q4_K / Q5_K: the 16 header
 //                 bytes (d, dmin, 12 packed scales) of each super-block, as stored; IQ4_XS its
 //                 8 header bytes (d, scales_h, scales_l). Q6_K: the
-//                 16 int8 sub-block scales, then d.
+//                 16 int8 sub-block scales, then d. Q3_K: the 12 packed scale bytes, then d.
+//                 Q2_K: the 16 scale bytes (scale | minimum << 4), then d and dmin (so d,
+//                 dmin and Q3_K's scales and d keep their GGUF block offsets).
 // So "code vector k" of a full group (bytes 4k .. 4k+3 of each lane block, one 64-byte vector)
 // is one plane or one nibble half of one, which is what the kernels multiply.
 //

@@ -1,5 +1,5 @@
 // matmul() driver: checks arguments, prepares the activations once per call (Q8 blocks for
-// quantized weights, Q8K for Q2_K, bf16 for BF16 weights; act_quant.h), then
+// quantized weights, with sums per 16 for Q2_K, bf16 for BF16 weights; act_quant.h), then
 // splits the output rows evenly over the pool's threads and runs the row-range kernel of the
 // chosen ISA level (matmul_impl.h; kernels in matmul_avx2.cpp / matmul_avx512.cpp / ref/matmul_ref.cpp).
 //
@@ -49,8 +49,8 @@ namespace {
 
 // The AVX-512 kernels whose rows depend on the batch (see set_matmul_batch_invariant): the
 // types with packed prompt kernels (matmul_packed_avx512.cpp), whose float accumulation order
-// differs from the direct kernels'. F32 / F16 / BF16, the row-scaled online types and Q2_K (Q8K
-// activations) run one arithmetic for every token count.
+// differs from the direct kernels'. F32 / F16 / BF16 and the row-scaled online types run one
+// arithmetic for every token count.
 bool avx512_batch_dependent(DType t) {
   switch (t) {
     case DType::kQ4_0:
@@ -63,6 +63,7 @@ bool avx512_batch_dependent(DType t) {
     case DType::kQ6_K:
     case DType::kIQ4_NL:
     case DType::kIQ4_XS:
+    case DType::kQ2_K:
     case DType::kQ3_K:
     case DType::kMXFP4: return true;
     default: return false;
@@ -139,26 +140,6 @@ void prepare_activations(IsaLevel level, MatmulJob& j, ThreadPool& pool) {
     });
     return;
   }
-  if (kind == ActKind::kQ8K) {
-    j.aq_stride = round_up(cols, 64);
-    j.as_stride = cols / kActSuperBlock;
-    j.bs_stride = cols / 16;
-    const size_t code_bytes = static_cast<size_t>(n) * static_cast<size_t>(j.aq_stride);
-    const size_t scale_bytes = static_cast<size_t>(n) * static_cast<size_t>(j.as_stride) * 4;
-    uint8_t* base = scratch(code_bytes + scale_bytes + static_cast<size_t>(n * j.bs_stride) * 2);
-    int8_t* aq = reinterpret_cast<int8_t*>(base);
-    float* ad = reinterpret_cast<float*>(base + code_bytes);
-    int16_t* bs = reinterpret_cast<int16_t*>(base + code_bytes + scale_bytes);
-    j.aq = aq;
-    j.ad = ad;
-    j.bsums = bs;
-    for_tokens([&](int64_t t) {
-      int8_t* q = aq + t * j.aq_stride;
-      quantize_act_q8k(level, j.x + t * j.x_stride, cols, q, ad + t * j.as_stride, bs + t * j.bs_stride);
-      std::fill(q + cols, q + j.aq_stride, int8_t{0});
-    });
-    return;
-  }
   if (kind == ActKind::kBf16) {
     j.xb_stride = round_up(cols, 32);
     uint16_t* xb = reinterpret_cast<uint16_t*>(
@@ -171,18 +152,23 @@ void prepare_activations(IsaLevel level, MatmulJob& j, ThreadPool& pool) {
     });
     return;
   }
-  // Q8: codes rows padded to 64 bytes, scale / sum rows to an even count of blocks.
+  // Q8: codes rows padded to 64 bytes, scale / sum rows to an even count of blocks; Q2_K also
+  // the sums per 16 (rows of twice as many floats).
+  const bool sums16 = kind == ActKind::kQ8Sums16;
   j.aq_stride = round_up(cols, 64);
   j.as_stride = j.aq_stride / kActBlock;
+  j.xs16_stride = sums16 ? 2 * j.as_stride : 0;
   const size_t code_bytes = static_cast<size_t>(n) * static_cast<size_t>(j.aq_stride);
   const size_t scale_bytes = static_cast<size_t>(n) * static_cast<size_t>(j.as_stride) * 4;
-  uint8_t* base = scratch(code_bytes + 2 * scale_bytes);
+  uint8_t* base = scratch(code_bytes + (sums16 ? 4 : 2) * scale_bytes);
   int8_t* aq = reinterpret_cast<int8_t*>(base);
   float* ad = reinterpret_cast<float*>(base + code_bytes);
   float* axs = reinterpret_cast<float*>(base + code_bytes + scale_bytes);
+  float* axs16 = sums16 ? reinterpret_cast<float*>(base + code_bytes + 2 * scale_bytes) : nullptr;
   j.aq = aq;
   j.ad = ad;
   j.axs = axs;
+  j.axs16 = axs16;
   for_tokens([&](int64_t t) {
     int8_t* q = aq + t * j.aq_stride;
     float* d = ad + t * j.as_stride;
@@ -191,6 +177,11 @@ void prepare_activations(IsaLevel level, MatmulJob& j, ThreadPool& pool) {
     std::fill(q + cols, q + j.aq_stride, int8_t{0});
     std::fill(d + cols / kActBlock, d + j.as_stride, 0.f);
     std::fill(s + cols / kActBlock, s + j.as_stride, 0.f);
+    if (sums16) {
+      float* s16 = axs16 + t * j.xs16_stride;
+      act_sums16(q, d, cols, s16);
+      std::fill(s16 + cols / 16, s16 + j.xs16_stride, 0.f);
+    }
   });
 }
 

@@ -15,8 +15,9 @@
 //   Q8_0 codes are signed: vpmaddubsw(|w|, sign(xq, w)) (|w| <= 128, |xq| <= 127: no
 //   saturation). Minimums are added per 32-block as mins * xs.
 // - Q6_K and Q3_K have a scale per 16 elements (lanes 0..3 / 4..7 of the scale vector).
-// - Q2_K (Q8K activations) is in matmul_q8k_avx2.cpp.
 // - Q3_K: 3-bit codes (offset 4) with a scale per 16 elements, as Q6_K.
+// - Q2_K: 2-bit codes with a scale and a minimum per 16 elements; the minimums are added per
+//   16 as mins * xs16 (lanes 0..3 / 4..7 again).
 // - IQ4_NL / IQ4_XS / MXFP4: a vpshufb table lookup of the nibbles gives the signed weights
 //   (|value| <= 127), which take the Q8_0 path; scales d, fl(d * (ls - 32)) and e8m0_half(e)
 //   (the MXFP4 table holds doubled FP4 values, quant_blocks.h).
@@ -132,6 +133,7 @@ struct Step {
   __m256i codes;
   __m256 ws;
   float min;
+  __m256 mn16;  // minimums per 16 (kMins16 types): the step's two sub-blocks' mins / 4, per16's lanes
 };
 
 // 0x10 in byte i where bit i of `bits` is set.
@@ -154,6 +156,7 @@ struct D32 {
   static constexpr int kGroup = 32, kSteps = 1;
   static constexpr int kOff = kSigned ? 0 : (kHasM ? 0 : (kFive ? 16 : 8));
   static constexpr bool kMins = kHasM;
+  static constexpr bool kMins16 = false;
   struct Group {};
   static inline void group(const uint8_t*, int64_t, Group&) {}
   static inline void step(const uint8_t* row, int64_t g, int, const Group&, Step& st) {
@@ -174,7 +177,7 @@ template <bool kFive>
 struct DK45 {
   static constexpr int kBytes = kFive ? 176 : 144;
   static constexpr int kGroup = 256, kSteps = 8, kOff = 0;
-  static constexpr bool kSigned = false, kMins = true;
+  static constexpr bool kSigned = false, kMins = true, kMins16 = false;
   struct Group {
     alignas(32) float sc[8];  // fl(d * sc_j)
     alignas(32) float mn[8];  // -fl(dmin * mn_j)
@@ -222,7 +225,7 @@ inline __m256 per16(const float* v, int s) {
 struct DQ6K {
   static constexpr int kBytes = 210;
   static constexpr int kGroup = 256, kSteps = 8, kOff = 32;
-  static constexpr bool kSigned = false, kMins = false;
+  static constexpr bool kSigned = false, kMins = false, kMins16 = false;
   struct Group {
     alignas(32) float sc[16];  // fl(d * scale_j)
   };
@@ -258,7 +261,7 @@ template <bool kMx>
 struct DTab32 {
   static constexpr int kBytes = kMx ? 17 : 18;
   static constexpr int kGroup = 32, kSteps = 1, kOff = 0;
-  static constexpr bool kSigned = true, kMins = false;
+  static constexpr bool kSigned = true, kMins = false, kMins16 = false;
   struct Group {};
   static inline void group(const uint8_t*, int64_t, Group&) {}
   static inline void step(const uint8_t* row, int64_t g, int, const Group&, Step& st) {
@@ -283,7 +286,7 @@ struct DTab32 {
 struct DQ3K {
   static constexpr int kBytes = 110;
   static constexpr int kGroup = 256, kSteps = 8, kOff = 4;
-  static constexpr bool kSigned = false, kMins = false;
+  static constexpr bool kSigned = false, kMins = false, kMins16 = false;
   struct Group {
     alignas(32) float sc[16];  // fl(d * (sc_j - 32))
   };
@@ -305,12 +308,43 @@ struct DQ3K {
   }
 };
 
+// Q2_K (84-byte blocks: scales[16] (low nibble scale, high nibble minimum), qs[64], d, dmin):
+// 16 sub-blocks of 16 with scales fl(d * sc_j) and minimums fl(dmin * mn_j); step s (elements
+// 32s .. 32s+31) has the codes (qs[32h + l] >> 2k) & 3, h = s / 4, k = s % 4.
+struct DQ2K {
+  static constexpr int kBytes = 84;
+  static constexpr int kGroup = 256, kSteps = 8, kOff = 0;
+  static constexpr bool kSigned = false, kMins = false, kMins16 = true;
+  struct Group {
+    alignas(32) float sc[16];  // fl(d * sc_j)
+    alignas(32) float mn[16];  // -fl(dmin * mn_j) / 4 (spread over a sub-block's 4 lanes)
+  };
+  static inline void group(const uint8_t* row, int64_t g, Group& gs) {
+    const uint8_t* p = row + g * kBytes;
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    scale16(_mm_and_si128(v, m4), _mm256_set1_ps(f16(p + 80)), gs.sc);
+    scale16(_mm_and_si128(_mm_srli_epi16(v, 4), m4), _mm256_set1_ps(-f16(p + 82)), gs.mn);
+    for (int i = 0; i < 16; i += 8)
+      _mm256_store_ps(gs.mn + i, _mm256_mul_ps(_mm256_load_ps(gs.mn + i), _mm256_set1_ps(0.25f)));
+  }
+  static inline void step(const uint8_t* row, int64_t g, int s, const Group& gs, Step& st) {
+    const uint8_t* p = row + g * kBytes;
+    const int h = s / 4, k = s % 4;
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 + 32 * h));
+    st.codes = _mm256_and_si256(_mm256_srli_epi16(q, 2 * k), _mm256_set1_epi8(3));
+    st.ws = per16(gs.sc, s);
+    st.min = 0.f;
+    st.mn16 = per16(gs.mn, s);
+  }
+};
+
 // IQ4_XS: a 256-element super-block of 8 sub-blocks of 32 IQ4_NL table nibbles (qs + 16j, Q4_0's
 // order), scale fl(d * (ls_j - 32)) (see the AVX-512 decoder, matmul_decode_avx512.h).
 struct DIq4xs {
   static constexpr int kBytes = 136;
   static constexpr int kGroup = 256, kSteps = 8, kOff = 0;
-  static constexpr bool kSigned = true, kMins = false;
+  static constexpr bool kSigned = true, kMins = false, kMins16 = false;
   struct Group {
     alignas(32) float sc[8];  // fl(d * (ls_j - 32))
   };
@@ -344,9 +378,10 @@ struct KQuant {
     const int8_t* xq[T];
     const float* xd[T];
     tile_acts(j, t, xq, xd);
-    const float* xs[T];
+    const float* xs[T];  // per 32, or per 16 (kMins16)
 #pragma GCC unroll 8
-    for (int k = 0; k < T; ++k) xs[k] = j.axs + (t + k) * j.as_stride;
+    for (int k = 0; k < T; ++k)
+      xs[k] = D::kMins16 ? j.axs16 + (t + k) * j.xs16_stride : j.axs + (t + k) * j.as_stride;
     __m256 acc[R][T];
     zero_tile(acc);
     const __m256i ones16 = _mm256_set1_epi16(1);
@@ -387,6 +422,7 @@ struct KQuant {
               const __m256 mx = _mm256_set1_ps(st[i].min * 0.125f);
               acc[i][k] = _mm256_fmadd_ps(mx, _mm256_broadcast_ss(xs[k] + b), acc[i][k]);
             }
+            if constexpr (D::kMins16) acc[i][k] = _mm256_fmadd_ps(st[i].mn16, per16(xs[k] + 2 * b, 0), acc[i][k]);
           }
         }
       }
@@ -567,7 +603,7 @@ void matmul_rows_avx2(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, in
     case DType::kQ4_K: tiles::run<KQuant<DK45<false>>>(j, r0, r1, t0, t1); return;
     case DType::kQ5_K: tiles::run<KQuant<DK45<true>>>(j, r0, r1, t0, t1); return;
     case DType::kQ6_K: tiles::run<KQuant<DQ6K>>(j, r0, r1, t0, t1); return;
-    case DType::kQ2_K: matmul_rows_q8k(j, r0, r1, t0, t1); return;
+    case DType::kQ2_K: tiles::run<KQuant<DQ2K>>(j, r0, r1, t0, t1); return;
     case DType::kQ3_K: tiles::run<KQuant<DQ3K>>(j, r0, r1, t0, t1); return;
     case DType::kIQ4_XS: tiles::run<KQuant<DIq4xs>>(j, r0, r1, t0, t1); return;
     case DType::kIQ4_NL: tiles::run<KQuant<DTab32<false>>>(j, r0, r1, t0, t1); return;

@@ -1,7 +1,6 @@
 // Internal to the AVX2 matmul kernels (include only from *_avx2.cpp files, compiled with AVX2,
 // FMA and F16C): the horizontal sum, the tile store, unaligned little-endian loads, nibble
-// unpacking and table lookup, and the entry point of the Q8K-activation kernels
-// (matmul_q8k_avx2.cpp) that matmul_avx2.cpp dispatches to.
+// unpacking and table lookup, and the Q3_K scale decoder.
 // Thread-safety: pure inline functions.
 #pragma once
 
@@ -29,7 +28,7 @@ inline void store_tile(const __m256 (&acc)[R][T], float* y, int64_t ys, int64_t 
     for (int i = 0; i < R; ++i) y[(t + k) * ys + r + i] = hsum8(acc[i][k]);
 }
 
-// The tile prologue shared by the quantized kernels: the R weight rows from row r, the Q8 / Q8K
+// The tile prologue shared by the quantized kernels: the R weight rows from row r, the Q8
 // activation codes and scales of T tokens from token t, and a zeroed accumulator tile.
 template <int R>
 inline void tile_rows(const MatmulJob& j, int64_t r, const uint8_t* (&w)[R]) {
@@ -95,9 +94,5 @@ inline __m128i q3k_scales(const uint8_t* p) {
                     _mm_set1_epi8(3));
   return _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi8(32));
 }
-
-// Rows of the type with Q8K activations, Q2_K (matmul_q8k_avx2.cpp); job.type
-// must be one of them.
-void matmul_rows_q8k(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
 
 }  // namespace triad::kernels::avx2

@@ -1,6 +1,6 @@
 // AVX-512 matmul kernels for F32, F16 and BF16 weights, and the AVX-512 row-range entry point
-// (quantized types are in matmul_quant_avx512.cpp, matmul_packed_avx512.cpp and
-// matmul_q8k_avx512.cpp; FP8 / I8 in matmul_rowscaled_avx512.cpp). Compiled with AVX-512 flags; called only
+// (quantized types are in matmul_quant_avx512.cpp and matmul_packed_avx512.cpp; FP8 / I8 in
+// matmul_rowscaled_avx512.cpp). Compiled with AVX-512 flags; called only
 // when matmul_isa_supported(kAvx512).
 //
 // Design (first measured on the 2-core Zen 4 dev machine with bench/matmul_bench.cpp; one core's
@@ -221,7 +221,6 @@ void matmul_rows_avx512(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, 
     case DType::kF32: avx512::run_float<avx512::KFloat<false>>(j, r0, r1, t0, t1); return;
     case DType::kF16: avx512::run_float<avx512::KFloat<true>>(j, r0, r1, t0, t1); return;
     case DType::kBF16: avx512::run_float<avx512::KBf16>(j, r0, r1, t0, t1); return;
-    case DType::kQ2_K: avx512::matmul_rows_q8k(j, r0, r1, t0, t1); return;
     case DType::kF8_E4M3: avx512::matmul_rows_fp8(j, r0, r1, t0, t1); return;
     case DType::kI8: avx512::matmul_rows_i8(j, r0, r1, t0, t1); return;
     default: avx512::matmul_rows_quant(j, r0, r1, t0, t1); return;

@@ -1,7 +1,7 @@
 // Internal to the AVX-512 matmul kernels (include only from *_avx512.cpp files, which are
 // compiled with AVX-512 F/BW/VL/DQ/VNNI/BF16 flags): horizontal reductions, the tile-store
 // helper and the entry points the AVX-512 matmul files share (matmul_avx512.cpp dispatches to
-// the quant, packed, q8k and rowscaled ones).
+// the quant, packed and rowscaled ones).
 // Thread-safety: pure inline functions.
 #pragma once
 
@@ -103,9 +103,7 @@ inline void store_tile(const __m512 (&acc)[R][T], float* y, int64_t ys, int64_t 
 void matmul_rows_quant(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
 void matmul_rows_packed(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
 inline constexpr int64_t kPackedMinTokens = 8;
-// Q2_K against Q8K activations (matmul_q8k_avx512.cpp), FP8 E4M3 and I8 W8A8
-// (matmul_rowscaled_avx512.cpp): any token count.
-void matmul_rows_q8k(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
+// FP8 E4M3 and I8 W8A8 (matmul_rowscaled_avx512.cpp): any token count.
 void matmul_rows_fp8(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
 void matmul_rows_i8(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
 

@@ -290,6 +290,17 @@ struct DIq4xs {
   static inline __m512 xs_vec(const float*, int64_t) { return _mm512_setzero_ps(); }
 };
 
+// The 2-bit codes of step s (elements 64s .. 64s+63) of a Q3_K / Q2_K super-block whose 64 code
+// bytes are at qs: element 128h + 32k + l has (qs[32h + l] >> 2k) & 3, so step s is h = s / 2
+// with k = 2 (s % 2) in its lower 32 bytes and k + 1 in its upper ones.
+inline __m512i low2_step(const uint8_t* qs, int s) {
+  const int h = s >> 1, k0 = 2 * (s & 1);
+  const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * h)));
+  const __m512i shift = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<short>(2 * k0)),
+                                           _mm256_set1_epi16(static_cast<short>(2 * k0 + 2)), 1);
+  return _mm512_and_si512(_mm512_srlv_epi16(q, shift), _mm512_set1_epi8(3));
+}
+
 // The 16 Q3_K scales sc_j - 32 of the block at p (quant_blocks.h get_scales_q3k), one per
 // 32-bit lane. The 12 scale bytes at +96 hold sc_j's low 4 bits in byte j % 8 (the high nibble
 // from j = 8 on) and its two high bits in byte 8 + j % 4 (bits 2 (j / 4), 2 (j / 4) + 1): each
@@ -332,19 +343,62 @@ struct DQ3K {
                           __m512& ws) {
     const uint8_t* p = row + gi * kBytes;
     const int h = s >> 1, k0 = 2 * (s & 1);
-    const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 + 32 * h)));
-    const __m512i shift = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<short>(2 * k0)),
-                                             _mm256_set1_epi16(static_cast<short>(2 * k0 + 2)), 1);
     const __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
     const __m512i sel = _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(1 << (4 * h + k0))),
                                            _mm256_set1_epi8(static_cast<char>(1 << (4 * h + k0 + 1))), 1);
-    codes = _mm512_and_si512(_mm512_srlv_epi16(q, shift), _mm512_set1_epi8(3));
+    codes = low2_step(p + 32, s);
     codes = _mm512_mask_add_epi8(codes, _mm512_test_epi8_mask(hm, sel), codes, _mm512_set1_epi8(4));
     ws = _mm512_permutexvar_ps(load_idx(kIdxQ6[s]), g.wm);
   }
   static inline __m512 mins(const Group&) { return _mm512_setzero_ps(); }
   static inline __m512 xs_vec(const float*, int64_t) { return _mm512_setzero_ps(); }
 };
+
+// Q2_K's 16 sub-block scales fl(d * sc_j) and minimums, negated, -fl(dmin * mn_j), from its 16
+// scale bytes at sc (low nibble scale, high nibble minimum) and d, dmin at dd.
+inline void q2k_scales(const uint8_t* sc, const uint8_t* dd, __m512& ws, __m512& mn) {
+  const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+  const __m512i m4 = _mm512_set1_epi32(0x0F);
+  ws = _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(ld16(dd))), _mm512_cvtepi32_ps(_mm512_and_si512(v, m4)));
+  mn = _mm512_mul_ps(_mm512_set1_ps(-_cvtsh_ss(ld16(dd + 2))), _mm512_cvtepi32_ps(_mm512_srli_epi32(v, 4)));
+}
+
+// Q2_K (84-byte blocks: scales[16], qs[64], d, dmin): a group is a 256-element super-block of 16
+// sub-blocks of 16 with scales fl(d * sc_j) and minimums fl(dmin * mn_j), added per sub-block
+// against the activation sums per 16 (kSums16: MatmulJob::axs16); its codes are Q3_K's low bits
+// (low2_step).
+struct DQ2K {
+  static constexpr int kBytes = 84;
+  static constexpr int kGroup = 256, kSteps = 4, kOff = 0;
+  static constexpr bool kMins = true, kSums16 = true;
+  struct Group {
+    __m512 wm;  // fl(d * sc_j), j = 0..15
+    __m512 mn;  // -fl(dmin * mn_j)
+  };
+  static inline void group(const uint8_t* row, int64_t gi, Group& g) {
+    const uint8_t* p = row + gi * kBytes;
+    q2k_scales(p, p + 80, g.wm, g.mn);
+  }
+  static inline void step(const uint8_t* row, int64_t gi, int s, const Group& g, __m512i& codes,
+                          __m512& ws) {
+    codes = low2_step(row + gi * kBytes + 16, s);
+    ws = _mm512_permutexvar_ps(load_idx(kIdxQ6[s]), g.wm);
+  }
+  static inline __m512 mins(const Group& g) { return g.mn; }
+  // The 16 activation sums per 16 of super-block gi (xs: the token's axs16 row).
+  static inline __m512 xs_vec(const float* xs16, int64_t gi) { return _mm512_loadu_ps(xs16 + 16 * gi); }
+};
+
+// Whether decoder D's minimums pair with the activation sums per 16 (MatmulJob::axs16) rather
+// than per 32 (axs).
+template <class D>
+constexpr bool sums16() {
+  if constexpr (requires { D::kSums16; }) {
+    return D::kSums16;
+  } else {
+    return false;
+  }
+}
 
 // Q6_K: a group is a 256-element super-block of 16 sub-blocks of 16.
 struct DQ6K {

@@ -8,22 +8,19 @@
 //   F16 weights:  y = sum_c f32(w_c) * x_c                       (weights widened exactly)
 //   BF16 weights: y = sum_c f32(w_c) * f32(bf16(x_c))            (activations rounded to bf16,
 //                 act_quant.h; products of two bf16 are exact in f32, as in vdpbf16ps)
-//   Quantized weights (Q4_0 ... Q8_0, Q3_K ... Q6_K, IQ4_NL, IQ4_XS, MXFP4): activations become
+//   Quantized weights (Q4_0 ... Q8_0, Q2_K ... Q6_K, IQ4_NL, IQ4_XS, MXFP4): activations become
 //                 Q8 blocks of 32 (act_quant.h: codes xq, scale dx per block, xs = dx * sum xq
 //                 per block), then for every weight scale group g (a 32-block, a K-quant or
-//                 IQ4_XS 32 sub-block, a Q6_K or Q3_K 16 sub-block) inside activation block b:
-//                   y += fl(ws_g * dx_b) * isum_g   - mn_g * xs_b   (mins: Q4_1 Q5_1 Q4_K Q5_K)
+//                 IQ4_XS 32 sub-block, a Q6_K, Q3_K or Q2_K 16 sub-block) inside activation block b:
+//                   y += fl(ws_g * dx_b) * isum_g   - mn_g * xs_g   (mins: Q4_1 Q5_1 Q4_K Q5_K Q2_K)
 //                 where isum_g = sum (q - offset) * xq is an exact integer, ws_g the group's float
 //                 scale exactly as dequantization forms it (d, fl(d * sc), Q3_K fl(d * (sc - 32)),
 //                 IQ4_XS fl(d * (ls - 32))), mn_g its float
-//                 minimum (m, or fl(dmin * mn); with a + sign for the additive Q4_1/Q5_1 m).
+//                 minimum (m, or fl(dmin * mn); with a + sign for the additive Q4_1/Q5_1 m) and
+//                 xs_g the activation sum of its elements: xs_b for groups of 32, and for Q2_K's
+//                 groups of 16 xs16_g = fl(dx_b * sum of the group's 16 codes).
 //   FP8 E4M3 weights (row-scaled): y = s_r * sum_c e4m3(w_c) * x_c      (f32 activations; the
 //                 codes widen exactly to f32)
-//   Q2_K weights: activations become Q8K blocks of 256 (act_quant.h: codes xq, one scale dx per
-//                 256, code sums per 16), then per super-block b of 256:
-//                   y += dx_b * (d * sum_j sc_j * isum_j  -  dmin * sum_j mn_j * bsum_j)
-//                 with isum_j = sum q * xq over sub-block j (16 elements), an exact integer,
-//                 sc_j / mn_j the integer sub-block scales and minimums.
 //   I8 weights (W8A8, row-scaled): activations become one Q8 row per token (codes xq, one scale
 //                 dx_t = amax_t / 127), y = float(isum) * fl(s_r * dx_t) in f32 with
 //                 isum = sum w_c * xq_c an exact integer (|isum| < 2^31 for cols <= 131072,
@@ -67,10 +64,10 @@ struct MatmulJob {
   // (exact; its kernel flips the weights to unsigned bytes). Not formed for other levels.
   const int32_t* asum = nullptr;
   int64_t as_stride = 0;  // Q8 row activations (I8 weights): ad[t * as_stride] is token t's scale
-  // Q8K activations (Q2_K weights): ad holds one scale per 256 (rows of as_stride),
-  // bsums the per-16 code sums (rows of bs_stride int16).
-  const int16_t* bsums = nullptr;
-  int64_t bs_stride = 0;
+  // Q2_K weights: the per-16 activation sums xs16 (act_quant.h; rows of xs16_stride floats,
+  // zero past cols / 16).
+  const float* axs16 = nullptr;
+  int64_t xs16_stride = 0;
   // Row-scaled weight types: one float per weight row (WeightMatrix::row_scale).
   const float* row_scale = nullptr;
   // Output.
@@ -84,7 +81,7 @@ struct MatmulJob {
 float* kernel_scratch(int64_t floats);
 
 // Which prepared activations a weight type uses.
-enum class ActKind { kF32, kBf16, kQ8, kQ8K, kQ8Row };
+enum class ActKind { kF32, kBf16, kQ8, kQ8Sums16, kQ8Row };
 ActKind act_kind(DType weight_type);
 
 // Row-range kernels: compute y for rows [r0, r1) and tokens [t0, t1). The job's arguments are

@@ -197,9 +197,9 @@ struct Packer<D> {
   }
 };
 
-// Q6_K / Q3_K: a group is one super-block (16 lanes of 16-element sub-blocks).
+// Q6_K / Q3_K / Q2_K: a group is one super-block (16 lanes of 16-element sub-blocks).
 template <class D>
-  requires(std::is_same_v<D, DQ6K> || std::is_same_v<D, DQ3K>)
+  requires(std::is_same_v<D, DQ6K> || std::is_same_v<D, DQ3K> || std::is_same_v<D, DQ2K>)
 struct Packer<D> {
   static constexpr int kLB = 16;
   static void pack(const uint8_t* row, int64_t, int64_t g, uint8_t* out) {
@@ -213,6 +213,7 @@ struct Packer<D> {
     transpose_16(n);
     for (int k = 0; k < 4; ++k) _mm512_store_si512(out + 64 * k, n[k]);
     _mm512_store_ps(out + 256, gs.wm);
+    if constexpr (D::kMins) _mm512_store_ps(out + 320, gs.mn);
   }
 };
 
@@ -417,14 +418,31 @@ struct LanePacker<DQ3K> : LanePackerBase<LanePacker<DQ3K>, 16, false> {
   }
 };
 
+// Q2_K: a group is one super-block (16 lanes of 16-element sub-blocks): code vector k is bits
+// 2k, 2k+1 of the 64-byte plane; then the 16 scale bytes and d, dmin (lane_layout.h).
+template <>
+struct LanePacker<DQ2K> : LanePackerBase<LanePacker<DQ2K>, 16, true> {
+  static constexpr int kLB = 16;
+  static inline void regs(const uint8_t* row, int64_t, int64_t g, GroupRegs<16, true>& r) {
+    const uint8_t* p = row + g * DQ2K::kBytes;
+    const __m512i a = _mm512_loadu_si512(p);
+    const __m512i m3 = _mm512_set1_epi8(3);
+    r.c[0] = _mm512_and_si512(a, m3);
+    r.c[1] = _mm512_and_si512(_mm512_srli_epi16(a, 2), m3);
+    r.c[2] = _mm512_and_si512(_mm512_srli_epi16(a, 4), m3);
+    r.c[3] = _mm512_and_si512(_mm512_srli_epi16(a, 6), m3);
+    q2k_scales(p + 64, p + 80, r.ws, r.mn);
+  }
+};
+
 // Per-token re-laid activations, one group (16 lane blocks) after another: codes (kLB * 16
 // bytes), init (16 int32: -offset * lane-block code sum), dx (16 floats), xs (16 floats,
-// types with minimums; lane block = activation block there).
+// types with minimums: the lane block's activation sum, per 32 (axs) or per 16 (Q2_K: axs16)).
 template <int kLB, int kOff, bool kMins>
 void relay_token(const MatmulJob& j, int64_t t, int64_t ngroups, uint8_t* out, int64_t gbytes) {
   const int8_t* q = j.aq + t * j.aq_stride;
   const float* d = j.ad + t * j.as_stride;
-  const float* xs = j.axs + t * j.as_stride;
+  const float* xs = kLB == 16 ? j.axs16 + t * j.xs16_stride : j.axs + t * j.as_stride;
   const int64_t nbytes = j.cols;            // codes in the row
   const int64_t nblk = j.cols / 32;         // activation blocks
   const __m512i ones = _mm512_set1_epi8(1);
@@ -459,7 +477,7 @@ void relay_token(const MatmulJob& j, int64_t t, int64_t ngroups, uint8_t* out, i
     for (int l = 0; l < 16; ++l) {
       const int64_t b = kLB == 32 ? 16 * g + l : 8 * g + l / 2;  // activation block of lane l
       dx[l] = b < nblk ? d[b] : 0.f;
-      sx[l] = b < nblk ? xs[b] : 0.f;
+      if constexpr (kMins) sx[l] = b < nblk ? xs[kLB == 16 ? 16 * g + l : b] : 0.f;
     }
     std::memcpy(o + kLB * 16 + 64, dx, 64);
     if constexpr (kMins) std::memcpy(o + kLB * 16 + 128, sx, 64);
@@ -757,6 +775,7 @@ void matmul_rows_packed(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, 
     case DType::kMXFP4: run_packed<DTab32<true>>(j, r0, r1, t0, t1); return;
     case DType::kIQ4_XS: run_packed<DIq4xs>(j, r0, r1, t0, t1); return;
     case DType::kQ3_K: run_packed<DQ3K>(j, r0, r1, t0, t1); return;
+    case DType::kQ2_K: run_packed<DQ2K>(j, r0, r1, t0, t1); return;
     default: break;
   }
   matmul_rows_ref(j, r0, r1, t0, t1);  // not reached: every quantized type is handled above

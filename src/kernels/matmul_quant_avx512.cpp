@@ -1,5 +1,5 @@
 // AVX-512 (VNNI) matmul kernels for the quantized weight types Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
-// Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS and MXFP4 against Q8 activations (act_quant.h). Compiled with AVX-512 flags;
+// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS and MXFP4 against Q8 activations (act_quant.h). Compiled with AVX-512 flags;
 // called only when matmul_isa_supported(kAvx512).
 //
 // One kernel for all types: a per-type decoder turns 64 weights at a time into unsigned 8-bit
@@ -13,8 +13,8 @@
 //                                          value + 128)
 //     acc += float(p) * (ws * dx)           ws: the weight group scale, dx: the activation
 //                                          block scale, both lane-expanded
-// and weight minimums (Q4_1/Q5_1: +m, Q4_K/Q5_K: -fl(dmin * mn)) are added once per group
-// as mins * xs with the activation block sums xs. This is exactly the algorithm of
+// and weight minimums (Q4_1/Q5_1: +m, Q4_K/Q5_K/Q2_K: -fl(dmin * mn)) are added once per group
+// as mins * xs with the activation block sums xs (Q2_K: the sums per 16). This is exactly the algorithm of
 // matmul_impl.h, so results match matmul_ref up to float summation order.
 // Weight decoding is shared by the T tokens of a tile (4 rows x 3 tokens), activation
 // preparation (dx expansion and the offset correction) by its R rows. These kernels serve
@@ -182,7 +182,7 @@ struct KQuant {
     for (int k = 0; k < T; ++k) {
       xq[k] = j.aq + (t + k) * j.aq_stride;
       xd[k] = j.ad + (t + k) * j.as_stride;
-      xs[k] = j.axs + (t + k) * j.as_stride;
+      xs[k] = sums16<D>() ? j.axs16 + (t + k) * j.xs16_stride : j.axs + (t + k) * j.as_stride;
     }
     __m512 acc[R][T];
 #pragma GCC unroll 16
@@ -260,6 +260,7 @@ void matmul_rows_quant(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, i
     case DType::kMXFP4: tiles::run<KQuant<DTab32<true>>>(j, r0, r1, t0, t1); return;
     case DType::kIQ4_XS: tiles::run<KQuant<DIq4xs>>(j, r0, r1, t0, t1); return;
     case DType::kQ3_K: tiles::run<KQuant<DQ3K>>(j, r0, r1, t0, t1); return;
+    case DType::kQ2_K: tiles::run<KQuant<DQ2K>>(j, r0, r1, t0, t1); return;
     default: break;
   }
   matmul_rows_ref(j, r0, r1, t0, t1);  // not reached: every weight type is handled above

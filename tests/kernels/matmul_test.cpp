@@ -7,9 +7,8 @@
 //      accumulation order differs, whose error is a small multiple of eps * S per output.
 //  (b) matmul_ref vs the exact product (double dot of dequantize_row_ref(w) with x):
 //      |y_ref - y_exact| <= E + 1e-5 * S, where E bounds the activation rounding:
-//        quantized weights: E = 1.01 * sum_c |w_c| * d_b(c) / 2   (d_b = amax of x's 32-block,
-//                           256-block for Q8K activations, / 127: a Q8 code is off by at most
-//                           half a step)
+//        quantized weights: E = 1.01 * sum_c |w_c| * d_b(c) / 2   (d_b = amax of x's 32-block
+//                           / 127: a Q8 code is off by at most half a step)
 //        BF16 weights:      E = 1.01 * 2^-8 * S       (bf16 has 8 significant bits: round-
 //                           to-nearest is off by at most 2^-8 relative)
 //        F32 / F16:         E = 0.
@@ -205,8 +204,8 @@ TEST(MatmulTest, TableOfShapesOnEveryIsa) {
     std::vector<double> exact(static_cast<size_t>(c.rows * c.n_tokens)),
         mag(exact.size()), act_err(exact.size());
     const uint64_t rb = row_bytes(c.type, static_cast<uint64_t>(c.cols));
-    const bool quantized = act_kind(c.type) == ActKind::kQ8 || act_kind(c.type) == ActKind::kQ8K;
-    const int64_t ablock = act_kind(c.type) == ActKind::kQ8K ? 256 : 32;  // activation block
+    const bool quantized = act_kind(c.type) == ActKind::kQ8 || act_kind(c.type) == ActKind::kQ8Sums16;
+    const int64_t ablock = 32;  // activation block
     for (int64_t r = 0; r < c.rows; ++r) {
       dequantize_row_ref(c.type, w.data() + r * rb, deq.data(), c.cols);
       for (int64_t t = 0; t < c.n_tokens; ++t) {
@@ -287,13 +286,14 @@ TEST(MatmulTest, TableOfShapesOnEveryIsa) {
 // The lane layout is a bijection on a type's row bytes: to_lanes then from_lanes gives the
 // blocks back for random rows of every supported type, with whole and partial groups; and a
 // few bytes are where lane_layout.h says they are (Q8_0 codes, Q4_0 nibbles, a Q5_0 fifth bit,
-// Q4_K and IQ4_XS headers and nibbles, a Q6_K high pair), so the kernels and the documentation
+// Q4_K and IQ4_XS headers and nibbles, a Q6_K high pair, Q3_K and Q2_K code bits and headers),
+// so the kernels and the documentation
 // read the same layout.
 TEST(MatmulTest, LaneLayoutRoundTripsAndMatchesItsSpecification) {
   std::mt19937 rng(5);
   const DType types[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0,
                          DType::kIQ4_NL, DType::kMXFP4, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,
-                         DType::kIQ4_XS, DType::kQ3_K};
+                         DType::kIQ4_XS, DType::kQ3_K, DType::kQ2_K};
   for (DType t : types) {
     ASSERT_TRUE(lane_layout_supported(t));
     const int64_t bs = traits(t).block_size;
@@ -307,7 +307,6 @@ TEST(MatmulTest, LaneLayoutRoundTripsAndMatchesItsSpecification) {
       ASSERT_NE(lanes, w) << "the layout should move bytes";
     }
   }
-  EXPECT_FALSE(lane_layout_supported(DType::kQ2_K));
   EXPECT_FALSE(lane_layout_supported(DType::kF16));
   // Spot checks against the specification, on a row of 896 (a full group of 16 and one of 12).
   auto relay = [&](DType t, int64_t cols) {
@@ -361,6 +360,16 @@ TEST(MatmulTest, LaneLayoutRoundTripsAndMatchesItsSpecification) {
     EXPECT_EQ((l[4 * 9 + 1] >> 6) & 3, w[32 + 32 + 29] & 3);
     EXPECT_EQ((l[64 + 4 * 1 + 1] >> 7) & 1, (w[29] >> 4) & 1);
     EXPECT_EQ(0, std::memcmp(l.data() + 96, w.data() + 96, 14));
+  }
+  {
+    // Q2_K, two super-blocks: in the second, lane 9 (sub-block 9), k = 3, b = 1 is element 157 =
+    // 128 + 29 (h = 1, quarter 0, l = 29): qs[32 + 29] & 3 at bits 6..7 of plane byte 4 * 9 + 1;
+    // then the 16 scale bytes and d, dmin (at their GGUF offset, 80).
+    const auto [w, l] = relay(DType::kQ2_K, 512);
+    EXPECT_EQ((l[84 + 4 * 9 + 1] >> 6) & 3, w[84 + 16 + 32 + 29] & 3);
+    EXPECT_EQ((l[84 + 4 * 2 + 3] >> 2) & 3, (w[84 + 16 + 7] >> 2) & 3);  // sub-block 2, k = 1, b = 3: element 39 (qs[7] bits 2..3)
+    EXPECT_EQ(0, std::memcmp(l.data() + 84 + 64, w.data() + 84, 16));
+    EXPECT_EQ(0, std::memcmp(l.data() + 84 + 80, w.data() + 84 + 80, 4));
   }
   {
     const auto [w, l] = relay(DType::kQ6_K, 256);
@@ -535,6 +544,16 @@ TEST(MatmulTest, ActivationQuantizersAreBitExactOnEveryIsa) {
     // Codes reproduce the block within half a step.
     EXPECT_LE(std::fabs(q_ref[i] * d_ref[0] - xq[i]), d_ref[0] * 0.5f * 1.0001f);
   }
+  // Q2_K's sums per 16: exactly d * (integer code sum), and each pair is its 32-block's sum.
+  std::vector<float> s16(n / 16);
+  act_sums16(q_ref.data(), d_ref.data(), n, s16.data());
+  for (int64_t j = 0; j < n / 16; ++j) {
+    int sum = 0;
+    for (int i = 0; i < 16; ++i) sum += q_ref[16 * j + i];
+    EXPECT_EQ(s16[j], d_ref[j / 2] * static_cast<float>(sum)) << "sum per 16 " << j;
+  }
+  for (int64_t b = 0; b < n / 32; ++b)
+    EXPECT_NEAR(s16[2 * b] + s16[2 * b + 1], s_ref[b], 1e-6f * (std::fabs(s16[2 * b]) + std::fabs(s16[2 * b + 1])));
   for (IsaLevel level : levels()) {
     SCOPED_TRACE(isa_name(level));
     std::vector<int8_t> q(n);
@@ -575,8 +594,7 @@ TEST(MatmulTest, RejectsBadArguments) {
 // The serving engine batches requests: ideally a token's output row does not depend on how
 // many other tokens share the call (nor on the thread count), so that a request's greedy output
 // is the same alone or batched. That holds bitwise for the float weight types on every level and
-// for every type on the scalar and AVX2 levels (and on the AVX-512 level for Q2_K, whose AVX-512
-// kernels run one arithmetic for every tile shape). The other AVX-512
+// for every type on the scalar and AVX2 levels. The AVX-512
 // quantized kernels use a different f32 summation order from kPackedMinTokens tokens on (the
 // packed prompt kernels), and the K-quants also for one token (decode), so there rows agree
 // only to rounding: checked here within 1e-5 of the row's largest magnitude. With
@@ -597,10 +615,9 @@ TEST(MatmulTest, RowsDoNotDependOnTheBatch) {
       for (DType t : types)
       for (const bool lanes : {false, true}) {
         if (lanes && !lane_layout_supported(t)) continue;
-        const bool q8k = t == DType::kQ2_K;
         // The lane layout runs one kernel for every token count: bitwise in both modes.
         const bool bitwise = invariant || lanes || level != IsaLevel::kAvx512 || t == DType::kF32 ||
-                             t == DType::kF16 || t == DType::kBF16 || q8k;
+                             t == DType::kF16 || t == DType::kBF16;
         // Rows with a partial last lane group (896 columns: 1.75 groups of 32-element lane
         // blocks; 768: 1.5 groups of the K-quants' 32-element sub-blocks, 3 whole ones of Q6_K's
         // 16) and 67 rows (partial row tiles of every shape).

@@ -6,8 +6,7 @@
 //   scales and per-32-block float minimums, formed exactly as dequantization forms them
 //   (d, fl(d * sc), fl(dmin * mn)); integer dot products are exact, each group term is
 //   fl(ws * dx) * isum, and everything is accumulated in double, so this is the algorithm's
-//   value up to one rounding per group scale. Q2_K (Q8K activations) sums the group
-//   terms fl(d * sc) * isum (and minimums times code sums) per super-block and scales by dx.
+//   value up to one rounding per group scale.
 // - F32 / F16 / BF16 / FP8 E4M3 products are exact in double (bf16 activations are rounded
 //   first, as the SIMD kernels do); FP8 rows are scaled once at the end; I8 (W8A8) dot products
 //   are exact integers scaled by fl(s_r * dx_t).
@@ -36,7 +35,7 @@ inline float f16(const uint8_t* p) {
 
 // One decoded weight row: vals[i] = q_i - offset, the scale of group g (of `group` elements),
 // and the minimum coefficient of 32-block b (added as mins[b] * xs[b]); Q2_K has a minimum per
-// 16 elements instead (mins16[s], added as mins16[s] * bsum_s with Q8K activations).
+// 16 elements instead (mins16[s], added as mins16[s] * xs16[s]).
 struct DecodedRow {
   std::vector<int8_t> vals;
   std::vector<float> scales;
@@ -224,7 +223,7 @@ void decode_row(DType t, const uint8_t* row, int64_t cols, DecodedRow& out) {
 }
 
 double dot_quant(const DecodedRow& w, const int8_t* xq, const float* xd, const float* xs,
-                 int64_t cols) {
+                 const float* xs16, int64_t cols) {
   double acc = 0.0;
   const int g = w.group;
   for (int64_t k = 0; k < cols / g; ++k) {
@@ -237,25 +236,8 @@ double dot_quant(const DecodedRow& w, const int8_t* xq, const float* xd, const f
     for (int64_t b = 0; b < cols / 32; ++b)
       acc += static_cast<double>(w.mins[b]) * static_cast<double>(xs[b]);
   }
-  return acc;
-}
-
-// Q8K activations (Q2_K): one scale xd[b] per 256 and the code sums per 16.
-double dot_quant_k(const DecodedRow& w, const int8_t* xq, const float* xd, const int16_t* bsums,
-                   int64_t cols) {
-  double acc = 0.0;
-  const int g = w.group, per = 256 / g;
-  for (int64_t b = 0; b < cols / 256; ++b) {
-    double sb = 0.0;
-    for (int64_t k = per * b; k < per * (b + 1); ++k) {
-      int32_t isum = 0;
-      for (int i = 0; i < g; ++i) isum += int32_t{w.vals[k * g + i]} * int32_t{xq[k * g + i]};
-      sb += static_cast<double>(w.scales[k]) * static_cast<double>(isum);
-    }
-    for (int64_t k = 16 * b; k < 16 * (b + 1) && !w.mins16.empty(); ++k)
-      sb += static_cast<double>(w.mins16[k]) * static_cast<double>(bsums[k]);
-    acc += static_cast<double>(xd[b]) * sb;
-  }
+  for (size_t k = 0; k < w.mins16.size(); ++k)
+    acc += static_cast<double>(w.mins16[k]) * static_cast<double>(xs16[k]);
   return acc;
 }
 
@@ -268,7 +250,7 @@ ActKind act_kind(DType t) {
     case DType::kBF16: return ActKind::kBf16;
     case DType::kF8_E4M3: return ActKind::kF32;
     case DType::kI8: return ActKind::kQ8Row;
-    case DType::kQ2_K: return ActKind::kQ8K;
+    case DType::kQ2_K: return ActKind::kQ8Sums16;
     default: return ActKind::kQ8;
   }
 }
@@ -337,15 +319,11 @@ void matmul_rows_ref(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int
       break;
   }
   thread_local DecodedRow dec;
-  const bool q8k = act_kind(j.type) == ActKind::kQ8K;
   for (int64_t r = r0; r < r1; ++r) {
     decode_row(j.type, j.w + static_cast<uint64_t>(r) * j.row_bytes, cols, dec);
     for (int64_t t = t0; t < t1; ++t) {
-      const double acc =
-          q8k ? dot_quant_k(dec, j.aq + t * j.aq_stride, j.ad + t * j.as_stride,
-                            j.bsums + t * j.bs_stride, cols)
-              : dot_quant(dec, j.aq + t * j.aq_stride, j.ad + t * j.as_stride,
-                          j.axs + t * j.as_stride, cols);
+      const double acc = dot_quant(dec, j.aq + t * j.aq_stride, j.ad + t * j.as_stride, j.axs + t * j.as_stride,
+                                   j.axs16 ? j.axs16 + t * j.xs16_stride : nullptr, cols);
       j.y[t * j.y_stride + r] = static_cast<float>(acc);
     }
   }
@@ -381,8 +359,7 @@ void matmul_ref(const WeightMatrix& w, const float* x, int64_t n_tokens, int64_t
   j.row_scale = w.row_scale;
   std::vector<uint16_t> xb;
   std::vector<int8_t> aq;
-  std::vector<float> ad, axs;
-  std::vector<int16_t> bs;
+  std::vector<float> ad, axs, xs16;
   const size_t n = static_cast<size_t>(n_tokens), cols = static_cast<size_t>(w.cols);
   switch (act_kind(w.type)) {
     case ActKind::kF32: break;
@@ -394,6 +371,7 @@ void matmul_ref(const WeightMatrix& w, const float* x, int64_t n_tokens, int64_t
       j.xb_stride = w.cols;
       break;
     case ActKind::kQ8:
+    case ActKind::kQ8Sums16:
       aq.resize(n * cols);
       ad.resize(n * cols / 32);
       axs.resize(n * cols / 32);
@@ -405,20 +383,13 @@ void matmul_ref(const WeightMatrix& w, const float* x, int64_t n_tokens, int64_t
       j.ad = ad.data();
       j.axs = axs.data();
       j.as_stride = w.cols / 32;
-      break;
-    case ActKind::kQ8K:
-      aq.resize(n * cols);
-      ad.resize(n * cols / 256);
-      bs.resize(n * cols / 16);
-      for (size_t t = 0; t < n; ++t)
-        quantize_act_q8k(IsaLevel::kScalar, x + static_cast<int64_t>(t) * x_stride, w.cols,
-                         aq.data() + t * cols, ad.data() + t * cols / 256, bs.data() + t * cols / 16);
-      j.aq = aq.data();
-      j.aq_stride = w.cols;
-      j.ad = ad.data();
-      j.as_stride = w.cols / 256;
-      j.bsums = bs.data();
-      j.bs_stride = w.cols / 16;
+      if (act_kind(w.type) == ActKind::kQ8Sums16) {
+        xs16.resize(n * cols / 16);
+        for (size_t t = 0; t < n; ++t)
+          act_sums16(aq.data() + t * cols, ad.data() + t * cols / 32, w.cols, xs16.data() + t * cols / 16);
+        j.axs16 = xs16.data();
+        j.xs16_stride = w.cols / 16;
+      }
       break;
     case ActKind::kQ8Row:
       aq.resize(n * cols);
