@@ -352,6 +352,26 @@ struct LanePacker<DK45<kFive>> : LanePackerBase<LanePacker<DK45<kFive>>, 32, tru
   }
 };
 
+// The 16 lane scales fl(d * (ls_j - 32)) of an IQ4_XS lane-layout group from its nsb (1 or 2)
+// adjacent 8-byte headers (d, scales_h, scales_l; lanes 8..15 zero when nsb == 1), all 16 at
+// once: DIq4xs::group's arithmetic per lane, so the same bits. Dwords of the headers: 0 = d0 |
+// scales_h0 << 16, 1 = scales_l0, 2 and 3 the same of the second. Lane j of super-block h takes
+// nibble j of scales_l (bits 0..3) and bits 2j, 2j+1 of scales_h (shifted to bits 4..5).
+inline __m512 iq4xs_pair_scales(const uint8_t* hdr, int nsb) {
+  const __m128i v = _mm_maskz_loadu_epi8(nsb == 2 ? 0xFFFF : 0x00FF, hdr);
+  const __m512i w = _mm512_castsi128_si512(v);
+  const __m512i sl = _mm512_permutexvar_epi32(_mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3), w);
+  const __m512i sh = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2), w);
+  const __m512i lo = _mm512_srlv_epi32(sl, _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28));
+  const __m512i hi = _mm512_srlv_epi32(sh, _mm512_setr_epi32(12, 14, 16, 18, 20, 22, 24, 26, 12, 14, 16, 18, 20, 22, 24, 26));
+  // Bits 0-3 from lo, bits 4-5 from hi.
+  const __m512i ls = _mm512_and_si512(_mm512_ternarylogic_epi32(lo, hi, _mm512_set1_epi32(0x0F), 0xE4),
+                                      _mm512_set1_epi32(0x3F));
+  const __m512 d = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4),
+                                         _mm512_castps256_ps512(_mm256_cvtph_ps(v)));
+  return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(ls, _mm512_set1_epi32(32))));  // nsb == 1: d = 0 there
+}
+
 // IQ4_XS: a group is one or two super-blocks (8 or 16 lanes of 32-element sub-blocks) whose table
 // nibbles widen as IQ4_NL's do; the scales come from each super-block's 8 header bytes.
 template <>
@@ -364,14 +384,7 @@ struct LanePacker<DIq4xs> : LanePackerBase<LanePacker<DIq4xs>, 32, false> {
     const uint8_t* p = row + g * 2 * D::kBytes;
     const __mmask64 m = nl == 16 ? ~uint64_t{0} : (uint64_t{1} << plane) - 1;
     widen_nibble_planes<false, true>(p, plane, m, _mm512_setzero_si512(), D::table(), r.c);
-    const uint8_t* hdr = p + 4 * plane;
-    __m512 wm[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
-    for (int h = 0; h < nsb; ++h) {
-      typename D::Group gs;
-      D::group(hdr + 8 * h, 0, gs);  // reads only the header: d, scales_h, scales_l
-      wm[h] = gs.wm;
-    }
-    r.ws = pair_scales(wm);
+    r.ws = iq4xs_pair_scales(p + 4 * plane, nsb);
   }
 };
 
