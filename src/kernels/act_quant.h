@@ -1,6 +1,6 @@
 // Activation quantization for the matmul kernels (internal to src/kernels; see matmul.h).
 //
-// Two per-call activation formats, each with a scalar reference and SIMD variants that are
+// Per-call activation formats, each with a scalar reference and SIMD variants that are
 // bit-exact with it (the SIMD matmul kernels and matmul_ref see the very same numbers):
 //
 // - "Q8 activations" (paired with every other quantized weight type, 32-block and K-quant):

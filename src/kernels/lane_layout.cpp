@@ -16,7 +16,7 @@ struct Spec {
   int lb = 32;          // elements per lane block
   int block_elems = 32;  // elements per GGUF block
   int block_bytes = 0;
-  int code_bits = 4;    // 4, 5, 6 or 8
+  int code_bits = 4;    // 2, 3, 4, 5, 6 or 8
   int scale_bytes = 0;  // per 32-element block: scale fields before qh / qs (d, d+m, e)
   bool kquant45 = false, q6k = false, iq4xs = false, q3k = false, q2k = false;
 };

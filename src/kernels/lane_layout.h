@@ -6,7 +6,7 @@
 // integer sums per scale group wants lane l of every code vector to belong to group l. The GGUF
 // blocks keep each group's codes together instead, so the prompt kernels used to transpose
 // every weight row on every call (43% of a 16-way decode step). In the lane layout the codes
-// already lie transposed, at their GGUF width (4, 5, 6 or 8 bits), and a kernel only widens
+// already lie transposed, at their GGUF width (2, 3, 4, 5, 6 or 8 bits), and a kernel only widens
 // them (and, shift; masked merges for the fifth or the two high bits).
 //
 // Geometry. A row is cut into lane blocks of LB elements: the 32-element blocks of Q4_0, Q4_1,

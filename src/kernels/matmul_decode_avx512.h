@@ -4,9 +4,10 @@
 //
 // A decoder turns 64 weights at a time into unsigned 8-bit codes q in natural element order
 // plus a 16-lane float scale vector (lane l covers elements 4l .. 4l+3: a 32-block spans 8
-// lanes, a Q6_K 16-sub-block 4 lanes). Each provides kGroup (elements per group: 64 or 256),
+// lanes, a Q6_K / Q3_K / Q2_K 16-sub-block 4 lanes). Each provides kGroup (elements per group: 64 or 256),
 // kSteps (64-element steps per group), kOff (code offset: value = ws * (q - kOff)), kMins, a
-// per-row Group state, group(), step(), mins() / xs_vec() (types with minimums), and for
+// per-row Group state, group(), step(), mins() / xs_vec() (types with minimums: the
+// activation sums per 32, or per 16 where the decoder sets kSums16, Q2_K), and for
 // 32-block types half() (a lone last 32-block) and block_scale() / block_min() (one block's
 // float scale and minimum, for the packing step).
 // Thread-safety: pure inline functions over read-only data.

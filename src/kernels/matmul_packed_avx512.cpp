@@ -4,7 +4,7 @@
 // The direct kernels (matmul_quant_avx512.cpp) spend three float instructions per row x token
 // pair for every 64 products, because a 16-lane vpdpbusd result mixes two scale groups. Here
 // both operands are re-laid so that lane l of every vector belongs to scale group l of a run of
-// 16 groups ("lane blocks" of LB = 32 elements, or 16 for Q6_K's sub-blocks): vector k holds
+// 16 groups ("lane blocks" of LB = 32 elements, or 16 for the Q6_K / Q3_K / Q2_K sub-blocks): vector k holds
 // bytes 4k .. 4k+3 of each of the 16 lane blocks. LB/4 vpdpbusd then accumulate complete
 // group sums in the 16 int32 lanes, and only then one convert, one scale multiply and one FMA
 // (plus one FMA for minimums) are spent per pair: 8 VNNI instructions for 3-4 float ones.
@@ -353,8 +353,10 @@ struct LanePacker<DK45<kFive>> : LanePackerBase<LanePacker<DK45<kFive>>, 32, tru
 };
 
 // The 16 lane scales fl(d * (ls_j - 32)) of an IQ4_XS lane-layout group from its nsb (1 or 2)
-// adjacent 8-byte headers (d, scales_h, scales_l; lanes 8..15 zero when nsb == 1), all 16 at
-// once: DIq4xs::group's arithmetic per lane, so the same bits. Dwords of the headers: 0 = d0 |
+// adjacent 8-byte headers (d, scales_h, scales_l), all 16 at once: DIq4xs::group's arithmetic
+// per lane, so the same scales (when nsb == 1, lanes 8..15 read zero bytes: d = 0 and the
+// scale is -0, against +0 from pair_scales; their codes and activations are zero, so every
+// output keeps its bits). Dwords of the headers: 0 = d0 |
 // scales_h0 << 16, 1 = scales_l0, 2 and 3 the same of the second. Lane j of super-block h takes
 // nibble j of scales_l (bits 0..3) and bits 2j, 2j+1 of scales_h (shifted to bits 4..5).
 inline __m512 iq4xs_pair_scales(const uint8_t* hdr, int nsb) {
@@ -369,7 +371,7 @@ inline __m512 iq4xs_pair_scales(const uint8_t* hdr, int nsb) {
                                       _mm512_set1_epi32(0x3F));
   const __m512 d = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4),
                                          _mm512_castps256_ps512(_mm256_cvtph_ps(v)));
-  return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(ls, _mm512_set1_epi32(32))));  // nsb == 1: d = 0 there
+  return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(ls, _mm512_set1_epi32(32))));
 }
 
 // IQ4_XS: a group is one or two super-blocks (8 or 16 lanes of 32-element sub-blocks) whose table
@@ -450,12 +452,13 @@ struct LanePacker<DQ2K> : LanePackerBase<LanePacker<DQ2K>, 16, true> {
 
 // Per-token re-laid activations, one group (16 lane blocks) after another: codes (kLB * 16
 // bytes), init (16 int32: -offset * lane-block code sum), dx (16 floats), xs (16 floats,
-// types with minimums: the lane block's activation sum, per 32 (axs) or per 16 (Q2_K: axs16)).
-template <int kLB, int kOff, bool kMins>
+// types with minimums: the lane block's activation sum, per 32 (axs) or, kSums16, per 16 (axs16)).
+template <int kLB, int kOff, bool kMins, bool kSums16>
 void relay_token(const MatmulJob& j, int64_t t, int64_t ngroups, uint8_t* out, int64_t gbytes) {
+  static_assert(!kSums16 || kLB == 16, "sums per 16 pair with 16-element lane blocks");
   const int8_t* q = j.aq + t * j.aq_stride;
   const float* d = j.ad + t * j.as_stride;
-  const float* xs = kLB == 16 ? j.axs16 + t * j.xs16_stride : j.axs + t * j.as_stride;
+  const float* xs = kSums16 ? j.axs16 + t * j.xs16_stride : j.axs + t * j.as_stride;
   const int64_t nbytes = j.cols;            // codes in the row
   const int64_t nblk = j.cols / 32;         // activation blocks
   const __m512i ones = _mm512_set1_epi8(1);
@@ -490,7 +493,7 @@ void relay_token(const MatmulJob& j, int64_t t, int64_t ngroups, uint8_t* out, i
     for (int l = 0; l < 16; ++l) {
       const int64_t b = kLB == 32 ? 16 * g + l : 8 * g + l / 2;  // activation block of lane l
       dx[l] = b < nblk ? d[b] : 0.f;
-      if constexpr (kMins) sx[l] = b < nblk ? xs[kLB == 16 ? 16 * g + l : b] : 0.f;
+      if constexpr (kMins) sx[l] = b < nblk ? xs[kSums16 ? 16 * g + l : b] : 0.f;
     }
     std::memcpy(o + kLB * 16 + 64, dx, 64);
     if constexpr (kMins) std::memcpy(o + kLB * 16 + 128, sx, 64);
@@ -737,7 +740,7 @@ struct Packed {
     for (int64_t tc = t0; tc < t1; tc += chunk) {
       const int64_t te = std::min(t1, tc + chunk);
       for (int64_t t = tc; t < te; ++t)
-        relay_token<kLB, D::kOff, D::kMins>(j, t, ng, abuf.data() + (t - tc) * per_tok, kAGroupBytes);
+        relay_token<kLB, D::kOff, D::kMins, sums16<D>()>(j, t, ng, abuf.data() + (t - tc) * per_tok, kAGroupBytes);
       if (te - tc > kFusedMax) {
         if (te - tc <= kSmallChunk) {
           rows_tiled<3, 4>(j, r0, r1, tc, te, abuf.data(), wbuf.data(), ng);

@@ -187,9 +187,9 @@ struct BlockQ6_K {
   uint16_t d;                 // fp16 super-block scale
 };
 
-// Q8_K: 256 elements, signed 8-bit with an f32 scale; the activation format that K-quant dot
-// products pair with. x = d * qs[i]; bsums[g] = sum of qs[16g .. 16g+15] (lets a dot product
-// apply a weight block's per-sub-block mins without touching qs again).
+// Q8_K: 256 elements, signed 8-bit with an f32 scale; the activation format that llama.cpp's
+// K-quant dot products pair with (Triad's kernels use per-32 Q8 activations, act_quant.h; the
+// quantizer only sizes a scratch block by it). x = d * qs[i]; bsums[g] = sum of qs[16g .. 16g+15].
 struct BlockQ8_K {
   float d;  // f32 scale
   int8_t qs[kQK_K];

@@ -6,7 +6,7 @@ random-weight qwen2 whose rows are all multiples of 256 (bench/make_bench_model.
 tiny), quantized with `triad quantize` (FP8 and INT8: converted at load), so no type falls back
 to another; and the mixture-of-experts qwen3moe and qwen2moe (shared expert) of the golden
 tests, whose steps group tokens by expert (16 concurrent requests equal the same requests alone). The servers run with
---batch-invariant, which the AVX-512 kernels of twelve types need and which changes nothing on
+--batch-invariant, which the AVX-512 kernels of thirteen types need and which changes nothing on
 scalar and AVX2 CPUs (their kernels are invariant by construction)."""
 from __future__ import annotations
 
