@@ -383,7 +383,8 @@ TEST(MatmulTest, LaneLayoutRoundTripsAndMatchesItsSpecification) {
 }
 
 // The expert-grouped product (matmul_experts) against a per-token scalar reference, for every
-// weight type on every ISA level: each routed row must equal matmul_ref of its expert on its one
+// weight type on every ISA level, in GGUF blocks and (where the type has one) in the lane layout
+// that models load experts into on AVX-512: each routed row must equal matmul_ref of its expert on its one
 // input token (within the table's 2e-6 * S), and bitwise the matmul of its expert alone over the
 // same gathered rows. Two routings: decode-sized (no expert above 8 rows: experts spread over the
 // threads) and prompt-sized (one expert with 21 rows: the packed kernels, one expert at a time);
@@ -403,6 +404,12 @@ TEST(MatmulTest, ExpertGroupedAgainstPerTokenReference) {
     std::vector<const void*> data;
     for (int32_t k = 0; k < kExperts; ++k) w.push_back(random_weights(t, kRows, cols, rng));
     for (const auto& m : w) data.push_back(m.data());
+    // The same experts in the lane layout (what a model loads into on AVX-512), where the type has one.
+    std::vector<std::vector<uint8_t>> wl;
+    std::vector<const void*> ldata;
+    if (lane_layout_supported(t))
+      for (const auto& m : w) wl.push_back(lanes_of(t, m, kRows, cols));
+    for (const auto& m : wl) ldata.push_back(m.data());
     const int64_t xs = cols + 3;
     std::vector<float> x(static_cast<size_t>(kTokens * xs));
     for (float& v : x) v = nd(rng);
@@ -418,35 +425,39 @@ TEST(MatmulTest, ExpertGroupedAgainstPerTokenReference) {
         begin.push_back(static_cast<int32_t>(src.size()));
       }
       const int64_t total = static_cast<int64_t>(src.size()), ys = kRows + 2;
-      ExpertProducts e;
-      e.shape = WeightMatrix{t, nullptr, kRows, cols};
-      e.data = data.data();
-      e.n = kExperts;
-      e.begin = begin.data();
-      e.src = src.data();
-      for (IsaLevel level : levels()) {
-        SCOPED_TRACE(std::string(dtype_name(t)) + " " + isa_name(level) + (routing == &small ? " decode" : " prompt"));
-        std::vector<float> y(static_cast<size_t>(total * ys), -7.f), gather(static_cast<size_t>(total * cols));
-        matmul_experts_isa(level, e, x.data(), xs, y.data(), ys, gather.data(), pool2);
-        std::vector<float> deq(static_cast<size_t>(cols)), yref(static_cast<size_t>(kRows));
-        for (int32_t k = 0; k < kExperts; ++k) {
-          const int64_t r0 = begin[k], cnt = begin[k + 1] - r0;
-          const WeightMatrix wk{t, data[k], kRows, cols};
-          // Bitwise: the expert alone over its gathered rows, on the same level.
-          std::vector<float> alone(static_cast<size_t>(std::max<int64_t>(cnt, 1) * ys), -7.f);
-          if (cnt > 0) matmul_isa(level, wk, gather.data() + r0 * cols, cnt, cols, alone.data(), ys, pool2);
-          for (int64_t i = 0; i < cnt; ++i) {
-            const float* xt = x.data() + static_cast<int64_t>(src[r0 + i]) * xs;
-            matmul_ref(wk, xt, 1, xs, yref.data(), kRows);  // the per-token reference
-            for (int64_t r = 0; r < kRows; ++r) {
-              dequantize_row_ref(t, static_cast<const uint8_t*>(data[k]) + r * row_bytes(t, cols), deq.data(), cols);
-              double mag = 0;
-              for (int64_t c = 0; c < cols; ++c) mag += std::fabs(double(deq[c]) * xt[c]);
-              const float got = y[(r0 + i) * ys + r];
-              ASSERT_LE(std::fabs(got - yref[r]), 2e-6 * mag + 1e-30) << "expert " << k << " row " << r;
-              ASSERT_EQ(got, alone[i * ys + r]) << "expert " << k << " routed row " << i << " row " << r;
+      for (const bool lanes : {false, true}) {
+        if (lanes && ldata.empty()) continue;
+        ExpertProducts e;
+        e.shape = WeightMatrix{t, nullptr, kRows, cols, nullptr, lanes};
+        e.data = lanes ? ldata.data() : data.data();
+        e.n = kExperts;
+        e.begin = begin.data();
+        e.src = src.data();
+        for (IsaLevel level : levels()) {
+          SCOPED_TRACE(std::string(dtype_name(t)) + " " + isa_name(level) + (routing == &small ? " decode" : " prompt") +
+                       (lanes ? " lanes" : ""));
+          std::vector<float> y(static_cast<size_t>(total * ys), -7.f), gather(static_cast<size_t>(total * cols));
+          matmul_experts_isa(level, e, x.data(), xs, y.data(), ys, gather.data(), pool2);
+          std::vector<float> deq(static_cast<size_t>(cols)), yref(static_cast<size_t>(kRows));
+          for (int32_t k = 0; k < kExperts; ++k) {
+            const int64_t r0 = begin[k], cnt = begin[k + 1] - r0;
+            const WeightMatrix wk{t, e.data[k], kRows, cols, nullptr, lanes};
+            // Bitwise: the expert alone over its gathered rows, on the same level.
+            std::vector<float> alone(static_cast<size_t>(std::max<int64_t>(cnt, 1) * ys), -7.f);
+            if (cnt > 0) matmul_isa(level, wk, gather.data() + r0 * cols, cnt, cols, alone.data(), ys, pool2);
+            for (int64_t i = 0; i < cnt; ++i) {
+              const float* xt = x.data() + static_cast<int64_t>(src[r0 + i]) * xs;
+              matmul_ref(wk, xt, 1, xs, yref.data(), kRows);  // the per-token reference
+              for (int64_t r = 0; r < kRows; ++r) {
+                dequantize_row_ref(t, static_cast<const uint8_t*>(data[k]) + r * row_bytes(t, cols), deq.data(), cols);
+                double mag = 0;
+                for (int64_t c = 0; c < cols; ++c) mag += std::fabs(double(deq[c]) * xt[c]);
+                const float got = y[(r0 + i) * ys + r];
+                ASSERT_LE(std::fabs(got - yref[r]), 2e-6 * mag + 1e-30) << "expert " << k << " row " << r;
+                ASSERT_EQ(got, alone[i * ys + r]) << "expert " << k << " routed row " << i << " row " << r;
+              }
+              ASSERT_EQ(y[(r0 + i) * ys + kRows], -7.f) << "stride gap";
             }
-            ASSERT_EQ(y[(r0 + i) * ys + kRows], -7.f) << "stride gap";
           }
         }
       }
