@@ -329,6 +329,32 @@ struct LanePacker<D> : LanePackerBase<LanePacker<D>, 32, D::kMins> {
   }
 };
 
+// The 16 lane scales fl(d * sc_j) and minimums -fl(dmin * mn_j) of a Q4_K / Q5_K lane-layout
+// group from its nsb (1 or 2) adjacent 16-byte headers (d, dmin, 12 packed scale bytes), both
+// super-blocks at once: DK45::group's bit work on each 128-bit half, then one qword permute puts
+// [sc of the first, sc of the second] and [mn, mn] side by side. The same per-lane arithmetic as
+// DK45::group and k45_scales, so the same values (an absent second super-block reads zero
+// bytes: scales and minimums +0, as k45_scales gives).
+inline void k45_pair_scales(const uint8_t* hdr, int nsb, __m512& ws, __m512& mn) {
+  const __m256i v = _mm256_maskz_loadu_epi8(nsb == 2 ? ~0u : 0xFFFFu, hdr);
+  // Per half, dwords [d | dmin, A, B, C] (see DK45::group): sc[0..3] = A & 0x3f, sc[4..7] =
+  // (C & 0x0f) | ((A >> 2) & 0x30), mn[0..3] = B & 0x3f, mn[4..7] = ((C >> 4) & 0x0f) | ((B >> 2) & 0x30).
+  const __m256i x = _mm256_srlv_epi32(_mm256_shuffle_epi32(v, _MM_SHUFFLE(3, 2, 3, 1)), _mm256_setr_epi32(0, 0, 0, 4, 0, 0, 0, 4));
+  const __m256i y = _mm256_srli_epi32(_mm256_shuffle_epi32(v, _MM_SHUFFLE(2, 2, 1, 1)), 2);
+  const __m256i m1 = _mm256_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f);
+  const __m256i m2 = _mm256_setr_epi32(0, 0x30303030, 0, 0x30303030, 0, 0x30303030, 0, 0x30303030);
+  const __m256i scm8 = _mm256_ternarylogic_epi32(x, m1, _mm256_and_si256(y, m2), 0xEA);  // (x & m1) | t
+  // Qwords [sc0, mn0, sc1, mn1] -> [sc0, sc1, mn0, mn1].
+  const __m256i q = _mm256_permute4x64_epi64(scm8, _MM_SHUFFLE(3, 1, 2, 0));
+  const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm256_castsi256_si128(q)));
+  const __m512 mv = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm256_extracti128_si256(q, 1)));
+  const __m512 h = _mm512_cvtph_ps(v);  // halves 0, 1: d, dmin of the first; 8, 9 of the second
+  const __m512 d = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 8, 8, 8, 8, 8, 8, 8, 8), h);
+  const __m512 dmin = _mm512_permutexvar_ps(_mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 9, 9, 9, 9, 9, 9, 9, 9), h);
+  ws = _mm512_mul_ps(sc, d);
+  mn = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(mv, dmin));
+}
+
 // Q4_K / Q5_K: a group is one or two super-blocks (8 or 16 lanes of 32-element sub-blocks).
 template <bool kFive>
 struct LanePacker<DK45<kFive>> : LanePackerBase<LanePacker<DK45<kFive>>, 32, true> {
@@ -341,14 +367,7 @@ struct LanePacker<DK45<kFive>> : LanePackerBase<LanePacker<DK45<kFive>>, 32, tru
     const __mmask64 m = nl == 16 ? ~uint64_t{0} : (uint64_t{1} << plane) - 1;
     const __m512i hb = kFive ? _mm512_maskz_loadu_epi8(m, p + 4 * plane) : _mm512_setzero_si512();
     widen_nibble_planes<kFive, false>(p, plane, m, hb, _mm512_setzero_si512(), r.c);
-    const uint8_t* hdr = p + (kFive ? 5 : 4) * plane;
-    __m512 wm[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
-    for (int h = 0; h < nsb; ++h) {
-      typename D::Group gs;
-      D::group(hdr + 16 * h, 0, gs);
-      wm[h] = gs.wm;
-    }
-    k45_scales(wm, r.ws, r.mn);
+    k45_pair_scales(p + (kFive ? 5 : 4) * plane, nsb, r.ws, r.mn);
   }
 };
 
