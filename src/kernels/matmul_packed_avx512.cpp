@@ -294,6 +294,16 @@ struct LanePackerBase {
 template <class D>
 struct LanePacker;
 
+// e8m0_half(e) (quant_blocks.h) of 16 exponents, lanes outside `valid` zero: (e - 1) << 23 is
+// the f32 2^(e - 128) for e >= 2; e = 0 and 1 give the subnormals 0x00200000 << e. Five integer
+// operations in place of a 16-element gather from kE8m0Half.
+inline __m512 e8m0_half16(__m512i e, __mmask16 valid) {
+  const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+  const __mmask16 tiny = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
+  const __m512i bits = _mm512_mask_sllv_epi32(normal, tiny, _mm512_set1_epi32(0x00200000), e);
+  return _mm512_maskz_mov_ps(valid, _mm512_castsi512_ps(bits));
+}
+
 // The 32-element block types: a group is up to 16 blocks, lane l = block 16g + l.
 template <class D>
   requires(D::kGroup == 64)
@@ -320,8 +330,7 @@ struct LanePacker<D> : LanePackerBase<LanePacker<D>, 32, D::kMins> {
       sc = p + (D::kFive ? 5 : 4) * plane;
     }
     if constexpr (D::kExpScale) {  // MXFP4: exponent bytes
-      const __m512i e = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m16, sc));
-      r.ws = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m16, e, kE8m0Half.v, 4);
+      r.ws = e8m0_half16(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m16, sc)), m16);
     } else {
       r.ws = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m16, sc));
     }

@@ -285,6 +285,43 @@ TEST(MatmulTest, TableOfShapesOnEveryIsa) {
   }
 }
 
+// MXFP4's block scale e8m0_half(e) = 2^(e - 128) for every exponent byte, the subnormal e = 0, 1
+// and the largest, e = 255, included: the lane-layout kernels form it arithmetically, the GGUF
+// layout's from the kE8m0Half table. From 8 tokens both layouts run the same packed tiles, so
+// their outputs must agree bitwise; each is also checked against matmul_ref. Block b of row r has
+// e = 16b + r, and column block b of the activations is scaled by 2^(120 - 16b), so every block's
+// products are of order one (none underflows to zero or overflows).
+TEST(MatmulTest, Mxfp4EveryExponentByte) {
+  if (!matmul_isa_supported(IsaLevel::kAvx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  std::mt19937 rng(31);
+  const int64_t rows = 16, cols = 512, n = 9, nb = cols / 32;
+  std::vector<uint8_t> w = random_weights(DType::kMXFP4, rows, cols, rng);
+  const uint64_t rb = row_bytes(DType::kMXFP4, cols);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t b = 0; b < nb; ++b) w[r * rb + b * 17] = static_cast<uint8_t>(16 * b + r);
+  const std::vector<uint8_t> wl = lanes_of(DType::kMXFP4, w, rows, cols);
+  std::vector<float> x(static_cast<size_t>(n * cols));
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (int64_t i = 0; i < n * cols; ++i) x[i] = std::ldexp(nd(rng), 120 - 16 * static_cast<int>(i % cols / 32));
+  ThreadPool pool(1);
+  std::vector<float> yg(static_cast<size_t>(n * rows)), yl(yg.size()), yref(yg.size());
+  matmul_isa(IsaLevel::kAvx512, WeightMatrix{DType::kMXFP4, w.data(), rows, cols}, x.data(), n, cols, yg.data(), rows, pool);
+  matmul_isa(IsaLevel::kAvx512, WeightMatrix{DType::kMXFP4, wl.data(), rows, cols, nullptr, true}, x.data(), n, cols,
+             yl.data(), rows, pool);
+  EXPECT_EQ(0, std::memcmp(yg.data(), yl.data(), yg.size() * sizeof(float)));
+  matmul_ref(WeightMatrix{DType::kMXFP4, w.data(), rows, cols}, x.data(), n, cols, yref.data(), rows);
+  std::vector<float> deq(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    dequantize_row_ref(DType::kMXFP4, w.data() + r * rb, deq.data(), cols);
+    for (int64_t t = 0; t < n; ++t) {
+      double mag = 0;
+      for (int64_t c = 0; c < cols; ++c) mag += std::fabs(double(deq[c]) * x[t * cols + c]);
+      ASSERT_TRUE(std::isfinite(yl[t * rows + r]));
+      ASSERT_LE(std::fabs(yl[t * rows + r] - yref[t * rows + r]), 2e-6 * mag + 1e-30) << "row " << r << " token " << t;
+    }
+  }
+}
+
 // The lane layout is a bijection on a type's row bytes: to_lanes then from_lanes gives the
 // blocks back for random rows of every supported type, with whole and partial groups; and a
 // few bytes are where lane_layout.h says they are (Q8_0 codes, Q4_0 nibbles, a Q5_0 fifth bit,
