@@ -1,0 +1,278 @@
+// Internal to the AVX-512 packed kernels (include only from matmul_packed_avx512.cpp): widening
+// a group of weights in the lane layout (lane_layout.h) into the packed kernels' registers.
+// The codes already lie in lane-block order at their stored width, so a group is only widened
+// (and, shift, masked merges, table lookups; no transposes) and its 16 lane scales (and
+// minimums) decoded. LanePacker<D>::regs(row, cols, g, r) fills GroupRegs for decoder D
+// (matmul_decode_avx512.h) with the same values the GGUF-layout Packer stores, so a row's
+// results do not depend on the layout; LanePacker<D>::pack stores them in the packed group
+// format (codes, then ws at +kLB * 16, then mins).
+// Thread-safety: pure inline functions over read-only data.
+#pragma once
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/matmul_decode_avx512.h"
+
+namespace triad::kernels::avx512 {
+
+// Bit k of every byte of h moved to bit 4 (the fifth code bit of code vector k); epi16 shifts
+// are safe because only bit 4 of each byte is kept.
+template <int k>
+inline __m512i high_bit_to4(__m512i h) {
+  if constexpr (k < 4) return _mm512_slli_epi16(h, 4 - k);
+  else if constexpr (k == 4) return h;
+  else return _mm512_srli_epi16(h, k - 4);
+}
+
+// lo | (h & m) per byte.
+inline __m512i merge_bits(__m512i lo, __m512i h, char m) {
+  return _mm512_ternarylogic_epi64(lo, h, _mm512_set1_epi8(m), 0xF8);
+}
+
+// Code vectors v (low nibbles) and v + 4 (high nibbles) of a 4-bit nibble plane (lane_layout.h),
+// with the fifth bits of a high-bit plane hb (kFive) or looked up in a 16-entry table (kTable).
+template <int v, bool kFive, bool kTable>
+inline void widen_nibbles(const uint8_t* p, int plane, __mmask64 m, __m512i hb, __m512i table, __m512i (&c)[8]) {
+  const __m512i lo4 = _mm512_set1_epi8(0x0F);
+  const __m512i n = _mm512_maskz_loadu_epi8(m, p + v * plane);
+  __m512i lo = _mm512_and_si512(n, lo4), hi = _mm512_and_si512(_mm512_srli_epi16(n, 4), lo4);
+  if constexpr (kFive) {
+    lo = merge_bits(lo, high_bit_to4<v>(hb), 0x10);
+    hi = merge_bits(hi, high_bit_to4<v + 4>(hb), 0x10);
+  }
+  if constexpr (kTable) {
+    lo = _mm512_shuffle_epi8(table, lo);
+    hi = _mm512_shuffle_epi8(table, hi);
+  }
+  c[v] = lo;
+  c[v + 4] = hi;
+}
+
+// The four nibble planes of a group, widened into the eight code vectors.
+template <bool kFive, bool kTable>
+inline void widen_nibble_planes(const uint8_t* p, int plane, __mmask64 m, __m512i hb, __m512i table, __m512i (&c)[8]) {
+  widen_nibbles<0, kFive, kTable>(p, plane, m, hb, table, c);
+  widen_nibbles<1, kFive, kTable>(p, plane, m, hb, table, c);
+  widen_nibbles<2, kFive, kTable>(p, plane, m, hb, table, c);
+  widen_nibbles<3, kFive, kTable>(p, plane, m, hb, table, c);
+}
+
+// A widened group in registers: kLB / 4 code vectors, the 16 lane scales and (types with
+// minimums) the 16 lane minimums as the kernel adds them. LanePacker<D>::regs fills one; pack stores it in the
+// packed group format (codes, then ws at +kLB * 16, then mins).
+template <int kLB, bool kMins>
+struct GroupRegs {
+  __m512i c[kLB / 4];
+  __m512 ws;
+  __m512 mn;  // kMins only: what the kernel multiplies by the lane's activation sum
+};
+template <int kLB, bool kMins>
+inline void store_group(const GroupRegs<kLB, kMins>& r, uint8_t* out) {
+#pragma GCC unroll 8
+  for (int k = 0; k < kLB / 4; ++k) _mm512_store_si512(out + 64 * k, r.c[k]);
+  _mm512_store_ps(reinterpret_cast<float*>(out + kLB * 16), r.ws);
+  if constexpr (kMins) _mm512_store_ps(reinterpret_cast<float*>(out + kLB * 16 + 64), r.mn);
+}
+
+// Every LanePacker: regs(row, cols, g, r) widens group g of a lane-layout row into registers;
+// pack stores it.
+template <class Self, int kLB, bool kMins>
+struct LanePackerBase {
+  static void pack(const uint8_t* row, int64_t cols, int64_t g, uint8_t* out) {
+    GroupRegs<kLB, kMins> r;
+    Self::regs(row, cols, g, r);
+    store_group(r, out);
+  }
+};
+
+template <class D>
+struct LanePacker;
+
+// e8m0_half(e) (quant_blocks.h) of 16 exponents, lanes outside `valid` zero: (e - 1) << 23 is
+// the f32 2^(e - 128) for e >= 2; e = 0 and 1 give the subnormals 0x00200000 << e. Five integer
+// operations in place of a 16-element gather from kE8m0Half.
+inline __m512 e8m0_half16(__m512i e, __mmask16 valid) {
+  const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+  const __mmask16 tiny = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
+  const __m512i bits = _mm512_mask_sllv_epi32(normal, tiny, _mm512_set1_epi32(0x00200000), e);
+  return _mm512_maskz_mov_ps(valid, _mm512_castsi512_ps(bits));
+}
+
+// The 32-element block types: a group is up to 16 blocks, lane l = block 16g + l.
+template <class D>
+  requires(D::kGroup == 64)
+struct LanePacker<D> : LanePackerBase<LanePacker<D>, 32, D::kMins> {
+  static constexpr int kLB = 32;
+  static inline void regs(const uint8_t* row, int64_t cols, int64_t g, GroupRegs<32, D::kMins>& r) {
+    const int64_t nb = cols / 32;
+    const int nl = static_cast<int>(std::min<int64_t>(16, nb - 16 * g));
+    const uint8_t* p = row + g * 16 * D::kBytes;
+    const int plane = 4 * nl;
+    const __mmask64 m = nl == 16 ? ~uint64_t{0} : (uint64_t{1} << plane) - 1;
+    const __mmask16 m16 = static_cast<__mmask16>((1u << nl) - 1);
+    const uint8_t* sc;
+    if constexpr (D::kQ8) {
+      const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+#pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k) r.c[k] = _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, p + k * plane), flip);
+      sc = p + 8 * plane;
+    } else {
+      const __m512i hb = D::kFive ? _mm512_maskz_loadu_epi8(m, p + 4 * plane) : _mm512_setzero_si512();
+      __m512i table = _mm512_setzero_si512();
+      if constexpr (D::kTable) table = D::table();
+      widen_nibble_planes<D::kFive, D::kTable>(p, plane, m, hb, table, r.c);
+      sc = p + (D::kFive ? 5 : 4) * plane;
+    }
+    if constexpr (D::kExpScale) {  // MXFP4: exponent bytes
+      r.ws = e8m0_half16(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m16, sc)), m16);
+    } else {
+      r.ws = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m16, sc));
+    }
+    if constexpr (D::kMins) r.mn = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m16, sc + 2 * nl));
+  }
+};
+
+// The 16 lane scales fl(d * sc_j) and minimums -fl(dmin * mn_j) of a Q4_K / Q5_K lane-layout
+// group from its nsb (1 or 2) adjacent 16-byte headers (d, dmin, 12 packed scale bytes), both
+// super-blocks at once: DK45::group's bit work on each 128-bit half, then one qword permute puts
+// [sc of the first, sc of the second] and [mn, mn] side by side. The same per-lane arithmetic as
+// DK45::group and k45_scales, so the same values (an absent second super-block reads zero
+// bytes: scales and minimums +0, as k45_scales gives).
+inline void k45_pair_scales(const uint8_t* hdr, int nsb, __m512& ws, __m512& mn) {
+  const __m256i v = _mm256_maskz_loadu_epi8(nsb == 2 ? ~0u : 0xFFFFu, hdr);
+  // Per half, dwords [d | dmin, A, B, C] (see DK45::group): sc[0..3] = A & 0x3f, sc[4..7] =
+  // (C & 0x0f) | ((A >> 2) & 0x30), mn[0..3] = B & 0x3f, mn[4..7] = ((C >> 4) & 0x0f) | ((B >> 2) & 0x30).
+  const __m256i x = _mm256_srlv_epi32(_mm256_shuffle_epi32(v, _MM_SHUFFLE(3, 2, 3, 1)), _mm256_setr_epi32(0, 0, 0, 4, 0, 0, 0, 4));
+  const __m256i y = _mm256_srli_epi32(_mm256_shuffle_epi32(v, _MM_SHUFFLE(2, 2, 1, 1)), 2);
+  const __m256i m1 = _mm256_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f);
+  const __m256i m2 = _mm256_setr_epi32(0, 0x30303030, 0, 0x30303030, 0, 0x30303030, 0, 0x30303030);
+  const __m256i scm8 = _mm256_ternarylogic_epi32(x, m1, _mm256_and_si256(y, m2), 0xEA);  // (x & m1) | t
+  // Qwords [sc0, mn0, sc1, mn1] -> [sc0, sc1, mn0, mn1].
+  const __m256i q = _mm256_permute4x64_epi64(scm8, _MM_SHUFFLE(3, 1, 2, 0));
+  const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm256_castsi256_si128(q)));
+  const __m512 mv = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm256_extracti128_si256(q, 1)));
+  const __m512 h = _mm512_cvtph_ps(v);  // halves 0, 1: d, dmin of the first; 8, 9 of the second
+  const __m512 d = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 8, 8, 8, 8, 8, 8, 8, 8), h);
+  const __m512 dmin = _mm512_permutexvar_ps(_mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 9, 9, 9, 9, 9, 9, 9, 9), h);
+  ws = _mm512_mul_ps(sc, d);
+  mn = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(mv, dmin));
+}
+
+// Q4_K / Q5_K: a group is one or two super-blocks (8 or 16 lanes of 32-element sub-blocks).
+template <bool kFive>
+struct LanePacker<DK45<kFive>> : LanePackerBase<LanePacker<DK45<kFive>>, 32, true> {
+  using D = DK45<kFive>;
+  static constexpr int kLB = 32;
+  static inline void regs(const uint8_t* row, int64_t cols, int64_t g, GroupRegs<32, true>& r) {
+    const int nsb = static_cast<int>(std::min<int64_t>(2, cols / 256 - 2 * g));
+    const int nl = 8 * nsb, plane = 4 * nl;
+    const uint8_t* p = row + g * 2 * D::kBytes;
+    const __mmask64 m = nl == 16 ? ~uint64_t{0} : (uint64_t{1} << plane) - 1;
+    const __m512i hb = kFive ? _mm512_maskz_loadu_epi8(m, p + 4 * plane) : _mm512_setzero_si512();
+    widen_nibble_planes<kFive, false>(p, plane, m, hb, _mm512_setzero_si512(), r.c);
+    k45_pair_scales(p + (kFive ? 5 : 4) * plane, nsb, r.ws, r.mn);
+  }
+};
+
+// The 16 lane scales fl(d * (ls_j - 32)) of an IQ4_XS lane-layout group from its nsb (1 or 2)
+// adjacent 8-byte headers (d, scales_h, scales_l), all 16 at once: DIq4xs::group's arithmetic
+// per lane, so the same scales (when nsb == 1, lanes 8..15 read zero bytes: d = 0 and the
+// scale is -0, against +0 from pair_scales; their codes and activations are zero, so every
+// output keeps its bits). Dwords of the headers: 0 = d0 |
+// scales_h0 << 16, 1 = scales_l0, 2 and 3 the same of the second. Lane j of super-block h takes
+// nibble j of scales_l (bits 0..3) and bits 2j, 2j+1 of scales_h (shifted to bits 4..5).
+inline __m512 iq4xs_pair_scales(const uint8_t* hdr, int nsb) {
+  const __m128i v = _mm_maskz_loadu_epi8(nsb == 2 ? 0xFFFF : 0x00FF, hdr);
+  const __m512i w = _mm512_castsi128_si512(v);
+  const __m512i sl = _mm512_permutexvar_epi32(_mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3), w);
+  const __m512i sh = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2), w);
+  const __m512i lo = _mm512_srlv_epi32(sl, _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28));
+  const __m512i hi = _mm512_srlv_epi32(sh, _mm512_setr_epi32(12, 14, 16, 18, 20, 22, 24, 26, 12, 14, 16, 18, 20, 22, 24, 26));
+  // Bits 0-3 from lo, bits 4-5 from hi.
+  const __m512i ls = _mm512_and_si512(_mm512_ternarylogic_epi32(lo, hi, _mm512_set1_epi32(0x0F), 0xE4),
+                                      _mm512_set1_epi32(0x3F));
+  const __m512 d = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4),
+                                         _mm512_castps256_ps512(_mm256_cvtph_ps(v)));
+  return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(ls, _mm512_set1_epi32(32))));
+}
+
+// IQ4_XS: a group is one or two super-blocks (8 or 16 lanes of 32-element sub-blocks) whose table
+// nibbles widen as IQ4_NL's do; the scales come from each super-block's 8 header bytes.
+template <>
+struct LanePacker<DIq4xs> : LanePackerBase<LanePacker<DIq4xs>, 32, false> {
+  using D = DIq4xs;
+  static constexpr int kLB = 32;
+  static inline void regs(const uint8_t* row, int64_t cols, int64_t g, GroupRegs<32, false>& r) {
+    const int nsb = static_cast<int>(std::min<int64_t>(2, cols / 256 - 2 * g));
+    const int nl = 8 * nsb, plane = 4 * nl;
+    const uint8_t* p = row + g * 2 * D::kBytes;
+    const __mmask64 m = nl == 16 ? ~uint64_t{0} : (uint64_t{1} << plane) - 1;
+    widen_nibble_planes<false, true>(p, plane, m, _mm512_setzero_si512(), D::table(), r.c);
+    r.ws = iq4xs_pair_scales(p + 4 * plane, nsb);
+  }
+};
+
+// Q6_K: a group is one super-block (16 lanes of 16-element sub-blocks).
+template <>
+struct LanePacker<DQ6K> : LanePackerBase<LanePacker<DQ6K>, 16, false> {
+  static constexpr int kLB = 16;
+  static inline void regs(const uint8_t* row, int64_t, int64_t g, GroupRegs<16, false>& r) {
+    const uint8_t* p = row + g * DQ6K::kBytes;
+    const __m512i lo4 = _mm512_set1_epi8(0x0F);
+    const __m512i n0 = _mm512_loadu_si512(p), n1 = _mm512_loadu_si512(p + 64);
+    const __m512i qh = _mm512_loadu_si512(p + 128);
+    r.c[0] = merge_bits(_mm512_and_si512(n0, lo4), _mm512_slli_epi16(qh, 4), 0x30);
+    r.c[1] = merge_bits(_mm512_and_si512(n1, lo4), _mm512_slli_epi16(qh, 2), 0x30);
+    r.c[2] = merge_bits(_mm512_and_si512(_mm512_srli_epi16(n0, 4), lo4), qh, 0x30);
+    r.c[3] = merge_bits(_mm512_and_si512(_mm512_srli_epi16(n1, 4), lo4), _mm512_srli_epi16(qh, 2), 0x30);
+    DQ6K::Group gs;
+    DQ6K::group(p, 0, gs);  // scales at +192, d at +208: the same offsets as a GGUF block
+    r.ws = gs.wm;
+  }
+};
+
+// Q3_K: a group is one super-block (16 lanes of 16-element sub-blocks): code vector k's low bits
+// are bits 2k, 2k+1 of the 64-byte plane; its third bits are bit k (lanes 0..7) and bit 4 + k
+// (lanes 8..15) of the 32-byte high plane; scales and d at the GGUF block's offsets.
+template <>
+struct LanePacker<DQ3K> : LanePackerBase<LanePacker<DQ3K>, 16, false> {
+  static constexpr int kLB = 16;
+  static inline void regs(const uint8_t* row, int64_t, int64_t g, GroupRegs<16, false>& r) {
+    const uint8_t* p = row + g * DQ3K::kBytes;
+    const __m512i a = _mm512_loadu_si512(p);
+    const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64)));
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      const __m512i lo = _mm512_and_si512(_mm512_srli_epi16(a, 2 * k), _mm512_set1_epi8(3));
+      // Rotating each 32-bit lane left by 2 - b moves bit b of each of its bytes to bit 2 of
+      // the same byte: b = k in lanes 0..7, 4 + k in lanes 8..15.
+      const __m512i rot = _mm512_inserti64x4(_mm512_set1_epi32((2 - k) & 31), _mm256_set1_epi32((-2 - k) & 31), 1);
+      r.c[k] = merge_bits(lo, _mm512_rolv_epi32(hb, rot), 0x04);
+    }
+    DQ3K::Group gs;
+    DQ3K::group(p, 0, gs);  // scales at +96, d at +108: the same offsets as a GGUF block
+    r.ws = gs.wm;
+  }
+};
+
+// Q2_K: a group is one super-block (16 lanes of 16-element sub-blocks): code vector k is bits
+// 2k, 2k+1 of the 64-byte plane; then the 16 scale bytes and d, dmin (lane_layout.h).
+template <>
+struct LanePacker<DQ2K> : LanePackerBase<LanePacker<DQ2K>, 16, true> {
+  static constexpr int kLB = 16;
+  static inline void regs(const uint8_t* row, int64_t, int64_t g, GroupRegs<16, true>& r) {
+    const uint8_t* p = row + g * DQ2K::kBytes;
+    const __m512i a = _mm512_loadu_si512(p);
+    const __m512i m3 = _mm512_set1_epi8(3);
+    r.c[0] = _mm512_and_si512(a, m3);
+    r.c[1] = _mm512_and_si512(_mm512_srli_epi16(a, 2), m3);
+    r.c[2] = _mm512_and_si512(_mm512_srli_epi16(a, 4), m3);
+    r.c[3] = _mm512_and_si512(_mm512_srli_epi16(a, 6), m3);
+    q2k_scales(p + 64, p + 80, r.ws, r.mn);
+  }
+};
+
+}  // namespace triad::kernels::avx512
