@@ -133,7 +133,7 @@ struct Step {
   __m256i codes;
   __m256 ws;
   float min;
-  __m256 mn16;  // minimums per 16 (kMins16 types): the step's two sub-blocks' mins / 4, per16's lanes
+  __m256 mn16;  // minimums per 16 (kSums16 types): the step's two sub-blocks' mins / 4, per16's lanes
 };
 
 // 0x10 in byte i where bit i of `bits` is set.
@@ -156,7 +156,6 @@ struct D32 {
   static constexpr int kGroup = 32, kSteps = 1;
   static constexpr int kOff = kSigned ? 0 : (kHasM ? 0 : (kFive ? 16 : 8));
   static constexpr bool kMins = kHasM;
-  static constexpr bool kMins16 = false;
   struct Group {};
   static inline void group(const uint8_t*, int64_t, Group&) {}
   static inline void step(const uint8_t* row, int64_t g, int, const Group&, Step& st) {
@@ -177,7 +176,7 @@ template <bool kFive>
 struct DK45 {
   static constexpr int kBytes = kFive ? 176 : 144;
   static constexpr int kGroup = 256, kSteps = 8, kOff = 0;
-  static constexpr bool kSigned = false, kMins = true, kMins16 = false;
+  static constexpr bool kSigned = false, kMins = true;
   struct Group {
     alignas(32) float sc[8];  // fl(d * sc_j)
     alignas(32) float mn[8];  // -fl(dmin * mn_j)
@@ -225,7 +224,7 @@ inline __m256 per16(const float* v, int s) {
 struct DQ6K {
   static constexpr int kBytes = 210;
   static constexpr int kGroup = 256, kSteps = 8, kOff = 32;
-  static constexpr bool kSigned = false, kMins = false, kMins16 = false;
+  static constexpr bool kSigned = false, kMins = false;
   struct Group {
     alignas(32) float sc[16];  // fl(d * scale_j)
   };
@@ -261,7 +260,7 @@ template <bool kMx>
 struct DTab32 {
   static constexpr int kBytes = kMx ? 17 : 18;
   static constexpr int kGroup = 32, kSteps = 1, kOff = 0;
-  static constexpr bool kSigned = true, kMins = false, kMins16 = false;
+  static constexpr bool kSigned = true, kMins = false;
   struct Group {};
   static inline void group(const uint8_t*, int64_t, Group&) {}
   static inline void step(const uint8_t* row, int64_t g, int, const Group&, Step& st) {
@@ -286,7 +285,7 @@ struct DTab32 {
 struct DQ3K {
   static constexpr int kBytes = 110;
   static constexpr int kGroup = 256, kSteps = 8, kOff = 4;
-  static constexpr bool kSigned = false, kMins = false, kMins16 = false;
+  static constexpr bool kSigned = false, kMins = false;
   struct Group {
     alignas(32) float sc[16];  // fl(d * (sc_j - 32))
   };
@@ -314,7 +313,7 @@ struct DQ3K {
 struct DQ2K {
   static constexpr int kBytes = 84;
   static constexpr int kGroup = 256, kSteps = 8, kOff = 0;
-  static constexpr bool kSigned = false, kMins = false, kMins16 = true;
+  static constexpr bool kSigned = false, kMins = false, kSums16 = true;
   struct Group {
     alignas(32) float sc[16];  // fl(d * sc_j)
     alignas(32) float mn[16];  // -fl(dmin * mn_j) / 4 (spread over a sub-block's 4 lanes)
@@ -324,9 +323,8 @@ struct DQ2K {
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
     const __m128i m4 = _mm_set1_epi8(0x0F);
     scale16(_mm_and_si128(v, m4), _mm256_set1_ps(f16(p + 80)), gs.sc);
-    scale16(_mm_and_si128(_mm_srli_epi16(v, 4), m4), _mm256_set1_ps(-f16(p + 82)), gs.mn);
-    for (int i = 0; i < 16; i += 8)
-      _mm256_store_ps(gs.mn + i, _mm256_mul_ps(_mm256_load_ps(gs.mn + i), _mm256_set1_ps(0.25f)));
+    // -dmin / 4 is exact (fp16 dmin is at least 2^-24), so fl(-dmin / 4 * mn) = -fl(dmin * mn) / 4.
+    scale16(_mm_and_si128(_mm_srli_epi16(v, 4), m4), _mm256_set1_ps(-0.25f * f16(p + 82)), gs.mn);
   }
   static inline void step(const uint8_t* row, int64_t g, int s, const Group& gs, Step& st) {
     const uint8_t* p = row + g * kBytes;
@@ -344,7 +342,7 @@ struct DQ2K {
 struct DIq4xs {
   static constexpr int kBytes = 136;
   static constexpr int kGroup = 256, kSteps = 8, kOff = 0;
-  static constexpr bool kSigned = true, kMins = false, kMins16 = false;
+  static constexpr bool kSigned = true, kMins = false;
   struct Group {
     alignas(32) float sc[8];  // fl(d * (ls_j - 32))
   };
@@ -378,10 +376,10 @@ struct KQuant {
     const int8_t* xq[T];
     const float* xd[T];
     tile_acts(j, t, xq, xd);
-    const float* xs[T];  // per 32, or per 16 (kMins16)
+    const float* xs[T];  // per 32, or per 16 (kSums16)
 #pragma GCC unroll 8
     for (int k = 0; k < T; ++k)
-      xs[k] = D::kMins16 ? j.axs16 + (t + k) * j.xs16_stride : j.axs + (t + k) * j.as_stride;
+      xs[k] = sums16<D>() ? j.axs16 + (t + k) * j.xs16_stride : j.axs + (t + k) * j.as_stride;
     __m256 acc[R][T];
     zero_tile(acc);
     const __m256i ones16 = _mm256_set1_epi16(1);
@@ -422,7 +420,7 @@ struct KQuant {
               const __m256 mx = _mm256_set1_ps(st[i].min * 0.125f);
               acc[i][k] = _mm256_fmadd_ps(mx, _mm256_broadcast_ss(xs[k] + b), acc[i][k]);
             }
-            if constexpr (D::kMins16) acc[i][k] = _mm256_fmadd_ps(st[i].mn16, per16(xs[k] + 2 * b, 0), acc[i][k]);
+            if constexpr (sums16<D>()) acc[i][k] = _mm256_fmadd_ps(st[i].mn16, per16(xs[k] + 2 * b, 0), acc[i][k]);
           }
         }
       }

@@ -390,17 +390,6 @@ struct DQ2K {
   static inline __m512 xs_vec(const float* xs16, int64_t gi) { return _mm512_loadu_ps(xs16 + 16 * gi); }
 };
 
-// Whether decoder D's minimums pair with the activation sums per 16 (MatmulJob::axs16) rather
-// than per 32 (axs).
-template <class D>
-constexpr bool sums16() {
-  if constexpr (requires { D::kSums16; }) {
-    return D::kSums16;
-  } else {
-    return false;
-  }
-}
-
 // Q6_K: a group is a 256-element super-block of 16 sub-blocks of 16.
 struct DQ6K {
   static constexpr int kBytes = 210;

@@ -80,6 +80,18 @@ struct MatmulJob {
 // Defined in matmul.cpp, outside the ISA-flagged files.
 float* kernel_scratch(int64_t floats);
 
+// Whether a kernel's weight decoder D (any ISA) pairs its minimums with the activation sums per
+// 16 (MatmulJob::axs16; a decoder says so with `static constexpr bool kSums16 = true`, Q2_K)
+// rather than per 32 (axs).
+template <class D>
+constexpr bool sums16() {
+  if constexpr (requires { D::kSums16; }) {
+    return D::kSums16;
+  } else {
+    return false;
+  }
+}
+
 // Which prepared activations a weight type uses.
 enum class ActKind { kF32, kBf16, kQ8, kQ8Sums16, kQ8Row };
 ActKind act_kind(DType weight_type);
