@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "base/error.h"
+#include "kernels/quant_blocks.h"
 
 namespace triad::kernels {
 namespace {
@@ -206,6 +207,37 @@ void write_blocks(const Spec& s, const Group& g, int nblk, uint8_t* p) {
   }
 }
 
+// Q3_K's 14 scale bytes, GGUF's (12 packed bytes, d: hdr) <-> the lane layout's (lane_layout.h:
+// sixteen 6-bit fields sc_j - 32, fields 0..7 in bytes 0..5, d in bytes 6..7, fields 8..15 in
+// bytes 8..13).
+template <bool kToLanes>
+void q3k_scale_block(uint8_t* hdr, std::conditional_t<kToLanes, uint8_t, const uint8_t>* o) {
+  if constexpr (kToLanes) {
+    uint8_t sc[16];
+    get_scales_q3k(hdr, sc);
+    uint64_t f[2] = {0, 0};
+    for (int j = 0; j < 16; ++j) f[j / 8] |= static_cast<uint64_t>((sc[j] - 32) & 63) << (6 * (j % 8));
+    for (int b = 0; b < 6; ++b) {
+      o[b] = static_cast<uint8_t>(f[0] >> (8 * b));
+      o[8 + b] = static_cast<uint8_t>(f[1] >> (8 * b));
+    }
+    o[6] = hdr[12];
+    o[7] = hdr[13];
+  } else {
+    std::memset(hdr, 0, 12);
+    for (int j = 0; j < 16; ++j) {
+      const uint8_t* f = o + (j < 8 ? 0 : 8);
+      const int bit = 6 * (j % 8);
+      const int field = ((f[bit / 8] | (bit / 8 + 1 < 6 ? f[bit / 8 + 1] : 0) << 8) >> (bit % 8)) & 63;
+      const int sc = (field + 32) & 63;  // the 6-bit two's complement of sc - 32, biased back
+      hdr[j % 8] = static_cast<uint8_t>(hdr[j % 8] | (sc & 15) << (4 * (j / 8)));
+      hdr[8 + j % 4] = static_cast<uint8_t>(hdr[8 + j % 4] | (sc >> 4) << (2 * (j / 4)));
+    }
+    hdr[12] = o[6];
+    hdr[13] = o[7];
+  }
+}
+
 // Group <-> lane layout (lane_layout.h), nl lanes. kToLanes: write p from g; else read g from p.
 // Both directions walk the same positions: io(lane byte, value from g) stores the value when
 // writing and returns the lane byte, which the reading direction unpacks.
@@ -218,6 +250,10 @@ void lanes_io(const Spec& s, int nl, Group& g, std::conditional_t<kToLanes, uint
     return lane_byte;
   };
   const int half = s.lb / 2;  // nibble planes pair element e with e + half
+  if (s.q3k) {  // Q3_K's scale block comes first
+    q3k_scale_block<kToLanes>(g.hdr, o);
+    o += 14;
+  }
   if (s.q3k || s.q2k) {  // a 2-bit plane (bits 2k of byte 4l + b: element 4k + b), Q3_K then a third-bit plane
     for (int l = 0; l < nl; ++l)
       for (int b = 0; b < 4; ++b) {
@@ -282,14 +318,14 @@ void lanes_io(const Spec& s, int nl, Group& g, std::conditional_t<kToLanes, uint
       o += plane;
     }
   }
-  // Scale fields.
-  if (s.q6k || s.q3k || s.q2k) {
-    const size_t n = s.q6k ? 18 : s.q3k ? 14 : 20;
+  // Scale fields (Q3_K's came first).
+  if (s.q6k || s.q2k) {
+    const size_t n = s.q6k ? 18 : 20;
     if constexpr (kToLanes) std::memcpy(o, g.hdr, n); else std::memcpy(g.hdr, o, n);
   } else if (s.kquant45 || s.iq4xs) {
     const size_t n = static_cast<size_t>((s.iq4xs ? 8 : 16) * (nl / 8));
     if constexpr (kToLanes) std::memcpy(o, g.hdr, n); else std::memcpy(g.hdr, o, n);
-  } else {
+  } else if (!s.q3k) {
     // Field f (2 bytes each; MXFP4: one 1-byte field) of every lane, field after field.
     const int fw = s.scale_bytes == 1 ? 1 : 2, nf = s.scale_bytes / fw;
     for (int f = 0; f < nf; ++f)

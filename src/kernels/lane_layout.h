@@ -15,7 +15,7 @@
 // (the last group of a row may have fewer, nl: for Q4_K, Q5_K and IQ4_XS 8 or 16, for the LB = 16
 // types always 16). A group takes exactly the bytes of its blocks and starts where its first block starts. Lane l of the
 // group is lane block l; "byte 4l + b" below is byte b of lane l in a plane of 4 * nl bytes.
-// Within a group, in this order:
+// Within a group, in this order (Q3_K: its scale block first, see below):
 //   code planes   8-bit codes (Q8_0): 8 planes; plane k byte 4l+b = code of element 4k+b.
 //                 4-bit codes (32-element lane blocks): 4 planes; plane v byte 4l+b = element
 //                 4v+b in the low nibble, element 16+4v+b in the high nibble (for Q4_0,
@@ -34,9 +34,14 @@
 //                 lane; MXFP4: the exponent byte of every lane. Q4_K / Q5_K: the 16 header
 //                 bytes (d, dmin, 12 packed scales) of each super-block, as stored; IQ4_XS its
 //                 8 header bytes (d, scales_h, scales_l). Q6_K: the
-//                 16 int8 sub-block scales, then d. Q3_K: the 12 packed scale bytes, then d.
-//                 Q2_K: the 16 scale bytes (scale | minimum << 4), then d and dmin (so d,
-//                 dmin and Q3_K's scales and d keep their GGUF block offsets).
+//                 16 int8 sub-block scales, then d. Q2_K: the 16 scale bytes (scale |
+//                 minimum << 4), then d and dmin (so d and dmin keep their GGUF block offsets).
+//                 Q3_K, at the group's start: a 14-byte scale block of sixteen 6-bit fields
+//                 sc_j - 32 (two's complement; GGUF stores sc_j biased by 32), field j at bit
+//                 6j of bytes 0..5 for j < 8, d in bytes 6..7, field j at bit 6 (j - 8) of
+//                 bytes 8..13 for j >= 8: each field lies within two adjacent bytes, so a
+//                 kernel extracts all 16 with one byte shuffle and two shifts (GGUF's order
+//                 splits each scale into a nibble and two high bits in other bytes).
 // So "code vector k" of a full group (bytes 4k .. 4k+3 of each lane block, one 64-byte vector)
 // is one plane or one nibble half of one, which is what the kernels multiply.
 //

@@ -234,27 +234,51 @@ struct LanePacker<DQ6K> : LanePackerBase<LanePacker<DQ6K>, 16, false> {
   }
 };
 
-// Q3_K: a group is one super-block (16 lanes of 16-element sub-blocks): code vector k's low bits
-// are bits 2k, 2k+1 of the 64-byte plane; its third bits are bit k (lanes 0..7) and bit 4 + k
-// (lanes 8..15) of the 32-byte high plane; scales and d at the GGUF block's offsets.
+// The 16 lane scales fl(d * (sc_j - 32)) of a Q3_K lane-layout group from its scale block at p
+// (lane_layout.h: 6-bit fields sc_j - 32, fields 0..7 in bytes 0..5, d in 6..7, fields 8..15 in
+// 8..13). Every 128-bit lane holds the block's 16-byte window (its last two bytes are codes,
+// unused); vpshufb puts the two bytes that hold field j in the top half of 32-bit lane j, one
+// variable shift moves the field's top bit to bit 31 and an arithmetic shift sign-extends it.
+// Six operations where the GGUF order takes twelve; the same per-lane arithmetic as
+// DQ3K::group, so the same scales.
+inline __m512 q3k_lane_scales(const uint8_t* p) {
+  // Lane j: field j % 8 at bit 6 (j % 8) of the bytes from 8 (j / 8): bytes b, b + 1 with
+  // b = 8 (j / 8) + 6 (j % 8) / 8, the field at bit 6 (j % 8) % 8 of them.
+  constexpr auto pick = [](int b) { return static_cast<int>(0x8080u | uint32_t(b) << 16 | uint32_t(b + 1) << 24); };
+  const __m512i idx = _mm512_setr_epi32(pick(0), pick(0), pick(1), pick(2), pick(3), pick(3), pick(4), pick(5),
+                                        pick(8), pick(8), pick(9), pick(10), pick(11), pick(11), pick(12), pick(13));
+  const __m512i up = _mm512_setr_epi32(10, 4, 6, 8, 10, 4, 6, 8, 10, 4, 6, 8, 10, 4, 6, 8);
+  const __m512i v = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  const __m512i sc = _mm512_srai_epi32(_mm512_sllv_epi32(_mm512_shuffle_epi8(v, idx), up), 26);
+  const __m512 d = _mm512_cvtph_ps(_mm256_set1_epi16(static_cast<short>(ld16(p + 6))));
+  return _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
+}
+
+// Rotating each 32-bit lane left by 2 - b moves bit b of each of its bytes to bit 2 of the same
+// byte: b = k in lanes 0..7, 4 + k in lanes 8..15 (Q3_K's high plane, code vector k). A table in
+// memory: GCC rebuilt these vectors from immediates in the loop.
+alignas(64) inline constexpr int32_t kRotQ3[4][16] = {
+    {2, 2, 2, 2, 2, 2, 2, 2, 30, 30, 30, 30, 30, 30, 30, 30},
+    {1, 1, 1, 1, 1, 1, 1, 1, 29, 29, 29, 29, 29, 29, 29, 29},
+    {0, 0, 0, 0, 0, 0, 0, 0, 28, 28, 28, 28, 28, 28, 28, 28},
+    {31, 31, 31, 31, 31, 31, 31, 31, 27, 27, 27, 27, 27, 27, 27, 27}};
+
+// Q3_K: a group is one super-block (16 lanes of 16-element sub-blocks): the scale block, then
+// the 64-byte 2-bit plane (code vector k's low bits are bits 2k, 2k+1), then the 32-byte high
+// plane (code vector k's third bits are bit k (lanes 0..7) and bit 4 + k (lanes 8..15)).
 template <>
 struct LanePacker<DQ3K> : LanePackerBase<LanePacker<DQ3K>, 16, false> {
   static constexpr int kLB = 16;
   static inline void regs(const uint8_t* row, int64_t, int64_t g, GroupRegs<16, false>& r) {
     const uint8_t* p = row + g * DQ3K::kBytes;
-    const __m512i a = _mm512_loadu_si512(p);
-    const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64)));
+    const __m512i a = _mm512_loadu_si512(p + 14);
+    const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 78)));
 #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k) {
       const __m512i lo = _mm512_and_si512(_mm512_srli_epi16(a, 2 * k), _mm512_set1_epi8(3));
-      // Rotating each 32-bit lane left by 2 - b moves bit b of each of its bytes to bit 2 of
-      // the same byte: b = k in lanes 0..7, 4 + k in lanes 8..15.
-      const __m512i rot = _mm512_inserti64x4(_mm512_set1_epi32((2 - k) & 31), _mm256_set1_epi32((-2 - k) & 31), 1);
-      r.c[k] = merge_bits(lo, _mm512_rolv_epi32(hb, rot), 0x04);
+      r.c[k] = merge_bits(lo, _mm512_rolv_epi32(hb, load_idx(kRotQ3[k])), 0x04);
     }
-    DQ3K::Group gs;
-    DQ3K::group(p, 0, gs);  // scales at +96, d at +108: the same offsets as a GGUF block
-    r.ws = gs.wm;
+    r.ws = q3k_lane_scales(p);
   }
 };
 

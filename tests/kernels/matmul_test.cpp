@@ -325,7 +325,8 @@ TEST(MatmulTest, Mxfp4EveryExponentByte) {
 // The lane layout is a bijection on a type's row bytes: to_lanes then from_lanes gives the
 // blocks back for random rows of every supported type, with whole and partial groups; and a
 // few bytes are where lane_layout.h says they are (Q8_0 codes, Q4_0 nibbles, a Q5_0 fifth bit,
-// Q4_K and IQ4_XS headers and nibbles, a Q6_K high pair, Q3_K and Q2_K code bits and headers),
+// Q4_K and IQ4_XS headers and nibbles, a Q6_K high pair, Q3_K and Q2_K code bits, scales and
+// headers),
 // so the kernels and the documentation
 // read the same layout.
 TEST(MatmulTest, LaneLayoutRoundTripsAndMatchesItsSpecification) {
@@ -394,11 +395,18 @@ TEST(MatmulTest, LaneLayoutRoundTripsAndMatchesItsSpecification) {
   {
     // Q3_K: lane 9 (sub-block 9), k = 3, b = 1 is element 157 = 128 + 29 (h = 1, quarter 0,
     // l = 29): low bits qs[32 + 29] & 3 at bits 6..7 of 2-bit-plane byte 4 * 9 + 1; third bit
-    // hmask[29] bit 4 at bit 4 + 3 of high-plane byte 4 * (9 - 8) + 1; scales and d as stored.
+    // hmask[29] bit 4 at bit 4 + 3 of high-plane byte 4 * (9 - 8) + 1. Both planes follow the
+    // 14-byte scale block: sc_9 - 32 in 6 bits at bit 6 of its bytes 8.., sc_5 - 32 at bit 30
+    // of bytes 0.. (GGUF: scale j's low nibble in scales[j % 8] (high nibble from j = 8), its
+    // high bits at bit 2 (j / 4) of scales[8 + j % 4]), d in bytes 6..7.
     const auto [w, l] = relay(DType::kQ3_K, 256);
-    EXPECT_EQ((l[4 * 9 + 1] >> 6) & 3, w[32 + 32 + 29] & 3);
-    EXPECT_EQ((l[64 + 4 * 1 + 1] >> 7) & 1, (w[29] >> 4) & 1);
-    EXPECT_EQ(0, std::memcmp(l.data() + 96, w.data() + 96, 14));
+    EXPECT_EQ((l[14 + 4 * 9 + 1] >> 6) & 3, w[32 + 32 + 29] & 3);
+    EXPECT_EQ((l[14 + 64 + 4 * 1 + 1] >> 7) & 1, (w[29] >> 4) & 1);
+    const int sc9 = (w[96 + 1] >> 4) | ((w[96 + 8 + 1] >> 4) & 3) << 4;
+    const int sc5 = (w[96 + 5] & 15) | ((w[96 + 8 + 1] >> 2) & 3) << 4;
+    EXPECT_EQ(((l[8] | l[9] << 8) >> 6) & 63, (sc9 - 32) & 63);
+    EXPECT_EQ(((l[3] | l[4] << 8) >> 6) & 63, (sc5 - 32) & 63);
+    EXPECT_EQ(0, std::memcmp(l.data() + 6, w.data() + 108, 2));
   }
   {
     // Q2_K, two super-blocks: in the second, lane 9 (sub-block 9), k = 3, b = 1 is element 157 =
