@@ -207,34 +207,64 @@ void write_blocks(const Spec& s, const Group& g, int nblk, uint8_t* p) {
   }
 }
 
-// Q3_K's 14 scale bytes, GGUF's (12 packed bytes, d: hdr) <-> the lane layout's (lane_layout.h:
-// sixteen 6-bit fields sc_j - 32, fields 0..7 in bytes 0..5, d in bytes 6..7, fields 8..15 in
-// bytes 8..13).
+// Eight 6-bit scales biased by 32 (0..63), stored as the 6-bit two's complement of scale - 32
+// at bit 6j of 6 bytes (lane_layout.h), and back.
+void put_fields6(const uint8_t* biased, uint8_t* o) {
+  uint64_t f = 0;
+  for (int j = 0; j < 8; ++j) f |= static_cast<uint64_t>((biased[j] - 32) & 63) << (6 * j);
+  for (int b = 0; b < 6; ++b) o[b] = static_cast<uint8_t>(f >> (8 * b));
+}
+void get_fields6(const uint8_t* o, uint8_t* biased) {
+  uint64_t f = 0;
+  for (int b = 0; b < 6; ++b) f |= static_cast<uint64_t>(o[b]) << (8 * b);
+  for (int j = 0; j < 8; ++j) biased[j] = static_cast<uint8_t>(((f >> (6 * j)) + 32) & 63);
+}
+
+// Q3_K's 14 scale bytes, GGUF's (12 packed bytes, d: hdr) <-> the lane layout's (scales 0..7
+// in bytes 0..5, d in 6..7, scales 8..15 in 8..13).
 template <bool kToLanes>
 void q3k_scale_block(uint8_t* hdr, std::conditional_t<kToLanes, uint8_t, const uint8_t>* o) {
+  uint8_t sc[16];
   if constexpr (kToLanes) {
-    uint8_t sc[16];
     get_scales_q3k(hdr, sc);
-    uint64_t f[2] = {0, 0};
-    for (int j = 0; j < 16; ++j) f[j / 8] |= static_cast<uint64_t>((sc[j] - 32) & 63) << (6 * (j % 8));
-    for (int b = 0; b < 6; ++b) {
-      o[b] = static_cast<uint8_t>(f[0] >> (8 * b));
-      o[8 + b] = static_cast<uint8_t>(f[1] >> (8 * b));
-    }
-    o[6] = hdr[12];
-    o[7] = hdr[13];
+    put_fields6(sc, o);
+    put_fields6(sc + 8, o + 8);
+    std::memcpy(o + 6, hdr + 12, 2);
   } else {
+    get_fields6(o, sc);
+    get_fields6(o + 8, sc + 8);
     std::memset(hdr, 0, 12);
-    for (int j = 0; j < 16; ++j) {
-      const uint8_t* f = o + (j < 8 ? 0 : 8);
-      const int bit = 6 * (j % 8);
-      const int field = ((f[bit / 8] | (bit / 8 + 1 < 6 ? f[bit / 8 + 1] : 0) << 8) >> (bit % 8)) & 63;
-      const int sc = (field + 32) & 63;  // the 6-bit two's complement of sc - 32, biased back
-      hdr[j % 8] = static_cast<uint8_t>(hdr[j % 8] | (sc & 15) << (4 * (j / 8)));
-      hdr[8 + j % 4] = static_cast<uint8_t>(hdr[8 + j % 4] | (sc >> 4) << (2 * (j / 4)));
+    for (int j = 0; j < 16; ++j) {  // quant_blocks.h get_scales_q3k, inverted
+      hdr[j % 8] = static_cast<uint8_t>(hdr[j % 8] | (sc[j] & 15) << (4 * (j / 8)));
+      hdr[8 + j % 4] = static_cast<uint8_t>(hdr[8 + j % 4] | (sc[j] >> 4) << (2 * (j / 4)));
     }
-    hdr[12] = o[6];
-    hdr[13] = o[7];
+    std::memcpy(hdr + 12, o + 6, 2);
+  }
+}
+
+// One IQ4_XS super-block's 8 header bytes, GGUF's (d, scales_h, scales_l[4]: hdr) <-> the lane
+// layout's (its 8 scales in bytes 0..5, d in 6..7). Scale j: nibble j of scales_l (low nibble
+// of byte j / 2 first), bits 2j, 2j + 1 of scales_h above it.
+template <bool kToLanes>
+void iq4xs_scale_block(uint8_t* hdr, std::conditional_t<kToLanes, uint8_t, const uint8_t>* o) {
+  uint8_t sc[8];
+  if constexpr (kToLanes) {
+    const int h = hdr[2] | hdr[3] << 8;
+    for (int j = 0; j < 8; ++j)
+      sc[j] = static_cast<uint8_t>(((hdr[4 + j / 2] >> (4 * (j % 2))) & 15) | ((h >> (2 * j)) & 3) << 4);
+    put_fields6(sc, o);
+    std::memcpy(o + 6, hdr, 2);
+  } else {
+    get_fields6(o, sc);
+    int h = 0;
+    std::memset(hdr + 4, 0, 4);
+    for (int j = 0; j < 8; ++j) {
+      hdr[4 + j / 2] = static_cast<uint8_t>(hdr[4 + j / 2] | (sc[j] & 15) << (4 * (j % 2)));
+      h |= (sc[j] >> 4) << (2 * j);
+    }
+    std::memcpy(hdr, o + 6, 2);
+    hdr[2] = static_cast<uint8_t>(h);
+    hdr[3] = static_cast<uint8_t>(h >> 8);
   }
 }
 
@@ -322,8 +352,10 @@ void lanes_io(const Spec& s, int nl, Group& g, std::conditional_t<kToLanes, uint
   if (s.q6k || s.q2k) {
     const size_t n = s.q6k ? 18 : 20;
     if constexpr (kToLanes) std::memcpy(o, g.hdr, n); else std::memcpy(g.hdr, o, n);
-  } else if (s.kquant45 || s.iq4xs) {
-    const size_t n = static_cast<size_t>((s.iq4xs ? 8 : 16) * (nl / 8));
+  } else if (s.iq4xs) {
+    for (int b = 0; b < nl / 8; ++b) iq4xs_scale_block<kToLanes>(g.hdr + 8 * b, o + 8 * b);
+  } else if (s.kquant45) {
+    const size_t n = static_cast<size_t>(16 * (nl / 8));
     if constexpr (kToLanes) std::memcpy(o, g.hdr, n); else std::memcpy(g.hdr, o, n);
   } else if (!s.q3k) {
     // Field f (2 bytes each; MXFP4: one 1-byte field) of every lane, field after field.

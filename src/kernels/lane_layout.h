@@ -32,8 +32,9 @@
 //                 element 4k+b (k = 0..3).
 //   scales        32-element blocks: d (fp16) of every lane, then (Q4_1, Q5_1) m of every
 //                 lane; MXFP4: the exponent byte of every lane. Q4_K / Q5_K: the 16 header
-//                 bytes (d, dmin, 12 packed scales) of each super-block, as stored; IQ4_XS its
-//                 8 header bytes (d, scales_h, scales_l). Q6_K: the
+//                 bytes (d, dmin, 12 packed scales) of each super-block, as stored; IQ4_XS, per
+//                 super-block, its 8 scales ls_j - 32 as 6-bit fields (two's complement) at bit
+//                 6j of 6 bytes, then d (GGUF: d, scales_h, scales_l). Q6_K: the
 //                 16 int8 sub-block scales, then d. Q2_K: the 16 scale bytes (scale |
 //                 minimum << 4), then d and dmin (so d and dmin keep their GGUF block offsets).
 //                 Q3_K, at the group's start: a 14-byte scale block of sixteen 6-bit fields

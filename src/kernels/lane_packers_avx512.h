@@ -177,26 +177,41 @@ struct LanePacker<DK45<kFive>> : LanePackerBase<LanePacker<DK45<kFive>>, 32, tru
   }
 };
 
+// Sixteen signed 6-bit scale fields (lane_layout.h: fields 0..7 at bit 6j of bytes 0..5, 8..15
+// at bit 6 (j - 8) of bytes 8..13) from a vector holding those 16 bytes in every 128-bit lane:
+// vpshufb puts the two bytes that hold field j in the top half of 32-bit lane j, one variable
+// shift moves the field's top bit to bit 31 and an arithmetic shift sign-extends it (three
+// operations; GGUF's orders split each scale into a nibble and high bits in other bytes).
+inline __m512i fields6_x16(__m512i v) {
+  // Lane j: bytes b, b + 1 with b = 8 (j / 8) + 6 (j % 8) / 8 hold the field at bit 6 (j % 8) % 8.
+  constexpr auto pick = [](int b) { return static_cast<int>(0x8080u | uint32_t(b) << 16 | uint32_t(b + 1) << 24); };
+  const __m512i idx = _mm512_setr_epi32(pick(0), pick(0), pick(1), pick(2), pick(3), pick(3), pick(4), pick(5),
+                                        pick(8), pick(8), pick(9), pick(10), pick(11), pick(11), pick(12), pick(13));
+  const __m512i up = _mm512_setr_epi32(10, 4, 6, 8, 10, 4, 6, 8, 10, 4, 6, 8, 10, 4, 6, 8);
+  return _mm512_srai_epi32(_mm512_sllv_epi32(_mm512_shuffle_epi8(v, idx), up), 26);
+}
+
 // The 16 lane scales fl(d * (ls_j - 32)) of an IQ4_XS lane-layout group from its nsb (1 or 2)
-// adjacent 8-byte headers (d, scales_h, scales_l), all 16 at once: DIq4xs::group's arithmetic
-// per lane, so the same scales (when nsb == 1, lanes 8..15 read zero bytes: d = 0 and the
-// scale is -0, against +0 from pair_scales; their codes and activations are zero, so every
-// output keeps its bits). Dwords of the headers: 0 = d0 |
-// scales_h0 << 16, 1 = scales_l0, 2 and 3 the same of the second. Lane j of super-block h takes
-// nibble j of scales_l (bits 0..3) and bits 2j, 2j+1 of scales_h (shifted to bits 4..5).
-inline __m512 iq4xs_pair_scales(const uint8_t* hdr, int nsb) {
-  const __m128i v = _mm_maskz_loadu_epi8(nsb == 2 ? 0xFFFF : 0x00FF, hdr);
-  const __m512i w = _mm512_castsi128_si512(v);
-  const __m512i sl = _mm512_permutexvar_epi32(_mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3), w);
-  const __m512i sh = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2), w);
-  const __m512i lo = _mm512_srlv_epi32(sl, _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28));
-  const __m512i hi = _mm512_srlv_epi32(sh, _mm512_setr_epi32(12, 14, 16, 18, 20, 22, 24, 26, 12, 14, 16, 18, 20, 22, 24, 26));
-  // Bits 0-3 from lo, bits 4-5 from hi.
-  const __m512i ls = _mm512_and_si512(_mm512_ternarylogic_epi32(lo, hi, _mm512_set1_epi32(0x0F), 0xE4),
-                                      _mm512_set1_epi32(0x3F));
-  const __m512 d = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4),
-                                         _mm512_castps256_ps512(_mm256_cvtph_ps(v)));
-  return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(ls, _mm512_set1_epi32(32))));
+// scale blocks at hdr (lane_layout.h: a super-block's 8 scales as 6-bit fields, then its d),
+// each half with its own d: DIq4xs::group's per-lane arithmetic, so the same scales (when
+// nsb == 1, lanes 8..15 read zero bytes: +0, as pair_scales gives; their codes and activations
+// are zero, so every output keeps its bits).
+inline __m512 iq4xs_lane_scales(const uint8_t* hdr, int nsb) {
+  const __m512i v = _mm512_broadcast_i32x4(_mm_maskz_loadu_epi8(nsb == 2 ? 0xFFFF : 0x00FF, hdr));
+  // Halves 0..7 of the first 256 bits: d of the first super-block (bytes 6, 7); 8..15: of the second.
+  const __m512i dw = _mm512_shuffle_epi8(v, _mm512_setr_epi32(0x07060706, 0x07060706, 0x07060706, 0x07060706,
+                                                              0x0F0E0F0E, 0x0F0E0F0E, 0x0F0E0F0E, 0x0F0E0F0E,
+                                                              0, 0, 0, 0, 0, 0, 0, 0));
+  return _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(dw)), _mm512_cvtepi32_ps(fields6_x16(v)));
+}
+
+// The 16 lane scales fl(d * (sc_j - 32)) of a Q3_K lane-layout group from its scale block at p
+// (lane_layout.h: its 16 scales as 6-bit fields around d, in bytes 6..7; the window's last two
+// bytes are codes, unused): DQ3K::group's per-lane arithmetic, so the same scales.
+inline __m512 q3k_lane_scales(const uint8_t* p) {
+  const __m512i v = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  const __m512 d = _mm512_cvtph_ps(_mm256_set1_epi16(static_cast<short>(ld16(p + 6))));
+  return _mm512_mul_ps(d, _mm512_cvtepi32_ps(fields6_x16(v)));
 }
 
 // IQ4_XS: a group is one or two super-blocks (8 or 16 lanes of 32-element sub-blocks) whose table
@@ -211,7 +226,7 @@ struct LanePacker<DIq4xs> : LanePackerBase<LanePacker<DIq4xs>, 32, false> {
     const uint8_t* p = row + g * 2 * D::kBytes;
     const __mmask64 m = nl == 16 ? ~uint64_t{0} : (uint64_t{1} << plane) - 1;
     widen_nibble_planes<false, true>(p, plane, m, _mm512_setzero_si512(), D::table(), r.c);
-    r.ws = iq4xs_pair_scales(p + 4 * plane, nsb);
+    r.ws = iq4xs_lane_scales(p + 4 * plane, nsb);
   }
 };
 
@@ -233,26 +248,6 @@ struct LanePacker<DQ6K> : LanePackerBase<LanePacker<DQ6K>, 16, false> {
     r.ws = gs.wm;
   }
 };
-
-// The 16 lane scales fl(d * (sc_j - 32)) of a Q3_K lane-layout group from its scale block at p
-// (lane_layout.h: 6-bit fields sc_j - 32, fields 0..7 in bytes 0..5, d in 6..7, fields 8..15 in
-// 8..13). Every 128-bit lane holds the block's 16-byte window (its last two bytes are codes,
-// unused); vpshufb puts the two bytes that hold field j in the top half of 32-bit lane j, one
-// variable shift moves the field's top bit to bit 31 and an arithmetic shift sign-extends it.
-// Six operations where the GGUF order takes twelve; the same per-lane arithmetic as
-// DQ3K::group, so the same scales.
-inline __m512 q3k_lane_scales(const uint8_t* p) {
-  // Lane j: field j % 8 at bit 6 (j % 8) of the bytes from 8 (j / 8): bytes b, b + 1 with
-  // b = 8 (j / 8) + 6 (j % 8) / 8, the field at bit 6 (j % 8) % 8 of them.
-  constexpr auto pick = [](int b) { return static_cast<int>(0x8080u | uint32_t(b) << 16 | uint32_t(b + 1) << 24); };
-  const __m512i idx = _mm512_setr_epi32(pick(0), pick(0), pick(1), pick(2), pick(3), pick(3), pick(4), pick(5),
-                                        pick(8), pick(8), pick(9), pick(10), pick(11), pick(11), pick(12), pick(13));
-  const __m512i up = _mm512_setr_epi32(10, 4, 6, 8, 10, 4, 6, 8, 10, 4, 6, 8, 10, 4, 6, 8);
-  const __m512i v = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  const __m512i sc = _mm512_srai_epi32(_mm512_sllv_epi32(_mm512_shuffle_epi8(v, idx), up), 26);
-  const __m512 d = _mm512_cvtph_ps(_mm256_set1_epi16(static_cast<short>(ld16(p + 6))));
-  return _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
-}
 
 // Rotating each 32-bit lane left by 2 - b moves bit b of each of its bytes to bit 2 of the same
 // byte: b = k in lanes 0..7, 4 + k in lanes 8..15 (Q3_K's high plane, code vector k). A table in

@@ -384,13 +384,22 @@ TEST(MatmulTest, LaneLayoutRoundTripsAndMatchesItsSpecification) {
   }
   {
     // IQ4_XS, 768 columns: a full group (two super-blocks) and a half one (nl = 8, planes of 32).
+    // After the planes, per super-block: its 8 scales ls_j - 32 as 6-bit fields at bit 6j of 6
+    // bytes (GGUF: nibble j of scales_l (bytes 4..7), bits 2j.. of scales_h (bytes 2..3)), then d.
     const auto [w, l] = relay(DType::kIQ4_XS, 768);
-    EXPECT_EQ(0, std::memcmp(l.data() + 4 * 64 + 8, w.data() + 136, 8));  // super-block 1's header
+    const auto field = [&](size_t at, int j) { return ((l[at + 6 * j / 8] | l[at + 6 * j / 8 + 1] << 8) >> (6 * j % 8)) & 63; };
+    const auto ls = [&](size_t at, int j) {
+      return ((w[at + 4 + j / 2] >> (4 * (j % 2))) & 15) | (((w[at + 2] | w[at + 3] << 8) >> (2 * j)) & 3) << 4;
+    };
+    EXPECT_EQ(field(4 * 64 + 8, 5), (ls(136, 5) - 32) & 63);  // super-block 1, scale 5
+    EXPECT_EQ(field(4 * 64, 2), (ls(0, 2) - 32) & 63);        // super-block 0, scale 2
+    EXPECT_EQ(0, std::memcmp(l.data() + 4 * 64 + 8 + 6, w.data() + 136, 2));  // super-block 1's d
     // Plane 1, lane 11 (super-block 1, sub-block 3: qs + 48), byte 2 -> qs[48 + 4 + 2] as is.
     EXPECT_EQ(l[1 * 64 + 4 * 11 + 2], w[136 + 8 + 48 + 6]);
     // The half group at byte 272: plane 3 lane 5 byte 0 = super-block 2's qs[16 * 5 + 12].
     EXPECT_EQ(l[272 + 3 * 32 + 4 * 5], w[272 + 8 + 80 + 12]);
-    EXPECT_EQ(0, std::memcmp(l.data() + 272 + 4 * 32, w.data() + 272, 8));
+    EXPECT_EQ(field(272 + 4 * 32, 7), (ls(272, 7) - 32) & 63);
+    EXPECT_EQ(0, std::memcmp(l.data() + 272 + 4 * 32 + 6, w.data() + 272, 2));
   }
   {
     // Q3_K: lane 9 (sub-block 9), k = 3, b = 1 is element 157 = 128 + 29 (h = 1, quarter 0,
