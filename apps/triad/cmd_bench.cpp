@@ -123,7 +123,7 @@ int run(const BenchOptions& o) {
     const double secs = std::chrono::duration<double>(t.back() - t.front()).count();
     return (t.size() - 1) / secs;
   };
-  ThreadPool pool(threads);  // for the bandwidth measurement only (engine idle by then)
+  ThreadPool pool(threads);  // for the bandwidth probes only (run while the engine is idle)
 
   std::printf("model: %s\n", c.summary().c_str());
   std::printf("weights: %.1f MiB streamed per token; threads: %d; CPU kernels: %s\n",
@@ -138,7 +138,8 @@ int run(const BenchOptions& o) {
   std::printf("| test | tokens/s | ms/token |\n|---|---|---|\n");
   std::fflush(stdout);
   std::vector<std::string> notes;
-  Stat tg0;  // tg without a context, for the roofline
+  std::vector<double> tg0;     // tg's runs without a context, for the roofline
+  std::vector<double> probes;  // GB/s before the first of them and after each
   bool have_tg0 = false;
   for (int d : depths) {
     if (d > 0) {  // extend the cached context to d tokens
@@ -152,20 +153,32 @@ int run(const BenchOptions& o) {
                     secs, done / secs);
       notes.emplace_back(buf);
     }
-    // One warm-up, then o.reps measured runs, printed as a table row.
-    auto measure = [&](const char* test, int n, auto&& rate) {
+    // One warm-up, then o.reps measured runs, printed as a table row; `between` runs before the
+    // first measured run and after each.
+    auto measure = [&](const char* test, int n, auto&& rate, auto&& between) {
       rate();
       std::vector<double> rates;
-      for (int r = 0; r < o.reps; ++r) rates.push_back(rate());
+      between();
+      for (int r = 0; r < o.reps; ++r) {
+        rates.push_back(rate());
+        between();
+      }
       const Stat st = stats(rates);
       std::printf("| %s%d%s | %.2f ± %.2f | %.3f |\n", test, n, depth_label().c_str(), st.mean, st.sd, 1000.0 / st.mean);
-      return st;
+      return rates;
     };
-    if (o.n_prompt > 0) measure("pp", o.n_prompt, pp_rate);
+    if (o.n_prompt > 0) measure("pp", o.n_prompt, pp_rate, [] {});
     if (o.n_gen > 0) {
-      const Stat tg = measure("tg", o.n_gen, tg_rate);
+      // Without a context, tg's runs are bracketed by bandwidth probes (the engine is idle then),
+      // so each run is compared with the bandwidth measured beside it: on shared machines the
+      // bandwidth can swing by 2x from one minute to the next, and a single probe after all the
+      // runs measured another moment than theirs.
+      const bool probe = d == 0 && !o.no_roofline;
+      const std::vector<double> rates = measure("tg", o.n_gen, tg_rate, [&] {
+        if (probe) probes.push_back(kernels::measure_read_bandwidth_gbs(pool));
+      });
       if (d == 0) {
-        tg0 = tg;
+        tg0 = rates;
         have_tg0 = true;
       }
     }
@@ -174,10 +187,15 @@ int run(const BenchOptions& o) {
   for (const std::string& n : notes) std::printf("%s\n", n.c_str());
   std::printf("peak resident memory: %.1f MiB\n", peak_rss_mib());
   if (have_tg0 && !o.no_roofline) {
-    const double bw = kernels::measure_read_bandwidth_gbs(pool);
-    const double roof = bw * 1e9 / static_cast<double>(m.weights().bytes_per_token);
-    std::printf("memory read bandwidth: %.1f GB/s -> tg roofline %.1f tokens/s; tg at %.0f%% of roofline\n",
-                bw, roof, 100.0 * tg0.mean / roof);
+    // Run r against the mean of the probes on either side of it.
+    const double bytes = static_cast<double>(m.weights().bytes_per_token);
+    std::vector<double> shares;
+    for (size_t r = 0; r < tg0.size(); ++r) shares.push_back(tg0[r] * bytes / ((probes[r] + probes[r + 1]) / 2 * 1e9));
+    const Stat bw = stats(probes), share = stats(shares);
+    const auto [lo, hi] = std::minmax_element(probes.begin(), probes.end());
+    std::printf("memory read bandwidth: %.1f GB/s -> tg roofline %.1f tokens/s; tg at %.0f%% of roofline "
+                "(each run against the probes beside it, %zu probes of %.1f-%.1f GB/s; ± %.0f%%)\n",
+                bw.mean, bw.mean * 1e9 / bytes, 100.0 * share.mean, probes.size(), *lo, *hi, 100.0 * share.sd);
   }
   return 0;
 }
