@@ -284,7 +284,7 @@ void lanes_io(const Spec& s, int nl, Group& g, std::conditional_t<kToLanes, uint
     q3k_scale_block<kToLanes>(g.hdr, o);
     o += 14;
   }
-  if (s.q3k || s.q2k) {  // a 2-bit plane (bits 2k of byte 4l + b: element 4k + b), Q3_K then a third-bit plane
+  if (s.q2k) {  // a 2-bit plane: bits 2k, 2k + 1 of byte 4l + b = element 4k + b
     for (int l = 0; l < nl; ++l)
       for (int b = 0; b < 4; ++b) {
         uint8_t byte = 0;
@@ -294,22 +294,38 @@ void lanes_io(const Spec& s, int nl, Group& g, std::conditional_t<kToLanes, uint
           for (int k = 0; k < 4; ++k) g.codes[l][4 * k + b] = static_cast<uint8_t>((byte >> (2 * k)) & 3);
       }
     o += 4 * nl;
-    // Byte 4l + b (l < 8): bit k = third bit of lane l's element 4k + b, bit 4 + k = lane l + 8's.
-    for (int l = 0; l < (s.q3k ? nl / 2 : 0); ++l)
+  } else if (s.q3k) {
+    // Plane A, byte 4l + b: lane l's elements b (bits 0..2), 4 + b (bits 3..5) and the low two
+    // bits of 8 + b (bits 6..7). Plane H, byte 4l + b (l < 8): in its low nibble lane l's element
+    // 12 + b (bits 0..2) and the third bit of its 8 + b (bit 3); in its high nibble the same of
+    // lane l + 8.
+    for (int l = 0; l < nl; ++l)
       for (int b = 0; b < 4; ++b) {
-        uint8_t byte = 0;
-        for (int k = 0; k < 4; ++k)
-          byte = static_cast<uint8_t>(byte | ((g.codes[l][4 * k + b] >> 2) & 1) << k |
-                                      ((g.codes[l + nl / 2][4 * k + b] >> 2) & 1) << (4 + k));
-        byte = io(o[4 * l + b], byte);
-        if constexpr (!kToLanes)
-          for (int k = 0; k < 4; ++k) {
-            g.codes[l][4 * k + b] = static_cast<uint8_t>(g.codes[l][4 * k + b] | ((byte >> k) & 1) << 2);
-            g.codes[l + nl / 2][4 * k + b] =
-                static_cast<uint8_t>(g.codes[l + nl / 2][4 * k + b] | ((byte >> (4 + k)) & 1) << 2);
-          }
+        uint8_t* c = g.codes[l];
+        const uint8_t byte = io(o[4 * l + b], static_cast<uint8_t>((c[b] & 7) | (c[4 + b] & 7) << 3 | (c[8 + b] & 3) << 6));
+        if constexpr (!kToLanes) {
+          c[b] = byte & 7;
+          c[4 + b] = (byte >> 3) & 7;
+          c[8 + b] = static_cast<uint8_t>(byte >> 6);
+        }
       }
-    if (s.q3k) o += 2 * nl;
+    o += 4 * nl;
+    auto nibble = [](const uint8_t* c, int b) { return (c[12 + b] & 7) | ((c[8 + b] >> 2) & 1) << 3; };
+    for (int l = 0; l < nl / 2; ++l)
+      for (int b = 0; b < 4; ++b) {
+        uint8_t* lo = g.codes[l];
+        uint8_t* hi = g.codes[l + nl / 2];
+        const uint8_t byte = io(o[4 * l + b], static_cast<uint8_t>(nibble(lo, b) | nibble(hi, b) << 4));
+        if constexpr (!kToLanes) {
+          for (int x = 0; x < 2; ++x) {
+            uint8_t* c = x ? hi : lo;
+            const int n = (byte >> (4 * x)) & 15;
+            c[12 + b] = static_cast<uint8_t>(n & 7);
+            c[8 + b] = static_cast<uint8_t>(c[8 + b] | (n >> 3) << 2);
+          }
+        }
+      }
+    o += 2 * nl;
   } else if (s.code_bits == 8) {
     for (int k = 0; k < 8; ++k)
       for (int l = 0; l < nl; ++l)

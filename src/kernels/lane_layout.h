@@ -23,11 +23,13 @@
 //                 IQ4_XS sub-block j's qs[16j + 4v + b]).
 //                 Q6_K: 2 planes; plane v byte 4l+b = the low 4 bits of element 4v+b (low
 //                 nibble) and of element 8+4v+b (high nibble).
-//                 Q3_K, Q2_K: one 2-bit plane; bits 2k, 2k+1 of byte 4l+b = the low two bits
-//                 of element 4k+b.
-//   high bits     Q3_K: one 32-byte plane; bit k of byte 4l+b (l < 8) = bit 2 of lane l's
-//                 element 4k+b, bit 4+k = bit 2 of lane l+8's.
-//                 Q5_0, Q5_1, Q5_K: one plane; bit k of byte 4l+b = bit 4 of element 4k+b
+//                 Q2_K: one 2-bit plane; bits 2k, 2k+1 of byte 4l+b = element 4k+b.
+//                 Q3_K: a 64-byte plane; byte 4l+b = element b (bits 0..2), element 4+b (bits
+//                 3..5) and the low two bits of element 8+b (bits 6..7); then a 32-byte plane
+//                 of nibbles, byte 4l+b (l < 8) = lane l's nibble (low) and lane l+8's (high),
+//                 a nibble holding element 12+b (bits 0..2) and the third bit of element 8+b
+//                 (bit 3). So code vectors 0, 1 and 3 are one shift and mask each, 2 a merge.
+//   high bits     Q5_0, Q5_1, Q5_K: one plane; bit k of byte 4l+b = bit 4 of element 4k+b
 //                 (k = 0..7). Q6_K: one plane; bits 2k, 2k+1 of byte 4l+b = bits 4, 5 of
 //                 element 4k+b (k = 0..3).
 //   scales        32-element blocks: d (fp16) of every lane, then (Q4_1, Q5_1) m of every

@@ -249,30 +249,29 @@ struct LanePacker<DQ6K> : LanePackerBase<LanePacker<DQ6K>, 16, false> {
   }
 };
 
-// Rotating each 32-bit lane left by 2 - b moves bit b of each of its bytes to bit 2 of the same
-// byte: b = k in lanes 0..7, 4 + k in lanes 8..15 (Q3_K's high plane, code vector k). A table in
-// memory: GCC rebuilt these vectors from immediates in the loop.
-alignas(64) inline constexpr int32_t kRotQ3[4][16] = {
-    {2, 2, 2, 2, 2, 2, 2, 2, 30, 30, 30, 30, 30, 30, 30, 30},
-    {1, 1, 1, 1, 1, 1, 1, 1, 29, 29, 29, 29, 29, 29, 29, 29},
-    {0, 0, 0, 0, 0, 0, 0, 0, 28, 28, 28, 28, 28, 28, 28, 28},
-    {31, 31, 31, 31, 31, 31, 31, 31, 27, 27, 27, 27, 27, 27, 27, 27}};
+// Words 16..31 shifted right by 4: Q3_K's nibble plane, broadcast to both halves, then holds
+// lanes 0..7's nibbles in the low half and lanes 8..15's in the high half, each at bits 0..3 of
+// its byte.
+alignas(64) inline constexpr int16_t kQ3NibbleShift[32] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                                           4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4};
 
-// Q3_K: a group is one super-block (16 lanes of 16-element sub-blocks): the scale block, then
-// the 64-byte 2-bit plane (code vector k's low bits are bits 2k, 2k+1), then the 32-byte high
-// plane (code vector k's third bits are bit k (lanes 0..7) and bit 4 + k (lanes 8..15)).
+// Q3_K: a group is one super-block (16 lanes of 16-element sub-blocks): the 14-byte scale
+// block, the 64-byte plane of code vectors 0, 1 and the low bits of 2, the 32-byte nibble plane
+// of code vector 3 and the third bits of 2 (lane_layout.h). Nine operations widen the four code
+// vectors.
 template <>
 struct LanePacker<DQ3K> : LanePackerBase<LanePacker<DQ3K>, 16, false> {
   static constexpr int kLB = 16;
   static inline void regs(const uint8_t* row, int64_t, int64_t g, GroupRegs<16, false>& r) {
     const uint8_t* p = row + g * DQ3K::kBytes;
     const __m512i a = _mm512_loadu_si512(p + 14);
-    const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 78)));
-#pragma GCC unroll 4
-    for (int k = 0; k < 4; ++k) {
-      const __m512i lo = _mm512_and_si512(_mm512_srli_epi16(a, 2 * k), _mm512_set1_epi8(3));
-      r.c[k] = merge_bits(lo, _mm512_rolv_epi32(hb, load_idx(kRotQ3[k])), 0x04);
-    }
+    const __m512i h = _mm512_srlv_epi16(_mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 78))),
+                                        _mm512_load_si512(kQ3NibbleShift));
+    const __m512i m7 = _mm512_set1_epi8(7);
+    r.c[0] = _mm512_and_si512(a, m7);
+    r.c[1] = _mm512_and_si512(_mm512_srli_epi16(a, 3), m7);
+    r.c[2] = merge_bits(_mm512_and_si512(_mm512_srli_epi16(a, 6), _mm512_set1_epi8(3)), _mm512_srli_epi16(h, 1), 0x04);
+    r.c[3] = _mm512_and_si512(h, m7);
     r.ws = q3k_lane_scales(p);
   }
 };

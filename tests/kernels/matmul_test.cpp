@@ -402,15 +402,23 @@ TEST(MatmulTest, LaneLayoutRoundTripsAndMatchesItsSpecification) {
     EXPECT_EQ(0, std::memcmp(l.data() + 272 + 4 * 32 + 6, w.data() + 272, 2));
   }
   {
-    // Q3_K: lane 9 (sub-block 9), k = 3, b = 1 is element 157 = 128 + 29 (h = 1, quarter 0,
-    // l = 29): low bits qs[32 + 29] & 3 at bits 6..7 of 2-bit-plane byte 4 * 9 + 1; third bit
-    // hmask[29] bit 4 at bit 4 + 3 of high-plane byte 4 * (9 - 8) + 1. Both planes follow the
-    // 14-byte scale block: sc_9 - 32 in 6 bits at bit 6 of its bytes 8.., sc_5 - 32 at bit 30
-    // of bytes 0.. (GGUF: scale j's low nibble in scales[j % 8] (high nibble from j = 8), its
-    // high bits at bit 2 (j / 4) of scales[8 + j % 4]), d in bytes 6..7.
+    // Q3_K (GGUF: element 128h + 32k + l has the low bits (qs[32h + l] >> 2k) & 3 and the third
+    // bit (hmask[l] >> (4h + k)) & 1; qs at +32, hmask at +0). After the 14-byte scale block,
+    // plane A (64 bytes) then the nibble plane H (32):
+    // - lane 9, element 13 (157 = 128 + 29: h = 1, k = 0, l = 29): its code at bits 4..6 of H's
+    //   byte 4 * (9 - 8) + 1 (the high nibble: lane 9 >= 8);
+    // - lane 9, element 9 (153 = 128 + 25): low bits at bits 6..7 of A's byte 4 * 9 + 1, third
+    //   bit at bit 7 of the same H byte;
+    // - lane 2, element 3 (35 = 32 + 3: h = 0, k = 1, l = 3): its code at bits 0..2 of A's byte
+    //   4 * 2 + 3.
+    // The scale block: sc_9 - 32 in 6 bits at bit 6 of its bytes 8.., sc_5 - 32 at bit 30 of
+    // bytes 0.. (GGUF: scale j's low nibble in scales[j % 8] (high nibble from j = 8), its high
+    // bits at bit 2 (j / 4) of scales[8 + j % 4]), d in bytes 6..7.
     const auto [w, l] = relay(DType::kQ3_K, 256);
-    EXPECT_EQ((l[14 + 4 * 9 + 1] >> 6) & 3, w[32 + 32 + 29] & 3);
-    EXPECT_EQ((l[14 + 64 + 4 * 1 + 1] >> 7) & 1, (w[29] >> 4) & 1);
+    const auto code = [&](int h, int k, int i) { return ((w[32 + 32 * h + i] >> (2 * k)) & 3) | ((w[i] >> (4 * h + k)) & 1) << 2; };
+    EXPECT_EQ((l[14 + 64 + 4 * 1 + 1] >> 4) & 7, code(1, 0, 29));
+    EXPECT_EQ((l[14 + 4 * 9 + 1] >> 6) | ((l[14 + 64 + 4 * 1 + 1] >> 7) << 2), code(1, 0, 25));
+    EXPECT_EQ(l[14 + 4 * 2 + 3] & 7, code(0, 1, 3));
     const int sc9 = (w[96 + 1] >> 4) | ((w[96 + 8 + 1] >> 4) & 3) << 4;
     const int sc5 = (w[96 + 5] & 15) | ((w[96 + 8 + 1] >> 2) & 3) << 4;
     EXPECT_EQ(((l[8] | l[9] << 8) >> 6) & 63, (sc9 - 32) & 63);
