@@ -284,6 +284,15 @@ void lanes_io(const Spec& s, int nl, Group& g, std::conditional_t<kToLanes, uint
     q3k_scale_block<kToLanes>(g.hdr, o);
     o += 14;
   }
+  if (s.q2k) {  // so does Q2_K's: d, -dmin (the fp16 sign bit flipped), the 16 scale bytes
+    for (int b = 0; b < 20; ++b) {
+      const int from = b < 4 ? 16 + b : b - 4;
+      const uint8_t flip = b == 3 ? 0x80 : 0;
+      const uint8_t byte = io(o[b], static_cast<uint8_t>(g.hdr[from] ^ flip));
+      if constexpr (!kToLanes) g.hdr[from] = static_cast<uint8_t>(byte ^ flip);
+    }
+    o += 20;
+  }
   if (s.q2k) {  // a 2-bit plane: bits 2k, 2k + 1 of byte 4l + b = element 4k + b
     for (int l = 0; l < nl; ++l)
       for (int b = 0; b < 4; ++b) {
@@ -364,16 +373,15 @@ void lanes_io(const Spec& s, int nl, Group& g, std::conditional_t<kToLanes, uint
       o += plane;
     }
   }
-  // Scale fields (Q3_K's came first).
-  if (s.q6k || s.q2k) {
-    const size_t n = s.q6k ? 18 : 20;
-    if constexpr (kToLanes) std::memcpy(o, g.hdr, n); else std::memcpy(g.hdr, o, n);
+  // Scale fields (Q3_K's and Q2_K's came first).
+  if (s.q6k) {
+    if constexpr (kToLanes) std::memcpy(o, g.hdr, 18); else std::memcpy(g.hdr, o, 18);
   } else if (s.iq4xs) {
     for (int b = 0; b < nl / 8; ++b) iq4xs_scale_block<kToLanes>(g.hdr + 8 * b, o + 8 * b);
   } else if (s.kquant45) {
     const size_t n = static_cast<size_t>(16 * (nl / 8));
     if constexpr (kToLanes) std::memcpy(o, g.hdr, n); else std::memcpy(g.hdr, o, n);
-  } else if (!s.q3k) {
+  } else if (!s.q3k && !s.q2k) {
     // Field f (2 bytes each; MXFP4: one 1-byte field) of every lane, field after field.
     const int fw = s.scale_bytes == 1 ? 1 : 2, nf = s.scale_bytes / fw;
     for (int f = 0; f < nf; ++f)

@@ -15,7 +15,7 @@
 // (the last group of a row may have fewer, nl: for Q4_K, Q5_K and IQ4_XS 8 or 16, for the LB = 16
 // types always 16). A group takes exactly the bytes of its blocks and starts where its first block starts. Lane l of the
 // group is lane block l; "byte 4l + b" below is byte b of lane l in a plane of 4 * nl bytes.
-// Within a group, in this order (Q3_K: its scale block first, see below):
+// Within a group, in this order (Q3_K and Q2_K: their scale blocks first, see below):
 //   code planes   8-bit codes (Q8_0): 8 planes; plane k byte 4l+b = code of element 4k+b.
 //                 4-bit codes (32-element lane blocks): 4 planes; plane v byte 4l+b = element
 //                 4v+b in the low nibble, element 16+4v+b in the high nibble (for Q4_0,
@@ -37,8 +37,9 @@
 //                 bytes (d, dmin, 12 packed scales) of each super-block, as stored; IQ4_XS, per
 //                 super-block, its 8 scales ls_j - 32 as 6-bit fields (two's complement) at bit
 //                 6j of 6 bytes, then d (GGUF: d, scales_h, scales_l). Q6_K: the
-//                 16 int8 sub-block scales, then d. Q2_K: the 16 scale bytes (scale |
-//                 minimum << 4), then d and dmin (so d and dmin keep their GGUF block offsets).
+//                 16 int8 sub-block scales, then d. Q2_K, at the group's start: d, -dmin (fp16,
+//                 the sign bit flipped), then the 16 scale bytes (scale | minimum << 4): one
+//                 load converts both, which the kernel uses as they are.
 //                 Q3_K, at the group's start: a 14-byte scale block of sixteen 6-bit fields
 //                 sc_j - 32 (two's complement; GGUF stores sc_j biased by 32), field j at bit
 //                 6j of bytes 0..5 for j < 8, d in bytes 6..7, field j at bit 6 (j - 8) of

@@ -276,20 +276,24 @@ struct LanePacker<DQ3K> : LanePackerBase<LanePacker<DQ3K>, 16, false> {
   }
 };
 
-// Q2_K: a group is one super-block (16 lanes of 16-element sub-blocks): code vector k is bits
-// 2k, 2k+1 of the 64-byte plane; then the 16 scale bytes and d, dmin (lane_layout.h).
+// Q2_K: a group is one super-block (16 lanes of 16-element sub-blocks): d and -dmin, the 16
+// scale bytes, then the 64-byte 2-bit plane (code vector k is bits 2k, 2k+1; lane_layout.h).
+// The same scales and minimums as q2k_scales (-dmin's fp16 negated exactly).
 template <>
 struct LanePacker<DQ2K> : LanePackerBase<LanePacker<DQ2K>, 16, true> {
   static constexpr int kLB = 16;
   static inline void regs(const uint8_t* row, int64_t, int64_t g, GroupRegs<16, true>& r) {
     const uint8_t* p = row + g * DQ2K::kBytes;
-    const __m512i a = _mm512_loadu_si512(p);
+    const __m512i a = _mm512_loadu_si512(p + 20);
     const __m512i m3 = _mm512_set1_epi8(3);
     r.c[0] = _mm512_and_si512(a, m3);
     r.c[1] = _mm512_and_si512(_mm512_srli_epi16(a, 2), m3);
     r.c[2] = _mm512_and_si512(_mm512_srli_epi16(a, 4), m3);
     r.c[3] = _mm512_and_si512(_mm512_srli_epi16(a, 6), m3);
-    q2k_scales(p + 64, p + 80, r.ws, r.mn);
+    const __m128 dd = _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));  // d, -dmin, (scale bytes)
+    const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 4)));
+    r.ws = _mm512_mul_ps(_mm512_broadcastss_ps(dd), _mm512_cvtepi32_ps(_mm512_and_si512(v, _mm512_set1_epi32(15))));
+    r.mn = _mm512_mul_ps(_mm512_broadcastss_ps(_mm_movehdup_ps(dd)), _mm512_cvtepi32_ps(_mm512_srli_epi32(v, 4)));
   }
 };
 

@@ -428,12 +428,13 @@ TEST(MatmulTest, LaneLayoutRoundTripsAndMatchesItsSpecification) {
   {
     // Q2_K, two super-blocks: in the second, lane 9 (sub-block 9), k = 3, b = 1 is element 157 =
     // 128 + 29 (h = 1, quarter 0, l = 29): qs[32 + 29] & 3 at bits 6..7 of plane byte 4 * 9 + 1;
-    // then the 16 scale bytes and d, dmin (at their GGUF offset, 80).
+    // the plane follows d, -dmin (sign bit flipped) and the 16 scale bytes.
     const auto [w, l] = relay(DType::kQ2_K, 512);
-    EXPECT_EQ((l[84 + 4 * 9 + 1] >> 6) & 3, w[84 + 16 + 32 + 29] & 3);
-    EXPECT_EQ((l[84 + 4 * 2 + 3] >> 2) & 3, (w[84 + 16 + 7] >> 2) & 3);  // sub-block 2, k = 1, b = 3: element 39 (qs[7] bits 2..3)
-    EXPECT_EQ(0, std::memcmp(l.data() + 84 + 64, w.data() + 84, 16));
-    EXPECT_EQ(0, std::memcmp(l.data() + 84 + 80, w.data() + 84 + 80, 4));
+    EXPECT_EQ((l[84 + 20 + 4 * 9 + 1] >> 6) & 3, w[84 + 16 + 32 + 29] & 3);
+    EXPECT_EQ((l[84 + 20 + 4 * 2 + 3] >> 2) & 3, (w[84 + 16 + 7] >> 2) & 3);  // sub-block 2, k = 1, b = 3: element 39 (qs[7] bits 2..3)
+    EXPECT_EQ(0, std::memcmp(l.data() + 84 + 4, w.data() + 84, 16));
+    EXPECT_EQ(0, std::memcmp(l.data() + 84, w.data() + 84 + 80, 3));
+    EXPECT_EQ(l[84 + 3], w[84 + 83] ^ 0x80);
   }
   {
     const auto [w, l] = relay(DType::kQ6_K, 256);
