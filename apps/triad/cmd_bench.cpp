@@ -1,6 +1,7 @@
 // `triad bench`: prompt processing (pp) and token generation (tg) speed, as llama-bench
 // measures them, with peak resident memory and the memory-bandwidth roofline of tg.
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <memory>
@@ -55,6 +56,37 @@ double peak_rss_mib() {
   getrusage(RUSAGE_SELF, &ru);
   return ru.ru_maxrss / 1024.0;
 }
+
+// Resident memory now (/proc/self/statm), or 0 where it cannot be read.
+double rss_mib() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  long pages = 0, resident = 0;
+  const bool ok = std::fscanf(f, "%ld %ld", &pages, &resident) == 2;
+  std::fclose(f);
+  return ok ? static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / (1024.0 * 1024.0) : 0;
+}
+
+// The model's and engine's peak resident memory, without the bandwidth probes' buffer (512 MiB,
+// freed after each probe, but the kernel's high-water mark keeps it): the peak before the first
+// probe, raised by whatever set a new high-water mark after the last one, or by what is resident
+// at the end.
+struct PeakMemory {
+  double before_probes = 0;  // high-water mark before the first probe (0: none ran yet)
+  double after_probes = 0;   // high-water mark right after the last probe
+  template <class Fn>
+  double probe(Fn&& fn) {
+    if (after_probes == 0) before_probes = peak_rss_mib();
+    const double r = fn();
+    after_probes = peak_rss_mib();
+    return r;
+  }
+  double mib() const {
+    const double end = peak_rss_mib();
+    if (after_probes == 0 || end > after_probes) return end;
+    return std::max(before_probes, rss_mib());
+  }
+};
 
 int run(const BenchOptions& o) {
   const int threads = o.common.resolved_threads();
@@ -140,6 +172,7 @@ int run(const BenchOptions& o) {
   std::vector<std::string> notes;
   std::vector<double> tg0;     // tg's runs without a context, for the roofline
   std::vector<double> probes;  // GB/s before the first of them and after each
+  PeakMemory peak;
   bool have_tg0 = false;
   for (int d : depths) {
     if (d > 0) {  // extend the cached context to d tokens
@@ -175,7 +208,7 @@ int run(const BenchOptions& o) {
       // runs measured another moment than theirs.
       const bool probe = d == 0 && !o.no_roofline;
       const std::vector<double> rates = measure("tg", o.n_gen, tg_rate, [&] {
-        if (probe) probes.push_back(kernels::measure_read_bandwidth_gbs(pool));
+        if (probe) probes.push_back(peak.probe([&] { return kernels::measure_read_bandwidth_gbs(pool); }));
       });
       if (d == 0) {
         tg0 = rates;
@@ -185,7 +218,7 @@ int run(const BenchOptions& o) {
     std::fflush(stdout);
   }
   for (const std::string& n : notes) std::printf("%s\n", n.c_str());
-  std::printf("peak resident memory: %.1f MiB\n", peak_rss_mib());
+  std::printf("peak resident memory: %.1f MiB\n", peak.mib());
   if (have_tg0 && !o.no_roofline) {
     // Run r against the mean of the probes on either side of it.
     const double bytes = static_cast<double>(m.weights().bytes_per_token);
