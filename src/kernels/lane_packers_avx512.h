@@ -161,19 +161,30 @@ inline void k45_pair_scales(const uint8_t* hdr, int nsb, __m512& ws, __m512& mn)
   mn = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(mv, dmin));
 }
 
+// Group g of a lane-layout row of 256-element super-blocks taken two per group (Q4_K, Q5_K,
+// IQ4_XS): nsb (1 or 2) super-blocks of 8 lanes each, at p, with nibble planes of `plane` bytes
+// and the mask of a plane's bytes.
+struct SuperPair {
+  int nsb, plane;
+  const uint8_t* p;
+  __mmask64 m;
+  SuperPair(const uint8_t* row, int64_t cols, int64_t g, int block_bytes)
+      : nsb(static_cast<int>(std::min<int64_t>(2, cols / 256 - 2 * g))),
+        plane(32 * nsb),
+        p(row + g * 2 * block_bytes),
+        m(nsb == 2 ? ~uint64_t{0} : (uint64_t{1} << plane) - 1) {}
+};
+
 // Q4_K / Q5_K: a group is one or two super-blocks (8 or 16 lanes of 32-element sub-blocks).
 template <bool kFive>
 struct LanePacker<DK45<kFive>> : LanePackerBase<LanePacker<DK45<kFive>>, 32, true> {
   using D = DK45<kFive>;
   static constexpr int kLB = 32;
   static inline void regs(const uint8_t* row, int64_t cols, int64_t g, GroupRegs<32, true>& r) {
-    const int nsb = static_cast<int>(std::min<int64_t>(2, cols / 256 - 2 * g));
-    const int nl = 8 * nsb, plane = 4 * nl;
-    const uint8_t* p = row + g * 2 * D::kBytes;
-    const __mmask64 m = nl == 16 ? ~uint64_t{0} : (uint64_t{1} << plane) - 1;
-    const __m512i hb = kFive ? _mm512_maskz_loadu_epi8(m, p + 4 * plane) : _mm512_setzero_si512();
-    widen_nibble_planes<kFive, false>(p, plane, m, hb, _mm512_setzero_si512(), r.c);
-    k45_pair_scales(p + (kFive ? 5 : 4) * plane, nsb, r.ws, r.mn);
+    const SuperPair sp(row, cols, g, D::kBytes);
+    const __m512i hb = kFive ? _mm512_maskz_loadu_epi8(sp.m, sp.p + 4 * sp.plane) : _mm512_setzero_si512();
+    widen_nibble_planes<kFive, false>(sp.p, sp.plane, sp.m, hb, _mm512_setzero_si512(), r.c);
+    k45_pair_scales(sp.p + (kFive ? 5 : 4) * sp.plane, sp.nsb, r.ws, r.mn);
   }
 };
 
@@ -215,18 +226,15 @@ inline __m512 q3k_lane_scales(const uint8_t* p) {
 }
 
 // IQ4_XS: a group is one or two super-blocks (8 or 16 lanes of 32-element sub-blocks) whose table
-// nibbles widen as IQ4_NL's do; the scales come from each super-block's 8 header bytes.
+// nibbles widen as IQ4_NL's do; the scales come from each super-block's scale block.
 template <>
 struct LanePacker<DIq4xs> : LanePackerBase<LanePacker<DIq4xs>, 32, false> {
   using D = DIq4xs;
   static constexpr int kLB = 32;
   static inline void regs(const uint8_t* row, int64_t cols, int64_t g, GroupRegs<32, false>& r) {
-    const int nsb = static_cast<int>(std::min<int64_t>(2, cols / 256 - 2 * g));
-    const int nl = 8 * nsb, plane = 4 * nl;
-    const uint8_t* p = row + g * 2 * D::kBytes;
-    const __mmask64 m = nl == 16 ? ~uint64_t{0} : (uint64_t{1} << plane) - 1;
-    widen_nibble_planes<false, true>(p, plane, m, _mm512_setzero_si512(), D::table(), r.c);
-    r.ws = iq4xs_lane_scales(p + 4 * plane, nsb);
+    const SuperPair sp(row, cols, g, D::kBytes);
+    widen_nibble_planes<false, true>(sp.p, sp.plane, sp.m, _mm512_setzero_si512(), D::table(), r.c);
+    r.ws = iq4xs_lane_scales(sp.p + 4 * sp.plane, sp.nsb);
   }
 };
 
