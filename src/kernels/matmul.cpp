@@ -1,11 +1,12 @@
-// matmul() driver: checks arguments, prepares the activations once per call (Q8 blocks for
-// quantized weights, with sums per 16 for Q2_K, bf16 for BF16 weights; act_quant.h), then
-// splits the output rows evenly over the pool's threads and runs the row-range kernel of the
-// chosen ISA level (matmul_impl.h; kernels in matmul_avx2.cpp / matmul_avx512.cpp / ref/matmul_ref.cpp).
+// matmul() / matmul_group() driver: checks arguments, prepares the activations once per call
+// and kind (Q8 blocks for quantized weights, with sums per 16 for Q2_K, bf16 for BF16 weights;
+// act_quant.h), then splits the output rows of every product over the pool's threads in one job
+// and runs the row-range kernel of the chosen ISA level (matmul_impl.h; kernels in
+// matmul_avx2.cpp / matmul_avx512.cpp / ref/matmul_ref.cpp).
 //
 // Properties:
-// - Scratch for prepared activations is a grow-only buffer per calling thread: no allocation
-//   per call in the steady state.
+// - Scratch for prepared activations is a grow-only buffer per calling thread and slot (one
+//   slot per kind in a group): no allocation per call in the steady state.
 // - Rows are split in multiples of 16 into chunks that the pool's threads claim, so that every
 //   chunk is whole register tiles; with fewer than 16 rows per thread (tiny matrices, many
 //   tokens) tokens are split instead.
@@ -28,9 +29,12 @@ namespace {
 
 inline int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
-// Grow-only, 64-byte aligned scratch of the calling thread.
-uint8_t* scratch(size_t bytes) {
-  thread_local AlignedBuffer<uint8_t> buf;
+// Grow-only, 64-byte aligned scratch of the calling thread: one buffer per slot, so that the
+// products of one matmul_group() keep the activations of each kind they need side by side.
+constexpr int kActSlots = kMaxGroupProducts;
+uint8_t* scratch(int slot, size_t bytes) {
+  thread_local AlignedBuffer<uint8_t> bufs[kActSlots];
+  AlignedBuffer<uint8_t>& buf = bufs[slot];
   if (buf.size() < bytes) buf.resize(bytes);
   return buf.data();
 }
@@ -103,9 +107,9 @@ void rows_from_lanes(MatmulRowsFn fn, const MatmulJob& j, int64_t r0, int64_t r1
   }
 }
 
-// Prepares the activations that `job.type` pairs with; tokens are split over the pool when
-// there are enough of them to be worth a second parallel region.
-void prepare_activations(IsaLevel level, MatmulJob& j, ThreadPool& pool) {
+// Prepares the activations that `job.type` pairs with, in scratch slot `slot`; tokens are split
+// over the pool when there are enough of them to be worth a second parallel region.
+void prepare_activations(IsaLevel level, MatmulJob& j, int slot, ThreadPool& pool) {
   const ActKind kind = act_kind(j.type);
   if (kind == ActKind::kF32) return;
   const int64_t n = j.n_tokens, cols = j.cols;
@@ -121,7 +125,7 @@ void prepare_activations(IsaLevel level, MatmulJob& j, ThreadPool& pool) {
   if (kind == ActKind::kQ8Row) {
     j.aq_stride = round_up(cols, 64);
     j.as_stride = 1;
-    uint8_t* base = scratch(static_cast<size_t>(n) * static_cast<size_t>(j.aq_stride + 8));
+    uint8_t* base = scratch(slot, static_cast<size_t>(n) * static_cast<size_t>(j.aq_stride + 8));
     int8_t* aq = reinterpret_cast<int8_t*>(base);
     float* ad = reinterpret_cast<float*>(base + static_cast<size_t>(n) * static_cast<size_t>(j.aq_stride));
     int32_t* asum = reinterpret_cast<int32_t*>(ad + n);
@@ -143,7 +147,7 @@ void prepare_activations(IsaLevel level, MatmulJob& j, ThreadPool& pool) {
   if (kind == ActKind::kBf16) {
     j.xb_stride = round_up(cols, 32);
     uint16_t* xb = reinterpret_cast<uint16_t*>(
-        scratch(static_cast<size_t>(n) * static_cast<size_t>(j.xb_stride) * sizeof(uint16_t)));
+        scratch(slot, static_cast<size_t>(n) * static_cast<size_t>(j.xb_stride) * sizeof(uint16_t)));
     j.xb = xb;
     for_tokens([&](int64_t t) {
       uint16_t* dst = xb + t * j.xb_stride;
@@ -160,7 +164,7 @@ void prepare_activations(IsaLevel level, MatmulJob& j, ThreadPool& pool) {
   j.xs16_stride = sums16 ? 2 * j.as_stride : 0;
   const size_t code_bytes = static_cast<size_t>(n) * static_cast<size_t>(j.aq_stride);
   const size_t scale_bytes = static_cast<size_t>(n) * static_cast<size_t>(j.as_stride) * 4;
-  uint8_t* base = scratch(code_bytes + (sums16 ? 4 : 2) * scale_bytes);
+  uint8_t* base = scratch(slot, code_bytes + (sums16 ? 4 : 2) * scale_bytes);
   int8_t* aq = reinterpret_cast<int8_t*>(base);
   float* ad = reinterpret_cast<float*>(base + code_bytes);
   float* axs = reinterpret_cast<float*>(base + code_bytes + scale_bytes);
@@ -237,17 +241,28 @@ void check_matmul_args(const WeightMatrix& w, const float* x, int64_t n_tokens, 
   }
 }
 
-void matmul_isa(IsaLevel level, const WeightMatrix& w, const float* x, int64_t n_tokens,
-                int64_t x_stride, float* y, int64_t y_stride, ThreadPool& pool) {
-  check_matmul_args(w, x, n_tokens, x_stride, y, y_stride);
-  TRIAD_CHECK(matmul_isa_supported(level), "matmul: this CPU does not support ",
-              isa_name(level));
-  if (w.rows == 0 || n_tokens == 0) return;
-  if (w.cols == 0) {
-    for (int64_t t = 0; t < n_tokens; ++t) std::fill(y + t * y_stride, y + t * y_stride + w.rows, 0.f);
-    return;
-  }
+namespace {
+
+// A checked product ready to run: its job (activations prepared by the caller) and the rows
+// kernel of its ISA level.
+struct Product {
   MatmulJob j;
+  MatmulRowsFn rows = nullptr;
+  bool lay_back = false;  // lane-layout rows on a level without lane kernels
+  void operator()(int64_t r0, int64_t r1, int64_t t0, int64_t t1) const {
+    if (lay_back) {
+      rows_from_lanes(rows, j, r0, r1, t0, t1);
+    } else {
+      rows(j, r0, r1, t0, t1);
+    }
+  }
+};
+
+// The job of y = W x, arguments already checked, with rows and tokens > 0 and cols > 0.
+Product make_product(IsaLevel level, const WeightMatrix& w, const float* x, int64_t n_tokens, int64_t x_stride,
+                     float* y, int64_t y_stride) {
+  Product p;
+  MatmulJob& j = p.j;
   j.type = w.type;
   j.w = static_cast<const uint8_t*>(w.data);
   j.row_bytes = row_bytes(w.type, static_cast<uint64_t>(w.cols));
@@ -260,56 +275,140 @@ void matmul_isa(IsaLevel level, const WeightMatrix& w, const float* x, int64_t n
   j.y_stride = y_stride;
   j.row_scale = w.row_scale;
   j.lanes = w.lanes;
-  prepare_activations(level, j, pool);
-  const MatmulRowsFn rows = rows_fn(level, w.type, w.lanes);
-  const bool lay_back = w.lanes && rows != matmul_rows_avx512;
-  auto fn = [&](const MatmulJob& job, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
-    if (lay_back) {
-      rows_from_lanes(rows, job, r0, r1, t0, t1);
+  p.rows = rows_fn(level, w.type, w.lanes);
+  p.lay_back = w.lanes && p.rows != matmul_rows_avx512;
+  return p;
+}
+
+// Copies the prepared activations of `from` (same input, kind and columns) into `to`.
+void share_activations(const MatmulJob& from, MatmulJob& to) {
+  to.xb = from.xb;
+  to.xb_stride = from.xb_stride;
+  to.aq = from.aq;
+  to.aq_stride = from.aq_stride;
+  to.ad = from.ad;
+  to.axs = from.axs;
+  to.asum = from.asum;
+  to.as_stride = from.as_stride;
+  to.axs16 = from.axs16;
+  to.xs16_stride = from.xs16_stride;
+}
+
+// How one product is cut into chunks for a pool of nth > 1 threads. Rows are split in units of
+// 16 into chunks that the pool's threads claim as they run (a descheduled thread delays the
+// product by one chunk, not its share). A few tokens: several chunks per thread. Many: the
+// prompt kernels re-lay every token's activations per call, so fewer, larger chunks. With
+// fewer row units than threads (tiny matrices, many tokens) tokens are split instead. Every row
+// and token is computed alike whatever the split.
+class ChunkPlan {
+ public:
+  ChunkPlan() = default;
+  ChunkPlan(int64_t rows, int64_t n_tokens, int nth) : rows_(rows), n_tokens_(n_tokens), nth_(nth) {
+    units_ = (rows + kUnit - 1) / kUnit;
+    by_rows_ = units_ >= nth || n_tokens < nth;
+    if (by_rows_) {
+      const int64_t per_thread = n_tokens >= 8 ? 2 : ThreadPool::kChunksPerThread;
+      k_ = std::min(units_, per_thread * nth);
+      // Many tokens: the first nth chunks take 70% of the rows, the last nth the rest, so the
+      // threads finish within a small chunk of each other (equal quarters left one thread idle
+      // for up to a quarter of the product): 16-stream decode 1.5-2.7% faster end to end. The
+      // price: a thread descheduled inside a first chunk holds 35% of the product, not 25%.
+      guided_ = n_tokens >= 8 && k_ == 2 * nth && units_ >= 8 * nth;
     } else {
-      rows(job, r0, r1, t0, t1);
+      // At least 8 tokens per chunk where there are 8 (the prompt kernels' threshold on AVX-512).
+      k_ = n_tokens >= 8 ? std::clamp<int64_t>(n_tokens / 8, 1, 2 * nth)
+                         : std::min<int64_t>(n_tokens, ThreadPool::kChunksPerThread * nth);
     }
-  };
+  }
+  int64_t chunks() const { return k_; }
+  // Runs chunk c of `p`.
+  void run(const Product& p, int64_t c) const {
+    if (!by_rows_) {
+      p(0, rows_, n_tokens_ * c / k_, n_tokens_ * (c + 1) / k_);
+      return;
+    }
+    const int64_t r0 = std::min(rows_, bound(c) * kUnit);
+    const int64_t r1 = std::min(rows_, bound(c + 1) * kUnit);
+    if (r0 < r1) p(r0, r1, 0, n_tokens_);
+  }
+
+ private:
+  static constexpr int64_t kUnit = 16;
+  int64_t bound(int64_t c) const {
+    if (!guided_) return units_ * c / k_;
+    const int64_t big = units_ * 7 / (10 * nth_);
+    return c <= nth_ ? big * c : big * nth_ + (units_ - big * nth_) * (c - nth_) / nth_;
+  }
+  int64_t rows_ = 0, n_tokens_ = 0;
+  int64_t nth_ = 1;
+  int64_t units_ = 0, k_ = 0;
+  bool by_rows_ = true, guided_ = false;
+};
+
+}  // namespace
+
+void matmul_isa(IsaLevel level, const WeightMatrix& w, const float* x, int64_t n_tokens,
+                int64_t x_stride, float* y, int64_t y_stride, ThreadPool& pool) {
+  const GroupProduct p{w, y, y_stride};
+  matmul_group_isa(level, std::span<const GroupProduct>(&p, 1), x, n_tokens, x_stride, pool);
+}
+
+void matmul_group_isa(IsaLevel level, std::span<const GroupProduct> products, const float* x, int64_t n_tokens,
+                      int64_t x_stride, ThreadPool& pool) {
+  TRIAD_CHECK(products.size() <= static_cast<size_t>(kMaxGroupProducts), "matmul_group: ", products.size(),
+              " products (at most ", kMaxGroupProducts, ")");
+  for (const GroupProduct& gp : products) check_matmul_args(gp.w, x, n_tokens, x_stride, gp.y, gp.y_stride);
+  TRIAD_CHECK(matmul_isa_supported(level), "matmul: this CPU does not support ", isa_name(level));
+  if (n_tokens == 0) return;
+  Product run[kMaxGroupProducts];
+  int n = 0, slots = 0;
+  for (const GroupProduct& gp : products) {
+    const WeightMatrix& w = gp.w;
+    if (w.rows == 0) continue;
+    if (w.cols == 0) {
+      for (int64_t t = 0; t < n_tokens; ++t) std::fill(gp.y + t * gp.y_stride, gp.y + t * gp.y_stride + w.rows, 0.f);
+      continue;
+    }
+    Product& p = run[n];
+    p = make_product(level, w, x, n_tokens, x_stride, gp.y, gp.y_stride);
+    // Activations of one kind and width are prepared once for the group (in its own slot).
+    int same = -1;
+    for (int i = 0; i < n && same < 0; ++i)
+      if (act_kind(run[i].j.type) == act_kind(w.type) && run[i].j.cols == w.cols) same = i;
+    if (same >= 0) {
+      share_activations(run[same].j, p.j);
+    } else {
+      prepare_activations(level, p.j, slots++, pool);
+    }
+    ++n;
+  }
   const int nth = pool.size();
   if (nth == 1) {
-    fn(j, 0, w.rows, 0, n_tokens);
+    for (int i = 0; i < n; ++i) run[i](0, run[i].j.rows, 0, n_tokens);
     return;
   }
-  // Rows are split in units of 16 into chunks that the pool's threads claim as they run (a
-  // descheduled thread delays the product by one chunk, not its share). A few tokens: several
-  // chunks per thread. Many: the prompt kernels re-lay every token's activations per call, so
-  // fewer, larger chunks. Every row and token is computed alike whatever the split.
-  constexpr int64_t kUnit = 16;
-  const int64_t units = (w.rows + kUnit - 1) / kUnit;
-  if (units >= nth || n_tokens < nth) {
-    const int64_t per_thread = n_tokens >= 8 ? 2 : ThreadPool::kChunksPerThread;
-    const int64_t k = std::min(units, per_thread * nth);
-    // Many tokens: the first nth chunks take 70% of the rows, the last nth the rest, so the
-    // threads finish within a small chunk of each other (equal quarters left one thread idle
-    // for up to a quarter of the product): 16-stream decode 1.5-2.7% faster end to end. The
-    // price: a thread descheduled inside a first chunk holds 35% of the product, not 25%.
-    const bool guided = n_tokens >= 8 && k == 2 * nth && units >= 8 * nth;
-    auto bound = [&](int64_t c) {
-      if (!guided) return units * c / k;
-      const int64_t big = units * 7 / (10 * nth);
-      return c <= nth ? big * c : big * nth + (units - big * nth) * (c - nth) / nth;
-    };
-    pool.for_each_chunk(k, [&](int64_t c, int) {
-      const int64_t r0 = std::min(w.rows, bound(c) * kUnit);
-      const int64_t r1 = std::min(w.rows, bound(c + 1) * kUnit);
-      if (r0 < r1) fn(j, r0, r1, 0, n_tokens);
-    });
-  } else {
-    // At least 8 tokens per chunk where there are 8 (the prompt kernels' threshold on AVX-512).
-    const int64_t k = n_tokens >= 8 ? std::clamp<int64_t>(n_tokens / 8, 1, 2 * nth)
-                                    : std::min<int64_t>(n_tokens, ThreadPool::kChunksPerThread * nth);
-    pool.for_each_chunk(k, [&](int64_t c, int) { fn(j, 0, w.rows, n_tokens * c / k, n_tokens * (c + 1) / k); });
+  // One job for all products: their chunks in product order, claimed together.
+  ChunkPlan plans[kMaxGroupProducts];
+  int64_t first[kMaxGroupProducts + 1] = {0};
+  for (int i = 0; i < n; ++i) {
+    plans[i] = ChunkPlan(run[i].j.rows, n_tokens, nth);
+    first[i + 1] = first[i] + plans[i].chunks();
   }
+  pool.for_each_chunk(first[n], [&](int64_t c, int) {
+    int i = 0;
+    while (c >= first[i + 1]) ++i;
+    plans[i].run(run[i], c - first[i]);
+  });
 }
 
 void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, int64_t x_stride, float* y,
             int64_t y_stride, ThreadPool& pool) {
   matmul_isa(best_isa(), w, x, n_tokens, x_stride, y, y_stride, pool);
+}
+
+void matmul_group(std::span<const GroupProduct> products, const float* x, int64_t n_tokens, int64_t x_stride,
+                  ThreadPool& pool) {
+  matmul_group_isa(best_isa(), products, x, n_tokens, x_stride, pool);
 }
 
 void matmul_experts_isa(IsaLevel level, const ExpertProducts& e, const float* x, int64_t x_stride, float* y,

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "base/thread_pool.h"
 #include "tensor/dtype.h"
@@ -28,6 +29,20 @@ struct WeightMatrix {
 // X and Y must not overlap.
 void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, int64_t x_stride, float* y,
             int64_t y_stride, ThreadPool& pool);
+
+// Several products of one input in one dispatch: y_i = W_i x for every product i (a layer's
+// q / k / v, or its gate / up). The activations are prepared once for each kind the weights
+// pair with, and the products' row chunks are claimed together, so the pool's threads meet once
+// for the group instead of once per product. Every output is bitwise that of matmul() of its
+// product alone (rows are computed alike whatever the split). At most kMaxGroupProducts.
+struct GroupProduct {
+  WeightMatrix w;
+  float* y = nullptr;
+  int64_t y_stride = 0;
+};
+inline constexpr int kMaxGroupProducts = 4;
+void matmul_group(std::span<const GroupProduct> products, const float* x, int64_t n_tokens, int64_t x_stride,
+                  ThreadPool& pool);
 
 // The experts of a mixture-of-experts layer applied to their routed rows: n matrices of one
 // type and shape (`shape`'s type / rows / cols; row_scale types are not supported), expert e's

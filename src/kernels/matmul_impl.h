@@ -113,6 +113,10 @@ bool matmul_isa_supported(IsaLevel level);
 void matmul_isa(IsaLevel level, const WeightMatrix& w, const float* x, int64_t n_tokens,
                 int64_t x_stride, float* y, int64_t y_stride, ThreadPool& pool);
 
+// matmul_group() on a chosen ISA level (matmul_isa is its one-product case).
+void matmul_group_isa(IsaLevel level, std::span<const GroupProduct> products, const float* x, int64_t n_tokens,
+                      int64_t x_stride, ThreadPool& pool);
+
 // matmul_experts() on a chosen ISA level; with data2 / y2, also the second product set of
 // matmul_experts_pair() in the same dispatch.
 void matmul_experts_isa(IsaLevel level, const ExpertProducts& e, const float* x, int64_t x_stride, float* y,

@@ -42,9 +42,7 @@ void Model::encoder_block(int32_t il, const ForwardBatch& b, KvStorage& kv, Forw
   const LayerWeights& L = weights_.layers[il];
   const int64_t n = static_cast<int64_t>(b.tokens.size());
   const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff;
-  mm(s, L.wq, s.x.data(), n, E, s.q.data(), Q, pool);
-  mm(s, L.wk, s.x.data(), n, E, s.k.data(), KV, pool);
-  mm(s, L.wv, s.x.data(), n, E, s.v.data(), KV, pool);
+  mm_group(s, {{L.wq, s.q.data(), Q}, {L.wk, s.k.data(), KV}, {L.wv, s.v.data(), KV}}, s.x.data(), n, E, pool);
   const kernels::RopeParams rope = c.rope_params(il);
   pool.parallel_for(n, [&](int64_t lo, int64_t hi) {
     for (int64_t t = lo; t < hi; ++t) {
@@ -70,8 +68,7 @@ void Model::encoder_block(int32_t il, const ForwardBatch& b, KvStorage& kv, Forw
   residual_layernorm(s.x.data(), s.proj.data(), L.attn_out_norm, L.attn_out_norm_b, c.norm_eps, n, E, pool);
 
   if (L.w_gate.data != nullptr) {  // nomic-bert: SwiGLU
-    mm(s, L.w_gate, s.x.data(), n, E, s.gate.data(), F, pool);
-    mm(s, L.w_up, s.x.data(), n, E, s.up.data(), F, pool);
+    mm_group(s, {{L.w_gate, s.gate.data(), F}, {L.w_up, s.up.data(), F}}, s.x.data(), n, E, pool);
     pool.parallel_for(n, [&](int64_t lo, int64_t hi) {
       for (int64_t t = lo; t < hi; ++t) kernels::silu_mul(s.gate.data() + t * F, s.up.data() + t * F, s.gate.data() + t * F, F);
     });

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
+#include <span>
 
 #include "base/thread_pool.h"
 #include "kernels/matmul.h"
@@ -18,6 +20,15 @@ inline void mm(const ForwardScratch& s, const kernels::WeightMatrix& w, const fl
                int64_t x_stride, float* y, int64_t y_stride, ThreadPool& pool) {
   if (s.observer != nullptr) s.observer->observe(w, x, n, x_stride);
   kernels::matmul(w, x, n, x_stride, y, y_stride, pool);
+}
+
+// Products of one input in one pool job (kernels::matmul_group): a layer's q / k / v, its gate /
+// up. The observer sees each matrix's input, as with mm().
+inline void mm_group(const ForwardScratch& s, std::initializer_list<kernels::GroupProduct> products, const float* x,
+                     int64_t n, int64_t x_stride, ThreadPool& pool) {
+  if (s.observer != nullptr)
+    for (const kernels::GroupProduct& p : products) s.observer->observe(p.w, x, n, x_stride);
+  kernels::matmul_group(std::span<const kernels::GroupProduct>(products.begin(), products.size()), x, n, x_stride, pool);
 }
 
 // y[t] += b for n rows of `width` (stride width); nothing when b is null.

@@ -62,8 +62,7 @@ void glu(FfnActivation act, float* gate, const float* up, int64_t n, ThreadPool&
 void gated_ffn(const ForwardScratch& s, FfnActivation act, const kernels::WeightMatrix& gate,
                const kernels::WeightMatrix& up, const kernels::WeightMatrix& down, const float* x,
                int64_t n, int64_t E, int64_t F, float* gbuf, float* ubuf, float* out, ThreadPool& pool) {
-  mm(s, gate, x, n, E, gbuf, F, pool);
-  mm(s, up, x, n, E, ubuf, F, pool);
+  mm_group(s, {{gate, gbuf, F}, {up, ubuf, F}}, x, n, E, pool);
   glu(act, gbuf, ubuf, n * F, pool);
   mm(s, down, gbuf, n, F, out, E, pool);
 }
@@ -190,9 +189,7 @@ void Model::qkv_rope(int32_t il, int64_t n, const int32_t* positions, ForwardScr
     for (int64_t t = b; t < e; ++t)
       kernels::rmsnorm(s.x.data() + t * E, L.attn_norm, c.norm_eps, s.xn.data() + t * E, E);
   });
-  mm(s, L.wq, s.xn.data(), n, E, s.q.data(), Q, pool);
-  mm(s, L.wk, s.xn.data(), n, E, k_out, kv_stride, pool);
-  mm(s, L.wv, s.xn.data(), n, E, v_out, kv_stride, pool);
+  mm_group(s, {{L.wq, s.q.data(), Q}, {L.wk, k_out, kv_stride}, {L.wv, v_out, kv_stride}}, s.xn.data(), n, E, pool);
 
   const kernels::RopeParams rope = c.rope_params(il);
   pool.parallel_for(n, [&](int64_t b, int64_t e) {
@@ -269,20 +266,19 @@ void Model::mla_attention_block(int32_t il, const ForwardBatch& b, KvStorage& kv
     for (int64_t t = lo; t < hi; ++t)
       kernels::rmsnorm(s.x.data() + t * E, L.attn_norm, c.norm_eps, s.xn.data() + t * E, E);
   });
-  // Raw queries [n x H*(N+D)], through the q LoRA (with its norm) when the model has one.
+  // Raw queries [n x H*(N+D)], through the q LoRA (with its norm) when the model has one; in
+  // the same job, the latent K row [normalized latent (R) | rotated key dims (D)], into s.k.
   if (c.q_lora_rank > 0) {
     const int64_t QL = c.q_lora_rank;
-    mm(s, L.wq_a, s.xn.data(), n, E, s.qa.data(), QL, pool);
+    mm_group(s, {{L.wq_a, s.qa.data(), QL}, {L.wkv_a, s.k.data(), KD}}, s.xn.data(), n, E, pool);
     pool.parallel_for(n, [&](int64_t lo, int64_t hi) {
       for (int64_t t = lo; t < hi; ++t)
         kernels::rmsnorm(s.qa.data() + t * QL, L.q_a_norm, c.norm_eps, s.qa.data() + t * QL, QL);
     });
     mm(s, L.wq_b, s.qa.data(), n, QL, s.q_raw.data(), H * QH, pool);
   } else {
-    mm(s, L.wq, s.xn.data(), n, E, s.q_raw.data(), H * QH, pool);
+    mm_group(s, {{L.wq, s.q_raw.data(), H * QH}, {L.wkv_a, s.k.data(), KD}}, s.xn.data(), n, E, pool);
   }
-  // The latent K row [normalized latent (R) | rotated key dims (D)], straight into s.k.
-  mm(s, L.wkv_a, s.xn.data(), n, E, s.k.data(), KD, pool);
   const kernels::RopeParams rope = c.rope_params(il);
   pool.parallel_for(n, [&](int64_t lo, int64_t hi) {
     for (int64_t t = lo; t < hi; ++t) {

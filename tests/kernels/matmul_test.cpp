@@ -570,6 +570,79 @@ TEST(MatmulTest, ExpertPairEqualsTwoCalls) {
   }
 }
 
+// Products of one input in one dispatch (matmul_group, a layer's q / k / v and gate / up): each
+// output bitwise equal to its product alone, whether the group's weights share one activation
+// kind (prepared once), need several (one scratch slot each), sit in GGUF blocks or the lane
+// layout, are split by rows or by tokens; outputs written at their own strides into one buffer.
+TEST(MatmulTest, GroupedProductsEqualEachAlone) {
+  std::mt19937 rng(91);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::uniform_real_distribution<float> mag(0.0005f, 0.02f);
+  ThreadPool pool1(1), pool2(2);
+  struct Spec { DType type; int64_t rows; bool lanes; };
+  const int64_t cols = 512;
+  const std::vector<std::vector<Spec>> groups = {
+      {{DType::kQ5_0, 96, true}, {DType::kQ8_0, 32, true}, {DType::kQ5_0, 32, false}, {DType::kF16, 24, false}},
+      // Q2_K's sums per 16, bf16 activations and I8's code sums shared; an empty product.
+      {{DType::kQ4_K, 80, true}, {DType::kQ2_K, 48, true}, {DType::kQ6_K, 20, false}, {DType::kQ2_K, 32, false}},
+      {{DType::kBF16, 40, false}, {DType::kBF16, 24, false}, {DType::kI8, 16, false}, {DType::kIQ4_XS, 300, true}},
+      {{DType::kF8_E4M3, 8, false}, {DType::kQ3_K, 0, true}, {DType::kI8, 24, false}, {DType::kI8, 16, false}},
+  };
+  for (const std::vector<Spec>& g : groups) {
+    std::vector<std::vector<uint8_t>> data;
+    std::vector<std::vector<float>> scales;
+    std::vector<WeightMatrix> ws;
+    int64_t width = 0;  // the shared output row: the products side by side
+    for (const Spec& sp : g) {
+      std::vector<uint8_t> w;
+      if (dtype_has_row_scale(sp.type)) {
+        w.resize(static_cast<size_t>(sp.rows * cols));
+        for (auto& b : w) b = static_cast<uint8_t>(rng() & 0x3f);  // small codes: no NaN FP8
+        scales.emplace_back(static_cast<size_t>(sp.rows));
+        for (float& v : scales.back()) v = mag(rng);
+      } else {
+        w = random_weights(sp.type, sp.rows, cols, rng);
+        if (sp.lanes && lane_layout_supported(sp.type)) w = lanes_of(sp.type, w, sp.rows, cols);
+        scales.emplace_back();
+      }
+      data.push_back(std::move(w));
+      width += sp.rows;
+    }
+    for (size_t i = 0; i < g.size(); ++i)
+      ws.push_back(WeightMatrix{g[i].type, data[i].data(), g[i].rows, cols,
+                                scales[i].empty() ? nullptr : scales[i].data(),
+                                g[i].lanes && lane_layout_supported(g[i].type)});
+    for (const int64_t n : {1, 3, 16, 40}) {
+      std::vector<float> x(static_cast<size_t>(n * cols));
+      for (float& v : x) v = nd(rng);
+      for (IsaLevel level : levels()) {
+        for (ThreadPool* pool : {&pool1, &pool2}) {
+          SCOPED_TRACE(std::string(dtype_name(g[0].type)) + " group, " + isa_name(level) + " n=" +
+                       std::to_string(n) + " threads=" + std::to_string(pool->size()));
+          std::vector<float> alone(static_cast<size_t>(n * width), -1.f), grouped(alone.size(), -2.f);
+          std::vector<GroupProduct> ps;
+          int64_t at = 0;
+          for (const WeightMatrix& w : ws) {
+            matmul_isa(level, w, x.data(), n, cols, alone.data() + at, width, *pool);
+            ps.push_back(GroupProduct{w, grouped.data() + at, width});
+            at += w.rows;
+          }
+          matmul_group_isa(level, ps, x.data(), n, cols, *pool);
+          ASSERT_EQ(0, std::memcmp(alone.data(), grouped.data(), alone.size() * sizeof(float)));
+        }
+      }
+    }
+  }
+  // Too many products, and one bad product, are refused before anything runs.
+  std::vector<float> x(cols), y(64);
+  std::vector<uint8_t> w(static_cast<size_t>(row_bytes(DType::kF32, cols)) * 8);
+  const WeightMatrix ok{DType::kF32, w.data(), 8, cols};
+  std::vector<GroupProduct> many(kMaxGroupProducts + 1, GroupProduct{ok, y.data(), 8});
+  EXPECT_THROW(matmul_group(many, x.data(), 1, cols, pool2), Error);
+  const GroupProduct bad[2] = {{ok, y.data(), 8}, {ok, y.data(), 4}};  // y_stride < rows
+  EXPECT_THROW(matmul_group(bad, x.data(), 1, cols, pool2), Error);
+}
+
 TEST(MatmulTest, ExpertGroupedRejectsBadTables) {
   ThreadPool pool(1);
   std::vector<float> x(64), y(64);
