@@ -775,13 +775,14 @@ TEST(MatmulTest, RowsDoNotDependOnTheBatch) {
         if (lanes) wbytes = lanes_of(t, wbytes, rows, cols);
         const WeightMatrix w{t, wbytes.data(), rows, cols, nullptr, lanes};
         // Up to 48 tokens the packed kernels tile 3 rows x 4 tokens, beyond 4 x 3 (and 1-3
-        // tokens fuse the packing into 4-row tiles), with every remainder (6, 7, 17: 2, 3, 1
-        // tokens left): every shape must give a lone token's bits.
+        // tokens fuse the packing into 4-row tiles, from the lane layout 1-4), with every
+        // remainder (5, 6, 7, 9, 17: 1, 2, 3, 1, 1 tokens left): every shape must give a lone
+        // token's bits.
         const int64_t n_max = 56;
         std::vector<float> x(static_cast<size_t>(n_max * cols));
         std::normal_distribution<float> nd(0.f, 1.f);
         for (float& v : x) v = nd(rng);
-        ASSERT_NO_FATAL_FAILURE(expect_rows_alone_as_batched(level, w, x, n_max, {2, 3, 4, 6, 7, 8, 16, 17, 33, 40, 49, 56},
+        ASSERT_NO_FATAL_FAILURE(expect_rows_alone_as_batched(level, w, x, n_max, {2, 3, 4, 5, 6, 7, 8, 9, 16, 17, 33, 40, 49, 56},
                                                              bitwise, std::string(dtype_name(t)) + (lanes ? " lanes" : "")));
       }
     }
