@@ -34,7 +34,9 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, int64_t x_s
 // q / k / v, or its gate / up). The activations are prepared once for each kind the weights
 // pair with, and the products' row chunks are claimed together, so the pool's threads meet once
 // for the group instead of once per product. Every output is bitwise that of matmul() of its
-// product alone (rows are computed alike whatever the split). At most kMaxGroupProducts.
+// product alone (rows are computed alike whatever the split). At most kMaxGroupProducts; every
+// product is checked (as matmul() checks it) before any runs; outputs must not overlap each
+// other or x.
 struct GroupProduct {
   WeightMatrix w;
   float* y = nullptr;
