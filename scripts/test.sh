@@ -20,7 +20,7 @@ BUILD_DIR=build-asan scripts/build.sh -DTRIAD_SANITIZE=ON -DTRIAD_TESTDATA="$TRI
 echo "== the server (openai SDK) and template tests against the sanitizer build"
 (cd build-asan && ctest --output-on-failure -R "server_openai|templates_jinja2")
 
-# The GGUF reader gets about a minute (issue #2); the other parsers 30 s each (CI under 25 minutes).
+# The GGUF reader gets about a minute (issue #2); the other parsers 30 s each.
 echo "== fuzzing the GGUF parser (${TRIAD_FUZZ_SECONDS_GGUF:-60} s)"
 scripts/fuzz.sh "${TRIAD_FUZZ_SECONDS_GGUF:-60}" gguf
 echo "== fuzzing the template engine, the request parser, grammars, schemas, tool-call output, imatrix and safetensors files, tokenizers (${TRIAD_FUZZ_SECONDS:-30} s each)"
