@@ -12,12 +12,14 @@
 //     (cheap: a register transpose per 512 bytes), with per-lane-block offset corrections
 //     init = -offset * sum(xq) and the lane-expanded scales / block sums.
 //   - Weights in GGUF blocks are decoded (the same decoders as the direct kernels) and re-laid
-//     for a tile of 4 rows once per token chunk (Packer), then used by every tile of 3 tokens of
-//     the chunk from L1. Weights in the lane layout (lane_layout.h, laid out once at load) are
-//     only widened (LanePacker, lane_packers_avx512.h: no transposes), and serve every token
-//     count, one token included: up to 4 tokens, each row's group is widened into registers
-//     just before its use and serves every token there (fused), with the same operations as a
-//     tile, so a row's bits never depend on the batch.
+//     for a tile of 3 or 4 rows once per token chunk and K block of about 12 KiB (Packer), then
+//     used by every token tile of the chunk from L1 (the tiles' lane sums kept between K
+//     blocks). Weights in the lane layout (lane_layout.h, laid out once at load) are only
+//     widened (LanePacker, lane_packers_avx512.h: no transposes), and serve every token count,
+//     one token included: up to 4 tokens (8 for the 16-element lane-block types), each row's
+//     group is widened into registers just before its use and serves every token of a token
+//     tile of up to 4 there (fused; a second tile widens it again from L1), with the same
+//     operations as a tile, so a row's bits never depend on the batch.
 // Same arithmetic as matmul_ref (matmul_impl.h): integer group sums are exact, each is scaled by
 // fl(ws * dx) and accumulated in f32; minimums are added as mins * xs.
 // Thread-safety: writes only the outputs of its rows and tokens; scratch is thread-local.
@@ -271,6 +273,12 @@ void relay_token(const MatmulJob& j, int64_t t, int64_t ngroups, uint8_t* out, i
 // Per-thread grow-only scratch shared by every type: re-laid activations and packed weights.
 struct Scratch {
   AlignedBuffer<uint8_t> acts, weights;
+  AlignedBuffer<float> partials;
+  // n vectors of partial sums (K-blocked tiles).
+  __m512* partial(int64_t n) {
+    if (static_cast<int64_t>(partials.size()) < 16 * n) partials.resize(static_cast<size_t>(16 * n));
+    return reinterpret_cast<__m512*>(partials.data());
+  }
 };
 Scratch& scratch() {
   thread_local Scratch s;
@@ -291,6 +299,11 @@ struct Packed {
   // From the lane layout a fused tile of 4 tokens (widened registers: 16 accumulators) beats
   // one 3 x 4 tile, whose packing would serve that tile alone.
   static constexpr int kFusedMax = requires { &P::regs; } ? 4 : kT;
+  // Chunks of up to kFusedTokens tokens run as fused tiles: two of them for the 16-element
+  // lane-block types from the lane layout (Q6_K, Q3_K, Q2_K: widening a row tile's groups twice
+  // in registers beat packing them for 3 x 4 tiles at 5-8 tokens, by 5-25% in matmul_bench;
+  // the 32-element types were as fast or faster on the tiles), else one.
+  static constexpr int kFusedTokens = requires { &P::regs; } && kLB == 16 ? 2 * kFusedMax : kFusedMax;
   // Token tiles up to which the row tiles prefetch the weights (beyond, arithmetic dominates
   // and the weights are re-read from cache for every token chunk).
   static constexpr int64_t kPrefetchTokenTiles = 64;
@@ -372,16 +385,32 @@ struct Packed {
     }
   }
 
-  // rows: R packed rows of ng groups (row i at pw + i * ng * kWGroupBytes); acts: token k at
-  // pa + k * ng * kAGroupBytes. [pf_begin, pf_end): the bytes of a later row tile of the
-  // weights that this tile prefetches, spread over its groups (few tokens: the weights stream
-  // from memory while the tiles compute); an empty range prefetches nothing.
-  template <int R, int T>
-  static void tile(const uint8_t* pw, const uint8_t* pa, int64_t ng, float* y, int64_t ys,
-                   int rows_valid, uintptr_t pf_begin = 0, uintptr_t pf_end = 0) {
+  // Where a tile's K block of groups starts and ends: its R x T lane accumulators start at zero
+  // (first block) or from `part`, and end reduced into y (last block) or saved in `part`. The
+  // lanes add the groups in the same order either way, so blocking K never changes a bit.
+  struct KBlock {
+    __m512* part = nullptr;  // R * T vectors (blocks after the first, or before the last)
+    bool first = true, last = true;
+  };
+
+  // rows: R packed rows of ng groups (row i at pw + i * wrow); acts: token k's first group at
+  // pa + k * arow. [pf_begin, pf_end): the bytes of a later row tile of the weights that this
+  // tile prefetches, spread over its groups (few tokens: the weights stream from memory while
+  // the tiles compute); an empty range prefetches nothing.
+  // kSplitK: the row has several K blocks (else kb is {null, first, last}, and the tile keeps
+  // the code it had before K blocks: a variant that tested kb ran 5-9% slower on one block).
+  template <int R, int T, bool kSplitK>
+  static void tile(const uint8_t* pw, int64_t wrow, const uint8_t* pa, int64_t arow, int64_t ng, const KBlock& kb,
+                   float* y, int64_t ys, int rows_valid, uintptr_t pf_begin = 0, uintptr_t pf_end = 0) {
     __m512 acc[R][T];
-    zero<R, T>(acc);
-    const int64_t wrow = ng * kWGroupBytes, arow = ng * kAGroupBytes;
+    if (!kSplitK || kb.first) {
+      zero<R, T>(acc);
+    } else {
+#pragma GCC unroll 8
+      for (int i = 0; i < R; ++i)
+#pragma GCC unroll 8
+        for (int k = 0; k < T; ++k) acc[i][k] = _mm512_load_ps(kb.part + i * T + k);
+    }
     const uintptr_t pf_len = pf_end - pf_begin;
     for (int64_t g = 0; g < ng; ++g) {
       if (pf_len) {
@@ -391,7 +420,14 @@ struct Packed {
       }
       group<R, T>(acc, pw + g * kWGroupBytes, pa + g * kAGroupBytes, wrow, arow);
     }
-    store<R, T>(acc, y, ys, rows_valid);
+    if (!kSplitK || kb.last) {
+      store<R, T>(acc, y, ys, rows_valid);
+    } else {
+#pragma GCC unroll 8
+      for (int i = 0; i < R; ++i)
+#pragma GCC unroll 8
+        for (int k = 0; k < T; ++k) _mm512_store_ps(kb.part + i * T + k, acc[i][k]);
+    }
   }
 
   // A tile whose T tokens are all of the chunk (decode): each group of the rows is widened just
@@ -443,52 +479,97 @@ struct Packed {
     store<kR, T>(acc, y, ys, rv);
   }
 
-  template <int RB, int T>
-  static inline void tile_rem(int rem, const uint8_t* pw, const uint8_t* pa, int64_t ng, float* y,
-                              int64_t ys, int rv) {
+  // fused<n> for n in [1, kFusedMax].
+  static inline void fused_n(int n, const MatmulJob& j, int64_t r, int rv, const uint8_t* pa, int64_t ng,
+                             uint8_t* gbuf, float* y, int64_t ys) {
+    switch (n) {
+      case 1: fused<1>(j, r, rv, pa, ng, gbuf, y, ys); break;
+      case 2: fused<2>(j, r, rv, pa, ng, gbuf, y, ys); break;
+      case 3: fused<3>(j, r, rv, pa, ng, gbuf, y, ys); break;
+      default: fused<kFusedMax>(j, r, rv, pa, ng, gbuf, y, ys); break;
+    }
+  }
+
+  template <int RB, int T, bool kSplitK>
+  static inline void tile_rem(int rem, const uint8_t* pw, int64_t wrow, const uint8_t* pa, int64_t arow, int64_t ng,
+                              const KBlock& kb, float* y, int64_t ys, int rv) {
     if constexpr (T > 0) {
       if (rem == T) {
-        tile<RB, T>(pw, pa, ng, y, ys, rv);
+        tile<RB, T, kSplitK>(pw, wrow, pa, arow, ng, kb, y, ys, rv);
       } else {
-        tile_rem<RB, T - 1>(rem, pw, pa, ng, y, ys, rv);
+        tile_rem<RB, T - 1, kSplitK>(rem, pw, wrow, pa, arow, ng, kb, y, ys, rv);
       }
     }
   }
 
+  // Packed weights per K block of a row tile: small enough to stay in L1 beside a token tile's
+  // activations of the block while every token tile of the chunk uses them.
+  // 12 KiB: of 6, 8, 12, 16 KiB and whole rows, the best or near it for 12 and 16 tokens on
+  // 8960- and 4864-column rows (matmul_bench, Zen 4); whole rows of 8960 columns were 10-35%
+  // slower, their 34 KiB of packed rows (3 x 4 tiles) spilling from L1.
+  static constexpr int64_t kBlockWeightBytes = int64_t{12} << 10;
+
   // Rows [r0, r1) x tokens [tc, te) of the chunk (activations re-laid in pa) in RB x TB tiles:
-  // every RB rows are packed once (into pw), then used by every token tile from L1.
+  // every RB rows are packed once per K block of groups (into pw), then used by every token
+  // tile from L1; long rows take several blocks, the tiles' accumulators kept between them.
   template <int RB, int TB>
   static void rows_tiled(const MatmulJob& j, int64_t r0, int64_t r1, int64_t tc, int64_t te,
                          const uint8_t* pa, uint8_t* pw, int64_t ng) {
+    const int64_t max_bg = std::max<int64_t>(1, kBlockWeightBytes / (RB * kWGroupBytes));
+    if (ng > max_bg) {
+      rows_tiled_k<RB, TB, true>(j, r0, r1, tc, te, pa, pw, ng, max_bg);
+    } else {
+      rows_tiled_k<RB, TB, false>(j, r0, r1, tc, te, pa, pw, ng, max_bg);
+    }
+  }
+  template <int RB, int TB, bool kSplitK>
+  static void rows_tiled_k(const MatmulJob& j, int64_t r0, int64_t r1, int64_t tc, int64_t te,
+                           const uint8_t* pa, uint8_t* pw, int64_t ng, int64_t max_bg) {
     const uint64_t rb = j.row_bytes;
     const int64_t per_tok = ng * kAGroupBytes;
+    // K blocks of equal size (bg groups, the last one shorter), at most max_bg groups each.
+    const int64_t nblk = (ng + max_bg - 1) / max_bg;
+    const int64_t bg = (ng + nblk - 1) / nblk;
+    const int64_t wrow = bg * kWGroupBytes;
     // Few token tiles: the weights stream from memory while the tiles compute, every token
     // tile prefetching its share of a later row tile (without, memory and arithmetic took
     // turns: matmul_bench --stream-batch 1).
     const int64_t full = (te - tc) / TB;
+    const int64_t ntiles = (te - tc + TB - 1) / TB;
     const int64_t tile_bytes = RB * static_cast<int64_t>(rb);
     const bool pf = full > 0 && full <= kPrefetchTokenTiles && tile_bytes <= tiles::kPrefetchMaxTileBytes;
+    const int64_t pf_parts = nblk * full;
+    __m512* parts = kSplitK ? scratch().partial(ntiles * RB * TB) : nullptr;
     for (int64_t r = r0; r < r1; r += RB) {
       const int rv = static_cast<int>(std::min<int64_t>(RB, r1 - r));
-      for (int i = 0; i < RB; ++i) {
-        uint8_t* dst = pw + i * ng * kWGroupBytes;
-        if (i < rv) {
-          for (int64_t g = 0; g < ng; ++g)
-            P::pack(j.w + static_cast<uint64_t>(r + i) * rb, j.cols, g, dst + g * kWGroupBytes);
-        } else {
-          std::memset(dst, 0, static_cast<size_t>(ng * kWGroupBytes));
-        }
-      }
       const uintptr_t pf0 = reinterpret_cast<uintptr_t>(j.w) + static_cast<uintptr_t>(r) * rb +
                             static_cast<uintptr_t>(tiles::prefetch_distance(tile_bytes));
-      int64_t t = tc;
-      for (int64_t k = 0; t + TB <= te; t += TB, ++k)
-        tile<RB, TB>(pw, pa + (t - tc) * per_tok, ng, j.y + t * j.y_stride + r, j.y_stride, rv,
-                     pf ? pf0 + static_cast<uintptr_t>(k * tile_bytes / full) : 0,
-                     pf ? pf0 + static_cast<uintptr_t>((k + 1) * tile_bytes / full) : 0);
-      if (t < te)
-        tile_rem<RB, TB - 1>(static_cast<int>(te - t), pw, pa + (t - tc) * per_tok, ng,
-                             j.y + t * j.y_stride + r, j.y_stride, rv);
+      for (int64_t blk = 0; blk < nblk; ++blk) {
+        const int64_t g0 = blk * bg, g1 = std::min(ng, g0 + bg);
+        for (int i = 0; i < RB; ++i) {
+          uint8_t* dst = pw + i * wrow;
+          if (i < rv) {
+            for (int64_t g = g0; g < g1; ++g)
+              P::pack(j.w + static_cast<uint64_t>(r + i) * rb, j.cols, g, dst + (g - g0) * kWGroupBytes);
+          } else {
+            std::memset(dst, 0, static_cast<size_t>(wrow));
+          }
+        }
+        const uint8_t* pab = pa + g0 * kAGroupBytes;
+        int64_t t = tc, k = 0;
+        for (; t + TB <= te; t += TB, ++k) {
+          const KBlock kb{parts ? parts + k * RB * TB : nullptr, blk == 0, blk == nblk - 1};
+          const int64_t part = blk * full + k;
+          tile<RB, TB, kSplitK>(pw, wrow, pab + (t - tc) * per_tok, per_tok, g1 - g0, kb, j.y + t * j.y_stride + r,
+                                j.y_stride, rv, pf ? pf0 + static_cast<uintptr_t>(part * tile_bytes / pf_parts) : 0,
+                                pf ? pf0 + static_cast<uintptr_t>((part + 1) * tile_bytes / pf_parts) : 0);
+        }
+        if (t < te) {
+          const KBlock kb{parts ? parts + k * RB * TB : nullptr, blk == 0, blk == nblk - 1};
+          tile_rem<RB, TB - 1, kSplitK>(static_cast<int>(te - t), pw, wrow, pab + (t - tc) * per_tok, per_tok, g1 - g0,
+                                        kb, j.y + t * j.y_stride + r, j.y_stride, rv);
+        }
+      }
     }
   }
 
@@ -509,25 +590,27 @@ struct Packed {
       const int64_t te = std::min(t1, tc + chunk);
       for (int64_t t = tc; t < te; ++t)
         relay_token<kLB, D::kOff, D::kMins, sums16<D>()>(j, t, ng, abuf.data() + (t - tc) * per_tok, kAGroupBytes);
-      if (te - tc > kFusedMax) {
-        if (te - tc <= kSmallChunk) {
+      const int64_t n = te - tc;
+      if (n > kFusedTokens) {
+        if (n <= kSmallChunk) {
           rows_tiled<3, 4>(j, r0, r1, tc, te, abuf.data(), wbuf.data(), ng);
         } else {
           rows_tiled<kR, kT>(j, r0, r1, tc, te, abuf.data(), wbuf.data(), ng);
         }
         continue;
       }
-      // One token tile: widen each group just before its use.
+      // Fused token tiles (at most kFusedMax tokens each, sizes within one of each other): each
+      // row tile's groups are widened just before their use, once per token tile; the second
+      // tile finds the row tile's weights in L1.
+      const int64_t parts = (n + kFusedMax - 1) / kFusedMax;
       for (int64_t r = r0; r < r1; r += kR) {
         const int rv = static_cast<int>(std::min<int64_t>(kR, r1 - r));
         uint8_t* gbuf = wbuf.data();
         if (rv < kR) std::memset(gbuf, 0, kR * kWGroupBytes);
-        float* y = j.y + tc * j.y_stride + r;
-        switch (te - tc) {
-          case 1: fused<1>(j, r, rv, abuf.data(), ng, gbuf, y, j.y_stride); break;
-          case 2: fused<2>(j, r, rv, abuf.data(), ng, gbuf, y, j.y_stride); break;
-          case 3: fused<3>(j, r, rv, abuf.data(), ng, gbuf, y, j.y_stride); break;
-          default: fused<kFusedMax>(j, r, rv, abuf.data(), ng, gbuf, y, j.y_stride); break;
+        for (int64_t p = 0; p < parts; ++p) {
+          const int64_t a = p * n / parts, b = (p + 1) * n / parts;
+          fused_n(static_cast<int>(b - a), j, r, rv, abuf.data() + a * per_tok, ng, gbuf,
+                  j.y + (tc + a) * j.y_stride + r, j.y_stride);
         }
       }
     }
