@@ -13,9 +13,10 @@ turns drafting off with num_speculative_tokens: 0), greedy chat completions, str
 Single stream: each workload alternates off / on (--rounds times). Decode speed is
 (completion tokens - 1) / (time from the first content chunk to the last); the acceptance rate
 comes from usage.completion_tokens_details (accepted / rejected_prediction_tokens). Whether the
-two answers are the same text is printed too: with --batch-invariant they must be; without it
-the AVX-512 kernels of several types sum a 1-token and a 5-token step in different orders, so
-a near-tie may go the other way, exactly as batching can.
+two answers are the same text is printed too: they must be, since every kernel is batch-invariant
+(on AVX-512 the quantized weights are re-laid at load for kernels that serve every token count
+alike); only a server run with --no-repack and without --batch-invariant may sum a 1-token and a
+5-token step in different orders, so a near-tie may go the other way, exactly as batching can.
 Streams (--streams N > 1): N closed-loop clients of one workload at once, off then on; output
 tokens/s over all of them from the server's triad_generation_tokens_total over --window seconds
 after --warmup (drafting stops while more than --spec-max-running requests run).

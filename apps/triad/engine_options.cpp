@@ -28,8 +28,9 @@ void EngineOptions::add_to(CLI::App& cmd) {
   cmd.add_flag("--no-prefix-caching", no_prefix_caching, "turn automatic prefix caching off");
   cmd.add_flag("--batch-invariant", batch_invariant,
                "make every token's result bitwise independent of what shares its step (batch size, prefix-cache "
-               "hits) on AVX-512 CPUs too, whose Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q2_K/Q3_K/Q4_K/Q5_K/Q6_K/IQ4_NL/IQ4_XS/MXFP4 kernels otherwise depend on "
-               "it; they then run their AVX2 kernels (slower prompts). Scalar and AVX2 CPUs always are");
+               "hits) with --no-repack on AVX-512 CPUs too, whose Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q2_K/Q3_K/Q4_K/Q5_K/Q6_K/IQ4_NL/IQ4_XS/MXFP4 "
+               "kernels on the file's GGUF layout otherwise depend on it; they then run their AVX2 kernels (slower prompts). "
+               "Without --no-repack (the default: weights re-laid at load), and on scalar and AVX2 CPUs, results always are");
   cmd.add_option("--speculative", speculative,
                  "speculative decoding: ngram (prompt lookup: each step drafts the next tokens from the request's "
                  "own context and verifies them in one pass, so outputs are those without it; 1.1-3x faster "

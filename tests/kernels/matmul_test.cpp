@@ -767,35 +767,31 @@ TEST(MatmulTest, RowsDoNotDependOnTheBatch) {
         // The lane layout runs one kernel for every token count: bitwise in both modes.
         const bool bitwise = invariant || lanes || level != IsaLevel::kAvx512 || t == DType::kF32 ||
                              t == DType::kF16 || t == DType::kBF16;
+        // Random rows x cols weights in t (in the lane layout if `lanes`), and n_max tokens of
+        // activations: each token alone against batches of every n in ns.
+        auto check = [&](int64_t rows, int64_t cols, int64_t n_max, std::initializer_list<int64_t> ns,
+                         const std::string& what) {
+          std::vector<uint8_t> wbytes = random_weights(t, rows, cols, rng);
+          if (lanes) wbytes = lanes_of(t, wbytes, rows, cols);
+          const WeightMatrix w{t, wbytes.data(), rows, cols, nullptr, lanes};
+          std::vector<float> x(static_cast<size_t>(n_max * cols));
+          std::normal_distribution<float> nd(0.f, 1.f);
+          for (float& v : x) v = nd(rng);
+          expect_rows_alone_as_batched(level, w, x, n_max, ns, bitwise,
+                                       std::string(dtype_name(t)) + (lanes ? " lanes" : "") + what);
+        };
         // Rows with a partial last lane group (896 columns: 1.75 groups of 32-element lane
         // blocks; 768: 1.5 groups of the K-quants' 32-element sub-blocks, 3 whole ones of Q6_K's
-        // 16) and 67 rows (partial row tiles of every shape).
-        const int64_t cols = traits(t).block_size == 256 ? 768 : 896, rows = 67;
-        std::vector<uint8_t> wbytes = random_weights(t, rows, cols, rng);
-        if (lanes) wbytes = lanes_of(t, wbytes, rows, cols);
-        const WeightMatrix w{t, wbytes.data(), rows, cols, nullptr, lanes};
-        // Up to 48 tokens the packed kernels tile 3 rows x 4 tokens, beyond 4 x 3 (and 1-3
-        // tokens fuse the packing into 4-row tiles; from the lane layout 1-8, as one or two
-        // fused token tiles: 5 = 3 + 2, 7 = 4 + 3), with every remainder (9, 17: 1 token left):
-        // every shape must give a lone token's bits.
-        const int64_t n_max = 56;
-        std::vector<float> x(static_cast<size_t>(n_max * cols));
-        std::normal_distribution<float> nd(0.f, 1.f);
-        for (float& v : x) v = nd(rng);
-        ASSERT_NO_FATAL_FAILURE(expect_rows_alone_as_batched(level, w, x, n_max, {2, 3, 4, 5, 6, 7, 8, 9, 16, 17, 33, 40, 49, 56},
-                                                             bitwise, std::string(dtype_name(t)) + (lanes ? " lanes" : "")));
+        // 16) and 67 rows (partial row tiles of every shape). Up to 48 tokens the packed kernels
+        // tile 3 rows x 4 tokens, beyond 4 x 3 (and 1-3 tokens fuse the packing into 4-row
+        // tiles; from the lane layout 1-4, 1-8 for Q6_K / Q3_K / Q2_K as one or two fused token
+        // tiles: 5 = 3 + 2, 7 = 4 + 3), with every remainder (9, 17: 1 token left): every shape
+        // must give a lone token's bits.
+        ASSERT_NO_FATAL_FAILURE(check(67, traits(t).block_size == 256 ? 768 : 896, 56,
+                                      {2, 3, 4, 5, 6, 7, 8, 9, 16, 17, 33, 40, 49, 56}, ""));
         // Long rows (4864 columns, 4608 for the 256-blocks): the packed tiles run them in
         // several K blocks, keeping their lane sums between blocks.
-        const int64_t long_cols = traits(t).block_size == 256 ? 4608 : 4864, long_rows = 7;
-        std::vector<uint8_t> lbytes = random_weights(t, long_rows, long_cols, rng);
-        if (lanes) lbytes = lanes_of(t, lbytes, long_rows, long_cols);
-        const WeightMatrix lw{t, lbytes.data(), long_rows, long_cols, nullptr, lanes};
-        const int64_t long_max = 17;
-        std::vector<float> lx(static_cast<size_t>(long_max * long_cols));
-        for (float& v : lx) v = nd(rng);
-        ASSERT_NO_FATAL_FAILURE(expect_rows_alone_as_batched(level, lw, lx, long_max, {5, 8, 9, 16, 17}, bitwise,
-                                                             std::string(dtype_name(t)) + (lanes ? " lanes" : "") +
-                                                                 " long rows"));
+        ASSERT_NO_FATAL_FAILURE(check(7, traits(t).block_size == 256 ? 4608 : 4864, 17, {5, 8, 9, 16, 17}, " long rows"));
       }
     }
   }
