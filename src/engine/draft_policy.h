@@ -37,6 +37,7 @@ class DraftPolicy {
   void pause(int src) { pause_[src] = kPauseSteps; }
   // The source of this step's draft (-1: none), set when the draft is handed to the scheduler.
   void set_source(int src) { source_ = src; }
+  int source() const { return source_; }
   // After verification: `accepted` of `drafted` tokens of this step's draft were taken.
   void verified(int32_t drafted, int32_t accepted);
 

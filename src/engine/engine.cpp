@@ -121,6 +121,7 @@ struct Engine::Impl {
   int64_t generated_total = 0, prompt_total = 0, steps = 0, finished_total = 0;
   int64_t embeddings_total = 0, embedding_tokens_total = 0;
   int64_t spec_draft_total = 0, spec_accepted_total = 0;
+  int64_t spec_draft_by_source[2] = {0, 0}, spec_accepted_by_source[2] = {0, 0};  // DraftPolicy::kLookup, kModel
   int64_t internal_errors = 0;
 
   std::thread thread;
@@ -152,8 +153,7 @@ struct Engine::Impl {
       snapshot.generated_tokens = generated_total;
       snapshot.embedding_requests = embeddings_total;
       snapshot.embedding_tokens = embedding_tokens_total;
-      snapshot.spec_draft_tokens = spec_draft_total;
-      snapshot.spec_accepted_tokens = spec_accepted_total;
+      copy_spec_counts(snapshot);
     }
     try {
       sink->on_finish(id, reason, t, error);
@@ -239,12 +239,20 @@ struct Engine::Impl {
     e.requests_finished = finished_total;
     e.embedding_requests = embeddings_total;
     e.embedding_tokens = embedding_tokens_total;
-    e.spec_draft_tokens = spec_draft_total;
-    e.spec_accepted_tokens = spec_accepted_total;
+    copy_spec_counts(e);
     e.internal_errors = internal_errors;
     std::lock_guard<std::mutex> lk(mu);
     snapshot = e;
     last_progress = Clock::now();
+  }
+
+  void copy_spec_counts(EngineStats& e) const {
+    e.spec_draft_tokens = spec_draft_total;
+    e.spec_accepted_tokens = spec_accepted_total;
+    e.spec_lookup_draft_tokens = spec_draft_by_source[DraftPolicy::kLookup];
+    e.spec_lookup_accepted_tokens = spec_accepted_by_source[DraftPolicy::kLookup];
+    e.spec_model_draft_tokens = spec_draft_by_source[DraftPolicy::kModel];
+    e.spec_model_accepted_tokens = spec_accepted_by_source[DraftPolicy::kModel];
   }
 
   // Drafts for the decoding requests that speculate, unless too many run: a lookup in the
@@ -332,9 +340,14 @@ struct Engine::Impl {
       const auto n_acc = static_cast<int32_t>(accepted.size()) - 1;
       l.timings.draft_tokens += s.n_draft;
       l.timings.accepted_tokens += n_acc;
+      const int src = l.drafting.source();
+      TRIAD_CHECK(src == DraftPolicy::kLookup || src == DraftPolicy::kModel, "engine: request ", s.id,
+                  " has a draft of no source");
       l.drafting.verified(s.n_draft, n_acc);
       spec_draft_total += s.n_draft;
       spec_accepted_total += n_acc;
+      spec_draft_by_source[src] += s.n_draft;
+      spec_accepted_by_source[src] += n_acc;
     }
   }
 

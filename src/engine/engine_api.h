@@ -132,6 +132,10 @@ struct EngineStats {
   int64_t embedding_tokens = 0;       // of their prompt tokens
   int64_t spec_draft_tokens = 0;      // speculative tokens verified
   int64_t spec_accepted_tokens = 0;   // of which accepted
+  // The same by source (draft_policy.h): prompt lookup (the request's context and its
+  // `prediction`), then the draft model; lookup + model = the totals above.
+  int64_t spec_lookup_draft_tokens = 0, spec_lookup_accepted_tokens = 0;
+  int64_t spec_model_draft_tokens = 0, spec_model_accepted_tokens = 0;
   int64_t internal_errors = 0;        // loop iterations that failed unexpectedly (their
                                       // requests finished with kError); 0 in a healthy engine
   double last_progress_s = 0;         // seconds since the loop last completed an iteration

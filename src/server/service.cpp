@@ -620,6 +620,22 @@ void Service::metrics(std::shared_ptr<ResponseWriter> w) const {
         [](const Row& r) { return r.s.spec_draft_tokens; });
   gauge("triad_spec_decode_accepted_tokens_total", "counter", "Speculative draft tokens accepted (each saved a step).",
         [](const Row& r) { return r.s.spec_accepted_tokens; });
+  // By source: the totals' parts, so that each source's acceptance rate can be tuned (prompt
+  // lookup runs first; the draft model drafts where lookup finds nothing).
+  auto by_source = [&](const char* name, const char* text, auto lookup, auto model) {
+    help(name, "counter", text);
+    for (const Row& r : rows) {
+      o << name << "{" << label(r.m) << ",source=\"lookup\"} " << lookup(r.s) << "\n";
+      o << name << "{" << label(r.m) << ",source=\"draft_model\"} " << model(r.s) << "\n";
+    }
+  };
+  by_source("triad_spec_decode_source_draft_tokens_total",
+            "Speculative draft tokens verified, by source: prompt lookup (context and prediction) or the draft model.",
+            [](const engine::EngineStats& s) { return s.spec_lookup_draft_tokens; },
+            [](const engine::EngineStats& s) { return s.spec_model_draft_tokens; });
+  by_source("triad_spec_decode_source_accepted_tokens_total", "Speculative draft tokens accepted, by source.",
+            [](const engine::EngineStats& s) { return s.spec_lookup_accepted_tokens; },
+            [](const engine::EngineStats& s) { return s.spec_model_accepted_tokens; });
   gauge("triad_preemptions_total", "counter", "Requests preempted for KV space.", [](const Row& r) { return r.s.preemptions; });
   gauge("triad_engine_steps_total", "counter", "Engine steps that ran a forward pass.", [](const Row& r) { return r.s.steps; });
   gauge("triad_embedding_requests_total", "counter", "/v1/embeddings requests answered.",

@@ -175,7 +175,11 @@ void Service::stats(std::shared_ptr<ResponseWriter> w) const {
            {"accepted_tokens", s.spec_accepted_tokens},
            {"acceptance_rate", s.spec_draft_tokens > 0
                                    ? static_cast<double>(s.spec_accepted_tokens) / static_cast<double>(s.spec_draft_tokens)
-                                   : 0.0}}},
+                                   : 0.0},
+           {"by_source",
+            {{"lookup", {{"draft_tokens", s.spec_lookup_draft_tokens}, {"accepted_tokens", s.spec_lookup_accepted_tokens}}},
+             {"draft_model",
+              {{"draft_tokens", s.spec_model_draft_tokens}, {"accepted_tokens", s.spec_model_accepted_tokens}}}}}}},
          {"requests",
           {{"ok", mm.requests_ok.load()},
            {"error", mm.requests_error.load()},

@@ -5,10 +5,19 @@ themselves are checked against decoding without drafts in tests/unit/engine_test
 every weight type, batched, in test_determinism.py."""
 from __future__ import annotations
 
+import re
+
 import openai
 import pytest
 
 from test_openai_sdk import client, httpx, metric
+
+
+def source_metric(s, name: str, model: str, source: str) -> float:
+    text = httpx.get(s.base + "/metrics").text
+    m = re.search(rf'^{name}{{model="{model}",source="{source}"}} ([0-9.e+-]+)$', text, re.M)
+    assert m, f"{name} for {source} missing from /metrics"
+    return float(m.group(1))
 
 
 def ask(s, **extra):
@@ -26,6 +35,7 @@ def test_prediction_and_per_request_control(server):
     assert d["accepted_prediction_tokens"] == 0 and d["rejected_prediction_tokens"] == 0
     drafted = metric(server, "triad_spec_decode_draft_tokens_total", "stories")
     accepted = metric(server, "triad_spec_decode_accepted_tokens_total", "stories")
+    looked_up = source_metric(server, "triad_spec_decode_source_draft_tokens_total", "stories", "lookup")
     # The right answer as the prediction: most drafts are taken, the text is the same.
     pred = ask(server, prediction={"type": "content", "content": text})
     assert pred["choices"][0]["text"] == text
@@ -35,6 +45,10 @@ def test_prediction_and_per_request_control(server):
         d["accepted_prediction_tokens"] + d["rejected_prediction_tokens"]
     assert metric(server, "triad_spec_decode_accepted_tokens_total", "stories") - accepted == \
         d["accepted_prediction_tokens"]
+    # A prediction is drafted by lookup; this server has no draft model.
+    assert source_metric(server, "triad_spec_decode_source_draft_tokens_total", "stories", "lookup") - looked_up == \
+        d["accepted_prediction_tokens"] + d["rejected_prediction_tokens"]
+    assert source_metric(server, "triad_spec_decode_source_draft_tokens_total", "stories", "draft_model") == 0
     # A wrong prediction: drafts are refused, the text is still the same.
     wrong = ask(server, prediction={"type": "content", "content": "Tom had a big red ball. " * 8})
     assert wrong["choices"][0]["text"] == text
@@ -93,6 +107,14 @@ def test_draft_model_serving_and_its_errors(server):
         got = ask(s)
         assert got["choices"][0]["text"] == want
         assert got["usage"]["completion_tokens_details"]["accepted_prediction_tokens"] > 0
+        # Each source's counts are their own and add up to the totals (/metrics and /stats).
+        model_drafts = source_metric(s, "triad_spec_decode_source_draft_tokens_total", "stories", "draft_model")
+        assert model_drafts > 0
+        total = metric(s, "triad_spec_decode_draft_tokens_total", "stories")
+        assert source_metric(s, "triad_spec_decode_source_draft_tokens_total", "stories", "lookup") + model_drafts == total
+        spec = httpx.get(s.base + "/stats").json()["models"][0]["speculative"]
+        assert spec["by_source"]["draft_model"]["draft_tokens"] == model_drafts
+        assert spec["by_source"]["lookup"]["draft_tokens"] + model_drafts == spec["draft_tokens"] == total
         assert any("draft model" in line for line in s.log), "".join(s.log[-20:])
     finally:
         assert s.stop() == 0

@@ -310,8 +310,14 @@ def check_stats(doc: dict, model_ids: list[str]) -> None:
 
         assert set(m["tokens"]) == {"prompt", "generated"} and all(is_count(v) for v in m["tokens"].values()), where
         sp = m["speculative"]
-        assert set(sp) == {"draft_tokens", "accepted_tokens", "acceptance_rate"}, (where, sp)
+        assert set(sp) == {"draft_tokens", "accepted_tokens", "acceptance_rate", "by_source"}, (where, sp)
         assert is_count(sp["draft_tokens"]) and is_count(sp["accepted_tokens"]), (where, sp)
+        assert set(sp["by_source"]) == {"lookup", "draft_model"}, (where, sp)
+        for src in sp["by_source"].values():
+            assert set(src) == {"draft_tokens", "accepted_tokens"} and all(is_count(v) for v in src.values()), (where, sp)
+            assert src["accepted_tokens"] <= src["draft_tokens"], (where, sp)
+        for key in ("draft_tokens", "accepted_tokens"):
+            assert sum(src[key] for src in sp["by_source"].values()) == sp[key], (where, sp)
         assert sp["accepted_tokens"] <= sp["draft_tokens"] and 0 <= sp["acceptance_rate"] <= 1, (where, sp)
         if sp["draft_tokens"]:
             assert abs(sp["acceptance_rate"] - sp["accepted_tokens"] / sp["draft_tokens"]) < 1e-9, (where, sp)

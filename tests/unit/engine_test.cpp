@@ -341,6 +341,11 @@ void check_equivalence(const Model& m) {
     EXPECT_GT(s.spec_draft_tokens, 0);
     std::printf("prompt lookup: %lld of %lld draft tokens accepted\n", static_cast<long long>(s.spec_accepted_tokens),
                 static_cast<long long>(s.spec_draft_tokens));
+    // Every draft was a lookup's.
+    EXPECT_EQ(s.spec_lookup_draft_tokens, s.spec_draft_tokens);
+    EXPECT_EQ(s.spec_lookup_accepted_tokens, s.spec_accepted_tokens);
+    EXPECT_EQ(s.spec_model_draft_tokens, 0);
+    EXPECT_EQ(s.spec_model_accepted_tokens, 0);
     expect_pool_at_rest(eng);
   }
   {  // Predicted outputs, right except every 5th token, under a tiny pool and budget: drafts are
@@ -674,8 +679,15 @@ TEST(EngineTest, DraftModelSpeculationKeepsTheOutputs) {
     expect_same_outputs(plain, run_prompts(eng, prompts, 24, false), d == m ? "drafted by itself" : "drafted by another model");
     const EngineStats s = settled_stats(eng);
     EXPECT_GT(s.spec_draft_tokens, 0);
-    std::printf("%s: %lld of %lld draft tokens accepted\n", d == m ? "draft = the model" : "draft = another model",
-                static_cast<long long>(s.spec_accepted_tokens), static_cast<long long>(s.spec_draft_tokens));
+    std::printf("%s: %lld of %lld draft tokens accepted (the draft model's: %lld of %lld)\n",
+                d == m ? "draft = the model" : "draft = another model", static_cast<long long>(s.spec_accepted_tokens),
+                static_cast<long long>(s.spec_draft_tokens), static_cast<long long>(s.spec_model_accepted_tokens),
+                static_cast<long long>(s.spec_model_draft_tokens));
+    // The two sources add up to the totals, and the draft model drafted.
+    EXPECT_EQ(s.spec_lookup_draft_tokens + s.spec_model_draft_tokens, s.spec_draft_tokens);
+    EXPECT_EQ(s.spec_lookup_accepted_tokens + s.spec_model_accepted_tokens, s.spec_accepted_tokens);
+    EXPECT_GT(s.spec_model_draft_tokens, 0);
+    EXPECT_LE(s.spec_model_accepted_tokens, s.spec_model_draft_tokens);
     if (d == m) {
       EXPECT_GT(s.spec_accepted_tokens * 10, s.spec_draft_tokens * 9);  // greedy agrees with itself
     }
