@@ -785,13 +785,14 @@ TEST(MatmulTest, RowsDoNotDependOnTheBatch) {
         // 16) and 67 rows (partial row tiles of every shape). Up to 48 tokens the packed kernels
         // tile 3 rows x 4 tokens, beyond 4 x 3 (and 1-3 tokens fuse the packing into 4-row
         // tiles; from the lane layout 1-4, 1-8 for Q6_K / Q3_K / Q2_K as one or two fused token
-        // tiles: 5 = 3 + 2, 7 = 4 + 3), with every remainder (9, 17: 1 token left): every shape
+        // tiles: 5 = 2 + 3, 7 = 3 + 4), with every remainder (9, 17: 1 token left): every shape
         // must give a lone token's bits.
         ASSERT_NO_FATAL_FAILURE(check(67, traits(t).block_size == 256 ? 768 : 896, 56,
                                       {2, 3, 4, 5, 6, 7, 8, 9, 16, 17, 33, 40, 49, 56}, ""));
-        // Long rows (4864 columns, 4608 for the 256-blocks): the packed tiles run them in
-        // several K blocks, keeping their lane sums between blocks.
-        ASSERT_NO_FATAL_FAILURE(check(7, traits(t).block_size == 256 ? 4608 : 4864, 17, {5, 8, 9, 16, 17}, " long rows"));
+        // Long rows (8960 columns): the packed tiles run them in K blocks, keeping their lane
+        // sums between blocks: 3 x 4 tiles (up to 48 tokens) in 3 blocks, 4 x 3 tiles in 4-5
+        // (middle blocks, a shorter last one, Q4_K's half group).
+        ASSERT_NO_FATAL_FAILURE(check(7, 8960, 56, {5, 8, 9, 16, 17, 49, 56}, " long rows"));
       }
     }
   }
