@@ -120,8 +120,8 @@ struct Engine::Impl {
   std::atomic<RequestId> next_id{1};
   int64_t generated_total = 0, prompt_total = 0, steps = 0, finished_total = 0;
   int64_t embeddings_total = 0, embedding_tokens_total = 0;
-  int64_t spec_draft_total = 0, spec_accepted_total = 0;
-  int64_t spec_draft_by_source[2] = {0, 0}, spec_accepted_by_source[2] = {0, 0};  // DraftPolicy::kLookup, kModel
+  // Speculative tokens verified and accepted, by source (DraftPolicy::kLookup, kModel).
+  int64_t spec_draft_by_source[2] = {0, 0}, spec_accepted_by_source[2] = {0, 0};
   int64_t internal_errors = 0;
 
   std::thread thread;
@@ -247,8 +247,8 @@ struct Engine::Impl {
   }
 
   void copy_spec_counts(EngineStats& e) const {
-    e.spec_draft_tokens = spec_draft_total;
-    e.spec_accepted_tokens = spec_accepted_total;
+    e.spec_draft_tokens = spec_draft_by_source[0] + spec_draft_by_source[1];
+    e.spec_accepted_tokens = spec_accepted_by_source[0] + spec_accepted_by_source[1];
     e.spec_lookup_draft_tokens = spec_draft_by_source[DraftPolicy::kLookup];
     e.spec_lookup_accepted_tokens = spec_accepted_by_source[DraftPolicy::kLookup];
     e.spec_model_draft_tokens = spec_draft_by_source[DraftPolicy::kModel];
@@ -344,8 +344,6 @@ struct Engine::Impl {
       TRIAD_CHECK(src == DraftPolicy::kLookup || src == DraftPolicy::kModel, "engine: request ", s.id,
                   " has a draft of no source");
       l.drafting.verified(s.n_draft, n_acc);
-      spec_draft_total += s.n_draft;
-      spec_accepted_total += n_acc;
       spec_draft_by_source[src] += s.n_draft;
       spec_accepted_by_source[src] += n_acc;
     }
