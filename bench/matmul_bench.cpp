@@ -13,15 +13,16 @@
 // Types: every GGUF weight type, and the online row-scaled fp8_e4m3 / int8 (W8A8).
 // --resident 1: n=1 reads one copy of the weights again and again, so a matrix that fits the
 // caches measures the kernel's compute-bound rate (where a kernel stops being memory-bound).
-// --layout gguf,lanes: the quantized types that have a lane layout (kernels/lane_layout.h, what
-// a model loads into on AVX-512) are measured in each listed layout; "~L" marks the lane rows.
+// --layout gguf,lanes,panels: the quantized types that have a lane layout (kernels/lane_layout.h)
+// or a panel layout (kernels/panel_layout.h; what a model loads into on AVX-512) are measured in
+// each listed layout that they have; "~L" marks the lane rows, "~P" the panels.
 // --batch N: the token count of the compute-bound column (default 512; 16 is a 16-way decode).
 //   It reads one copy of the weights (cache-resident where they fit) unless --stream-batch 1,
 //   which cycles the copies as n=1 does: a batched decode step streams its weights from DRAM,
 //   so that row shows how well a kernel overlaps memory with arithmetic.
 // usage: matmul_bench [--types f16,q8_0,...] [--shapes 896x896,...] [--threads 1,2]
 //                     [--tokens 1,512] [--isa scalar|avx2|avx512] [--min-time SECONDS]
-//                     [--resident 0|1] [--layout gguf,lanes] [--batch N]
+//                     [--resident 0|1] [--layout gguf,lanes,panels] [--batch N]
 //                     [--stream-batch 0|1]
 // Thread-safety: single-threaded driver; the kernels run on a ThreadPool.
 #include <algorithm>
@@ -37,6 +38,7 @@
 #include "base/thread_pool.h"
 #include "base/timer.h"
 #include "kernels/lane_layout.h"
+#include "kernels/panel_layout.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_impl.h"
 #include "kernels/membw.h"
@@ -172,7 +174,7 @@ int main(int argc, char** argv) {
   triad::IsaLevel isa = triad::best_isa();
   double min_time = 0.25;
   bool resident = false;
-  std::vector<std::string> layouts = split("gguf,lanes");
+  std::vector<std::string> layouts = split("gguf,lanes,panels");
   int64_t batch = 512;
   bool stream_batch = false;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -190,7 +192,7 @@ int main(int argc, char** argv) {
                                 : v == "avx2" ? triad::IsaLevel::kAvx2 : triad::IsaLevel::kAvx512;
     else { std::fprintf(stderr, "unknown option %s\n", a.c_str()); return 2; }
   }
-  // GGUF rows first: the lane rows are re-laid in the same buffer.
+  // GGUF rows first: the other layouts are re-laid in the same buffer.
   std::stable_sort(layouts.begin(), layouts.end(), [](const std::string& a, const std::string& b) {
     return a == "gguf" && b != "gguf";
   });
@@ -238,18 +240,44 @@ int main(int argc, char** argv) {
       std::vector<float> scales(triad::dtype_has_row_scale(t) ? static_cast<size_t>(s.rows) : 0, 0.01f);
       const float* rs = scales.empty() ? nullptr : scales.data();
       for (auto& v : x) v = rng.uniform();
+      std::string held = "gguf";  // the layout w is in
       for (const std::string& layout : layouts) {
-      const bool lanes = layout == "lanes";
+      const bool lanes = layout == "lanes", panels = layout == "panels";
       if (lanes && !triad::kernels::lane_layout_supported(t)) continue;
-      if (lanes) {  // re-lay every copy, as a model load does
+      if (panels && !triad::kernels::panel_layout_fits(t, s.rows)) continue;
+      if (layout != held) {  // re-lay every copy, 16 rows at a time, as a model load does
         const uint64_t rb = triad::row_bytes(t, static_cast<uint64_t>(s.cols));
-        std::vector<uint8_t> tmp(static_cast<size_t>(rb));
-        for (uint64_t r = 0; r < w.size() / rb; ++r) {
-          std::memcpy(tmp.data(), w.data() + r * rb, rb);
-          triad::kernels::row_to_lanes(t, tmp.data(), s.cols, w.data() + r * rb);
+        std::vector<uint8_t> tmp(static_cast<size_t>(16 * rb));
+        const uint64_t total = w.size() / rb;  // whole copies of rows; panels: a multiple of 16
+        for (uint64_t r = 0; r < total; r += 16) {
+          const uint64_t n = std::min<uint64_t>(16, total - r);
+          uint8_t* at = w.data() + r * rb;
+          if (held == "panels") {
+            triad::kernels::panel_to_rows(t, at, s.cols, tmp.data());
+          } else {
+            for (uint64_t i = 0; i < n; ++i) {
+              if (held == "lanes") {
+                triad::kernels::row_from_lanes(t, at + i * rb, s.cols, tmp.data() + i * rb);
+              } else {
+                std::memcpy(tmp.data() + i * rb, at + i * rb, rb);
+              }
+            }
+          }
+          if (panels) {
+            triad::kernels::panel_from_rows(t, tmp.data(), s.cols, at);
+          } else {
+            for (uint64_t i = 0; i < n; ++i) {
+              if (lanes) {
+                triad::kernels::row_to_lanes(t, tmp.data() + i * rb, s.cols, at + i * rb);
+              } else {
+                std::memcpy(at + i * rb, tmp.data() + i * rb, rb);
+              }
+            }
+          }
         }
+        held = layout;
       }
-      const std::string label = tn + (lanes ? "~L" : "");
+      const std::string label = tn + (lanes ? "~L" : panels ? "~P" : "");
       for (const std::string& th : threads) {
         triad::ThreadPool pool(std::atoi(th.c_str()));
         double gbs = 0, gflops = 0;
@@ -263,7 +291,7 @@ int main(int argc, char** argv) {
             sec = std::min(sec, best_seconds(
                 [&](int64_t call) {
                   const triad::kernels::WeightMatrix wm{
-                      t, w.data() + (static_cast<uint64_t>(call) % copies) * mbytes, s.rows, s.cols, rs, lanes};
+                      t, w.data() + (static_cast<uint64_t>(call) % copies) * mbytes, s.rows, s.cols, rs, lanes, panels};
                   triad::kernels::matmul_isa(isa, wm, x.data(), 1, s.cols, y.data(), s.rows, pool);
                 },
                 min_time / 3, 2, static_cast<int>(std::min<uint64_t>(copies, 100000))));
@@ -275,7 +303,7 @@ int main(int argc, char** argv) {
           const double sec = best_seconds(
               [&](int64_t call) {
                 const triad::kernels::WeightMatrix wm{
-                    t, w.data() + (static_cast<uint64_t>(call) % bcopies) * mbytes, s.rows, s.cols, rs, lanes};
+                    t, w.data() + (static_cast<uint64_t>(call) % bcopies) * mbytes, s.rows, s.cols, rs, lanes, panels};
                 triad::kernels::matmul_isa(isa, wm, x.data(), batch, s.cols, y.data(), s.rows, pool);
               },
               min_time, 3, static_cast<int>(std::min<uint64_t>(bcopies, 1000)));

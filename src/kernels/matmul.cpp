@@ -23,6 +23,7 @@
 #include "kernels/lane_layout.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_impl.h"
+#include "kernels/panel_layout.h"
 
 namespace triad::kernels {
 namespace {
@@ -77,7 +78,7 @@ bool avx512_batch_dependent(DType t) {
 MatmulRowsFn rows_fn(IsaLevel level, DType t, bool lanes) {
   switch (level) {
     case IsaLevel::kAvx512:
-      // The lane layout runs the packed kernels for every token count: invariant as it is.
+      // The lane and panel layouts run one kernel for every token count: invariant as they are.
       if (!lanes && avx512_batch_dependent(t) && g_batch_invariant.load(std::memory_order_relaxed))
         return matmul_rows_avx2;
       return matmul_rows_avx512;
@@ -87,19 +88,28 @@ MatmulRowsFn rows_fn(IsaLevel level, DType t, bool lanes) {
   return matmul_rows_ref;
 }
 
-// Rows [r0, r1) of a lane-layout job on a level without lane kernels (AVX2, scalar): laid back
-// into GGUF blocks 16 rows at a time, in a scratch of the calling thread, and run there.
+// Rows [r0, r1) of a lane- or panel-layout job on a level without their kernels (AVX2,
+// scalar): laid back into GGUF blocks 16 rows at a time (panels: r0 is a whole panel's first
+// row, as every row split makes it), in a scratch of the calling thread, and run there.
 void rows_from_lanes(MatmulRowsFn fn, const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
   thread_local AlignedBuffer<uint8_t> buf;
   constexpr int64_t kRows = 16;
+  static_assert(kRows == kPanelRows);
+  TRIAD_CHECK(!j.panels || r0 % kPanelRows == 0, "matmul: panel rows split at ", r0);
   if (buf.size() < kRows * j.row_bytes) buf.resize(static_cast<size_t>(kRows * j.row_bytes));
   for (int64_t r = r0; r < r1; r += kRows) {
     const int64_t n = std::min(kRows, r1 - r);
-    for (int64_t i = 0; i < n; ++i)
-      row_from_lanes(j.type, j.w + static_cast<uint64_t>(r + i) * j.row_bytes, j.cols,
-                     buf.data() + static_cast<uint64_t>(i) * j.row_bytes);
+    const uint8_t* from = j.w + static_cast<uint64_t>(r) * j.row_bytes;
+    if (j.panels) {
+      panel_to_rows(j.type, from, j.cols, buf.data());
+    } else {
+      for (int64_t i = 0; i < n; ++i)
+        row_from_lanes(j.type, from + static_cast<uint64_t>(i) * j.row_bytes, j.cols,
+                       buf.data() + static_cast<uint64_t>(i) * j.row_bytes);
+    }
     MatmulJob b = j;
     b.lanes = false;
+    b.panels = false;
     b.w = buf.data();
     b.rows = n;
     b.y = j.y + r;
@@ -218,6 +228,8 @@ void check_matmul_args(const WeightMatrix& w, const float* x, int64_t n_tokens, 
   // I8 rows are dotted in int32: 127 * 127 * cols must stay below 2^31.
   TRIAD_CHECK(w.type != DType::kI8 || w.cols <= 131072, "matmul: I8 rows of ", w.cols,
               " columns exceed 131072");
+  TRIAD_CHECK(!w.panels || (!w.lanes && panel_layout_fits(w.type, w.rows)), "matmul: ", dtype_name(w.type),
+              " x ", w.rows, " rows has no panel layout");
   TRIAD_CHECK(!w.lanes || lane_layout_supported(w.type), "matmul: ", dtype_name(w.type),
               " has no lane layout");
   TRIAD_CHECK(w.rows >= 0 && w.cols >= 0 && n_tokens >= 0, "matmul: negative size (rows ",
@@ -275,8 +287,9 @@ Product make_product(IsaLevel level, const WeightMatrix& w, const float* x, int6
   j.y_stride = y_stride;
   j.row_scale = w.row_scale;
   j.lanes = w.lanes;
-  p.rows = rows_fn(level, w.type, w.lanes);
-  p.lay_back = w.lanes && p.rows != matmul_rows_avx512;
+  j.panels = w.panels;
+  p.rows = rows_fn(level, w.type, w.lanes || w.panels);
+  p.lay_back = (w.lanes || w.panels) && p.rows != matmul_rows_avx512;
   return p;
 }
 
@@ -417,6 +430,7 @@ void matmul_experts_isa(IsaLevel level, const ExpertProducts& e, const float* x,
   const int32_t sets = data2 ? 2 : 1;
   TRIAD_CHECK(e.n >= 0 && e.begin != nullptr && e.begin[0] == 0, "matmul_experts: bad expert table");
   TRIAD_CHECK(!dtype_has_row_scale(e.shape.type), "matmul_experts: row-scaled weights are not supported");
+  TRIAD_CHECK(!e.shape.panels, "matmul_experts: experts are not laid out in panels");
   TRIAD_CHECK(matmul_isa_supported(level), "matmul_experts: this CPU does not support ", isa_name(level));
   const int64_t cols = e.shape.cols, total = e.begin[e.n];
   int64_t most = 0;

@@ -22,6 +22,9 @@ struct WeightMatrix {
   // Rows in the lane layout (kernels/lane_layout.h) instead of GGUF blocks: set by the load-time
   // re-layout (ModelWeights::relayout) for the types lane_layout_supported() names.
   bool lanes = false;
+  // Rows in 16-row panels (kernels/panel_layout.h) instead of GGUF blocks (never with `lanes`):
+  // set by the load-time re-layout for the types and row counts panel_layout_fits() accepts.
+  bool panels = false;
 };
 
 // Y[t*y_stride + r] = sum_c W[r][c] * X[t*x_stride + c], for t < n_tokens, r < rows.

@@ -243,6 +243,10 @@ struct KQuant {
 }  // namespace
 
 void matmul_rows_quant(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+  if (j.panels) {
+    matmul_rows_panels(j, r0, r1, t0, t1);
+    return;
+  }
   if (j.lanes || t1 - t0 >= kPackedMinTokens) {  // the lane layout: packed kernels only
     matmul_rows_packed(j, r0, r1, t0, t1);
     return;

@@ -14,6 +14,7 @@
 #include "base/timer.h"
 #include "gguf/gguf_file.h"
 #include "kernels/lane_layout.h"
+#include "kernels/panel_layout.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/paged_attention.h"
@@ -143,12 +144,17 @@ void Model::embed(std::span<const int32_t> tokens, std::span<const int32_t> posi
   };
   pool.parallel_for(static_cast<int64_t>(tokens.size()), [&](int64_t b, int64_t end) {
     std::vector<float> extra(c.encoder ? static_cast<size_t>(E) : 0);
-    std::vector<uint8_t> blocks(weights_.token_embd.lanes ? row_bytes(weights_.token_embd.type, static_cast<uint64_t>(E)) : 0);
+    const kernels::WeightMatrix& emb = weights_.token_embd;
+    std::vector<uint8_t> blocks(emb.lanes || emb.panels ? row_bytes(emb.type, static_cast<uint64_t>(E)) : 0);
     for (int64_t t = b; t < end; ++t) {
       float* dst = x + t * E;
-      const uint8_t* row = row_of(weights_.token_embd, tokens[t]);
-      if (weights_.token_embd.lanes) {  // the tied output, re-laid for the kernels
-        kernels::row_from_lanes(weights_.token_embd.type, row, E, blocks.data());
+      const uint8_t* row = row_of(emb, tokens[t]);
+      if (emb.lanes) {  // the tied output, re-laid for the kernels
+        kernels::row_from_lanes(emb.type, row, E, blocks.data());
+        row = blocks.data();
+      } else if (emb.panels) {  // the same, in panels: row i of the panel that holds it
+        const int i = static_cast<int>(tokens[t] % kernels::kPanelRows);
+        kernels::row_from_panel(emb.type, row_of(emb, tokens[t] - i), i, E, blocks.data());
         row = blocks.data();
       }
       kernels::dequantize_row(weights_.token_embd.type, row, dst, E);

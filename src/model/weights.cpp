@@ -9,6 +9,7 @@
 #include "gguf/gguf_file.h"
 #include "base/thread_pool.h"
 #include "kernels/lane_layout.h"
+#include "kernels/panel_layout.h"
 #include "kernels/quant.h"
 #include "tensor/dtype.h"
 #include "tensor/fp16.h"
@@ -239,22 +240,29 @@ ModelWeights::Relayout ModelWeights::relayout(const gguf::GgufFile& f, int threa
     return true;
   };
   // The rows of one matrix of `type` and `cols` at src re-laid into dst (src itself: in place,
-  // each row through a copy). A copy is made in slices of about 16 MiB, each slice's file
-  // pages released once it is done, so that loading peaks at one slice above the model, not
-  // one matrix (the 138 MiB output of Qwen2.5-0.5B).
-  auto relay = [&](DType type, int64_t rows, int64_t cols, const uint8_t* src, uint8_t* dst) {
+  // each row or panel through a copy): into panels of 16 rows (kernels/panel_layout.h) with
+  // `panels`, else row by row into the lane layout. A copy is made in slices of about 16 MiB,
+  // each slice's file pages released once it is done, so that loading peaks at one slice above
+  // the model, not one matrix (the 138 MiB output of Qwen2.5-0.5B).
+  auto relay = [&](DType type, int64_t rows, int64_t cols, const uint8_t* src, uint8_t* dst, bool panels) {
     const uint64_t rb = row_bytes(type, static_cast<uint64_t>(cols));
     const bool in_place = src == dst;
-    const int64_t slice = std::max<int64_t>(1, static_cast<int64_t>((uint64_t{16} << 20) / rb));
+    const int64_t unit = panels ? kernels::kPanelRows : 1;  // rows re-laid together
+    const int64_t slice = std::max<int64_t>(1, static_cast<int64_t>((uint64_t{16} << 20) / rb / unit)) * unit;
     for (int64_t s0 = 0; s0 < rows; s0 += slice) {
       const int64_t s1 = std::min(rows, s0 + slice);
-      pool.parallel_for(s1 - s0, [&](int64_t b, int64_t e) {
-        std::vector<uint8_t> row(in_place ? static_cast<size_t>(rb) : 0);  // in place: the row's copy
-        for (int64_t r = s0 + b; r < s0 + e; ++r) {
+      pool.parallel_for((s1 - s0) / unit, [&](int64_t b, int64_t e) {
+        // Panels read their 16 rows from a copy unless in place and from the file alike.
+        std::vector<uint8_t> copy(in_place || panels ? static_cast<size_t>(rb * unit) : 0);
+        for (int64_t r = s0 + b * unit; r < s0 + e * unit; r += unit) {
           const uint64_t o = rb * static_cast<uint64_t>(r);
           const uint8_t* from = src + o;
-          if (in_place) from = static_cast<const uint8_t*>(std::memcpy(row.data(), from, static_cast<size_t>(rb)));
-          kernels::row_to_lanes(type, from, cols, dst + o);
+          if (in_place) from = static_cast<const uint8_t*>(std::memcpy(copy.data(), from, static_cast<size_t>(rb * unit)));
+          if (panels) {
+            kernels::panel_from_rows(type, from, cols, dst + o);
+          } else {
+            kernels::row_to_lanes(type, from, cols, dst + o);
+          }
         }
       });
       if (!in_place) f.release_range(src + rb * static_cast<uint64_t>(s0), rb * static_cast<uint64_t>(s1 - s0));
@@ -280,7 +288,7 @@ ModelWeights::Relayout ModelWeights::relayout(const gguf::GgufFile& f, int threa
   };
   for (NamedMatrix& nm : todo) {
     kernels::WeightMatrix& m = *nm.matrix;
-    if (m.data == nullptr || m.lanes || !kernels::lane_layout_supported(m.type)) continue;
+    if (m.data == nullptr || m.lanes || m.panels || !kernels::lane_layout_supported(m.type)) continue;
     const uint64_t bytes = row_bytes(m.type, static_cast<uint64_t>(m.cols)) * static_cast<uint64_t>(m.rows);
     Job j;
     j.m = &m;
@@ -313,11 +321,12 @@ ModelWeights::Relayout ModelWeights::relayout(const gguf::GgufFile& f, int threa
       kernels::WeightMatrix& m = *j.m;
       auto* src = static_cast<const uint8_t*>(m.data);
       uint8_t* dst = j.in_place ? const_cast<uint8_t*>(src) : buf + j.offset;
-      relay(m.type, m.rows, m.cols, src, dst);
+      const bool panels = kernels::panel_layout_fits(m.type, m.rows);
+      relay(m.type, m.rows, m.cols, src, dst, panels);
       if (!j.in_place)
         if (const gguf::TensorInfo* ti = f.find_tensor(*j.name)) f.release_pages(*ti);
       m.data = dst;
-      m.lanes = true;
+      (panels ? m.panels : m.lanes) = true;
       ++result.matrices;
       continue;
     }
@@ -336,7 +345,7 @@ ModelWeights::Relayout ModelWeights::relayout(const gguf::GgufFile& f, int threa
         dst = next;
         next += each;
       }
-      relay(e->first.type, e->first.rows, e->first.cols, src, dst);
+      relay(e->first.type, e->first.rows, e->first.cols, src, dst, /*panels=*/false);
       d = dst;
     }
     for (const gguf::TensorInfo* ti : held) f.release_pages(*ti);
@@ -350,7 +359,7 @@ ModelWeights::Relayout ModelWeights::relayout(const gguf::GgufFile& f, int threa
 
 bool ModelWeights::has_gguf_layout_quant() const {
   auto gguf = [](const kernels::WeightMatrix& m) {
-    return m.data != nullptr && !m.lanes && kernels::lane_layout_supported(m.type);
+    return m.data != nullptr && !m.lanes && !m.panels && kernels::lane_layout_supported(m.type);
   };
   auto gguf_e = [](const ExpertMatrices& e) {
     return e.n() > 0 && !e.first.lanes && kernels::lane_layout_supported(e.first.type);

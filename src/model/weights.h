@@ -112,8 +112,10 @@ struct ModelWeights {
 
   // Re-lays the quantized matrices the AVX-512 kernels read into the lane layout
   // (kernels/lane_layout.h): every block matrix, the output matrix (token_embd too when it is
-  // the tied output; get_rows reads it through row_from_lanes), the routed experts and latent
-  // attention's per-head matrices, of a type that has one. Same bytes: a matrix in the file's
+  // the tied output; get_rows reads it through row_from_lanes / row_from_panel), the routed
+  // experts and latent attention's per-head matrices, of a type that has one; matrices of
+  // Q4_0, Q5_0 and Q8_0 with whole panels of rows (not experts) go into 16-row panels instead
+  // (kernels/panel_layout.h). Same bytes: a matrix in the file's
   // mapping is copied into storage the weights own and its pages are released; one made at
   // load time is re-laid in place. Copies stop where they would pass `budget` bytes (0: 7/8 of
   // the memory the OS reports available, so a model larger than memory keeps running from its
@@ -125,7 +127,7 @@ struct ModelWeights {
   };
   Relayout relayout(const gguf::GgufFile& f, int threads, uint64_t budget = 0);
   // Whether any matrix the forward pass multiplies by has a type with a lane layout but is still
-  // in GGUF blocks (all of them without relayout): on AVX-512 such a matrix's rows depend on the
+  // in GGUF blocks (neither lanes nor panels) (all of them without relayout): on AVX-512 such a matrix's rows depend on the
   // batch (kernels/matmul.h batch invariance).
   bool has_gguf_layout_quant() const;
 

@@ -30,6 +30,7 @@
 #include "base/thread_pool.h"
 #include "kernels/act_quant.h"
 #include "kernels/lane_layout.h"
+#include "kernels/panel_layout.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_impl.h"
 #include "kernels/quant.h"
@@ -101,6 +102,14 @@ std::vector<uint8_t> lanes_of(DType t, const std::vector<uint8_t>& w, int64_t ro
   return l;
 }
 
+// The rows of w (rows x cols of type t, GGUF blocks; rows a multiple of 16) re-laid into panels.
+std::vector<uint8_t> panels_of(DType t, const std::vector<uint8_t>& w, int64_t rows, int64_t cols) {
+  const uint64_t rb = row_bytes(t, static_cast<uint64_t>(cols));
+  std::vector<uint8_t> p(w.size());
+  for (int64_t r = 0; r < rows; r += kPanelRows) panel_from_rows(t, w.data() + r * rb, cols, p.data() + r * rb);
+  return p;
+}
+
 // Each of the first n_max tokens of x (rows of w.cols) alone, then batches of every n in ns on
 // one and two threads: a batched row must equal the token's row alone, bitwise or (bitwise
 // false) within 1e-5 of the token's largest output.
@@ -163,6 +172,12 @@ std::vector<Case> table() {
     // Many tokens (the packed prompt kernels): realistic widths, fewer rows than a tile.
     cases.push_back({t, 6, bs == 32 ? 896 : 4864 / 256 * 256, 9, 0, 1, 2});
     cases.push_back({t, 3, bs == 32 ? 4864 : 1280, 8, 0, 0, 1});
+    if (panel_layout_supported(t)) {  // whole panels: one block, odd block counts, 16 tokens, a prompt
+      cases.push_back({t, 16, 32, 9, 0, 0, 1});
+      cases.push_back({t, 32, 96, 17, 0, 0, 2});
+      cases.push_back({t, 48, 896, 16, 3, 5, 2});
+      cases.push_back({t, 16, 4864, 70, 0, 0, 2});
+    }
   }
   for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
     cases.push_back({t, 1, 1, 1, 0, 0, 1});
@@ -240,21 +255,29 @@ TEST(MatmulTest, TableOfShapesOnEveryIsa) {
     for (int64_t t = 0; t < c.n_tokens; ++t)
       for (int64_t r = c.rows; r < ys; ++r) ASSERT_EQ(yref[t * ys + r], kSentinel);
 
-    // The same weights in the lane layout (lane_layout.h), where the type has one: every level
-    // must give what it gives on the GGUF blocks within the same bound (AVX-512 runs its lane
-    // kernels, the other levels lay the rows back: bitwise their block results).
+    // The same weights in the lane layout (lane_layout.h) and in panels (panel_layout.h), where
+    // the type has them: every level must give what it gives on the GGUF blocks within the same
+    // bound (AVX-512 runs their kernels, the other levels lay the rows back: bitwise their block
+    // results).
     const std::vector<uint8_t> wl = lane_layout_supported(c.type) ? lanes_of(c.type, w, c.rows, c.cols)
                                                                    : std::vector<uint8_t>();
+    const std::vector<uint8_t> wp = panel_layout_fits(c.type, c.rows) ? panels_of(c.type, w, c.rows, c.cols)
+                                                                       : std::vector<uint8_t>();
+    enum Layout { kBlocks, kLanes, kPanels };
     for (IsaLevel level : isas) {
       SCOPED_TRACE(isa_name(level));
       std::vector<float> yb;
-      for (const bool lanes : {false, true}) {
-        if (lanes && wl.empty()) continue;
-        SCOPED_TRACE(lanes ? "lane layout" : "GGUF blocks");
+      for (const Layout layout : {kBlocks, kLanes, kPanels}) {
+        const bool lanes = layout == kLanes;
+        if ((lanes && wl.empty()) || (layout == kPanels && wp.empty())) continue;
+        SCOPED_TRACE(layout == kBlocks ? "GGUF blocks" : lanes ? "lane layout" : "panels");
         WeightMatrix wx = wm;
         if (lanes) {
           wx.data = wl.data();
           wx.lanes = true;
+        } else if (layout == kPanels) {
+          wx.data = wp.data();
+          wx.panels = true;
         }
         std::vector<float> y(static_cast<size_t>(c.n_tokens * ys), kSentinel);
         matmul_isa(level, wx, x.data(), c.n_tokens, xs, y.data(), ys, c.threads == 1 ? pool1 : pool2);
@@ -267,19 +290,22 @@ TEST(MatmulTest, TableOfShapesOnEveryIsa) {
           }
           for (int64_t r = c.rows; r < ys; ++r) ASSERT_EQ(y[t * ys + r], kSentinel) << "stride gap";
         }
-        if (!lanes) {
+        if (layout == kBlocks) {
           yb = y;
-        } else if (level != IsaLevel::kAvx512 || c.n_tokens >= 8) {
-          // Below AVX-512 the lane rows are laid back; on AVX-512 from 8 tokens both layouts
-          // run the packed tiles, whose widened groups must hold the same values.
-          ASSERT_EQ(0, std::memcmp(y.data(), yb.data(), y.size() * sizeof(float))) << "the two layouts differ";
+        } else if (level != IsaLevel::kAvx512 || (lanes && c.n_tokens >= 8)) {
+          // Below AVX-512 the lane rows and panels are laid back; on AVX-512 from 8 tokens the
+          // blocks and lanes run the packed tiles, whose widened groups must hold the same values.
+          ASSERT_EQ(0, std::memcmp(y.data(), yb.data(), y.size() * sizeof(float))) << "the layouts differ";
         }
       }
     }
-    if (!wl.empty()) {  // matmul_ref on the lane layout lays the rows back: its block result
+    // matmul_ref on the lane layout or panels lays the rows back: its block result.
+    for (const std::vector<uint8_t>* re : {&wl, &wp}) {
+      if (re->empty()) continue;
       std::vector<float> yl(static_cast<size_t>(c.n_tokens * ys), kSentinel);
-      matmul_ref(WeightMatrix{c.type, wl.data(), c.rows, c.cols, nullptr, true}, x.data(), c.n_tokens, xs, yl.data(),
-                 ys);
+      WeightMatrix wr{c.type, re->data(), c.rows, c.cols};
+      (re == &wl ? wr.lanes : wr.panels) = true;
+      matmul_ref(wr, x.data(), c.n_tokens, xs, yl.data(), ys);
       ASSERT_EQ(0, std::memcmp(yl.data(), yref.data(), yl.size() * sizeof(float)));
     }
   }
@@ -320,6 +346,55 @@ TEST(MatmulTest, Mxfp4EveryExponentByte) {
       ASSERT_LE(std::fabs(yl[t * rows + r] - yref[t * rows + r]), 2e-6 * mag + 1e-30) << "row " << r << " token " << t;
     }
   }
+}
+
+// The panel layout is a bijection on 16 rows' bytes: from_rows then to_rows gives the blocks
+// back (one block, odd and even block counts: a lone last block), row_from_panel gives each row,
+// and a few bytes are where panel_layout.h says they are: a Q8_0 code flipped by 128 in its code
+// vector, a Q4_0 nibble byte, a Q5_0 fifth bit in its mask, the scales after a unit's codes (and
+// Q5_0's masks), and the second unit after 32 block sizes.
+TEST(MatmulTest, PanelLayoutRoundTripsAndMatchesItsSpecification) {
+  std::mt19937 rng(6);
+  for (DType t : {DType::kQ4_0, DType::kQ5_0, DType::kQ8_0}) {
+    ASSERT_TRUE(panel_layout_supported(t));
+    EXPECT_TRUE(panel_layout_fits(t, 32));
+    EXPECT_FALSE(panel_layout_fits(t, 24));
+    for (int64_t cols : {int64_t{32}, int64_t{96}, int64_t{896}}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " cols=" + std::to_string(cols));
+      const std::vector<uint8_t> w = random_weights(t, kPanelRows, cols, rng);
+      const std::vector<uint8_t> p = panels_of(t, w, kPanelRows, cols);
+      ASSERT_NE(p, w);
+      std::vector<uint8_t> back(w.size());
+      panel_to_rows(t, p.data(), cols, back.data());
+      ASSERT_EQ(back, w);
+      const uint64_t rb = row_bytes(t, static_cast<uint64_t>(cols));
+      std::vector<uint8_t> row(rb);
+      for (int i = 0; i < kPanelRows; ++i) {
+        row_from_panel(t, p.data(), i, cols, row.data());
+        ASSERT_EQ(0, std::memcmp(row.data(), w.data() + i * rb, rb)) << "row " << i;
+      }
+      if (cols < 896) continue;  // block 3 below: the second of unit 1 (two whole units)
+      const int bb = static_cast<int>(traits(t).block_bytes);
+      const int64_t r = 5, b = 3;  // row 5, block 3: the second block of unit 1
+      const uint8_t* blk = w.data() + r * rb + b * bb;
+      const uint8_t* unit = p.data() + 32 * bb;
+      const int code_part = t == DType::kQ8_0 ? 512 : 256;
+      if (t == DType::kQ8_0) {  // element 13: code vector 3, byte 4 * 5 + 1
+        EXPECT_EQ(unit[code_part + 64 * 3 + 4 * r + 1], blk[2 + 13] ^ 0x80);
+      } else {  // qs[6]: vector 1, byte 4 * 5 + 2
+        EXPECT_EQ(unit[code_part + 64 * 1 + 4 * r + 2], blk[(t == DType::kQ5_0 ? 6 : 2) + 6]);
+      }
+      if (t == DType::kQ5_0) {  // element 22's fifth bit: mask 5, bit 4 * 5 + 2
+        const uint8_t* masks = unit + 2 * code_part + 64;
+        EXPECT_EQ((masks[8 * 5 + 22 / 8] >> (22 % 8)) & 1, (blk[2 + 22 / 8] >> (22 % 8)) & 1);
+      }
+      const uint8_t* scales = unit + 2 * code_part + (t == DType::kQ5_0 ? 128 : 0) + 32;
+      EXPECT_EQ(scales[2 * r], blk[0]);
+      EXPECT_EQ(scales[2 * r + 1], blk[1]);
+    }
+  }
+  EXPECT_FALSE(panel_layout_supported(DType::kQ4_K));
+  EXPECT_THROW(row_from_panel(DType::kQ8_0, nullptr, 16, 32, nullptr), Error);
 }
 
 // The lane layout is a bijection on a type's row bytes: to_lanes then from_lanes gives the
@@ -762,23 +837,27 @@ TEST(MatmulTest, RowsDoNotDependOnTheBatch) {
                            DType::kQ6_K};
     for (IsaLevel level : levels()) {
       for (DType t : types)
-      for (const bool lanes : {false, true}) {
-        if (lanes && !lane_layout_supported(t)) continue;
-        // The lane layout runs one kernel for every token count: bitwise in both modes.
-        const bool bitwise = invariant || lanes || level != IsaLevel::kAvx512 || t == DType::kF32 ||
+      for (const int layout : {0, 1, 2}) {  // GGUF blocks, lanes, panels
+        const bool lanes = layout == 1, panels = layout == 2;
+        if ((lanes && !lane_layout_supported(t)) || (panels && !panel_layout_supported(t))) continue;
+        // The lane and panel layouts run one kernel for every token count: bitwise in both modes.
+        const bool bitwise = invariant || lanes || panels || level != IsaLevel::kAvx512 || t == DType::kF32 ||
                              t == DType::kF16 || t == DType::kBF16;
-        // Random rows x cols weights in t (in the lane layout if `lanes`), and n_max tokens of
-        // activations: each token alone against batches of every n in ns.
+        // Random rows x cols weights in t (in the lane layout if `lanes`, in panels if `panels`:
+        // rows rounded up to whole panels), and n_max tokens of activations: each token alone
+        // against batches of every n in ns.
         auto check = [&](int64_t rows, int64_t cols, int64_t n_max, std::initializer_list<int64_t> ns,
                          const std::string& what) {
+          if (panels) rows = (rows + kPanelRows - 1) / kPanelRows * kPanelRows;
           std::vector<uint8_t> wbytes = random_weights(t, rows, cols, rng);
           if (lanes) wbytes = lanes_of(t, wbytes, rows, cols);
-          const WeightMatrix w{t, wbytes.data(), rows, cols, nullptr, lanes};
+          if (panels) wbytes = panels_of(t, wbytes, rows, cols);
+          const WeightMatrix w{t, wbytes.data(), rows, cols, nullptr, lanes, panels};
           std::vector<float> x(static_cast<size_t>(n_max * cols));
           std::normal_distribution<float> nd(0.f, 1.f);
           for (float& v : x) v = nd(rng);
           expect_rows_alone_as_batched(level, w, x, n_max, ns, bitwise,
-                                       std::string(dtype_name(t)) + (lanes ? " lanes" : "") + what);
+                                       std::string(dtype_name(t)) + (lanes ? " lanes" : panels ? " panels" : "") + what);
         };
         // Rows with a partial last lane group (896 columns: 1.75 groups of 32-element lane
         // blocks; 768: 1.5 groups of the K-quants' 32-element sub-blocks, 3 whole ones of Q6_K's

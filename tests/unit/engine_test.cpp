@@ -34,6 +34,7 @@
 #include "grammar/grammar.h"
 #include "grammar/matcher.h"
 #include "kernels/matmul.h"
+#include "kernels/panel_layout.h"
 #include "tokenizer/tokenizer.h"
 #include "model/kv_storage.h"
 #include "model/model.h"
@@ -711,15 +712,22 @@ TEST(EngineTest, EquivalenceSyntheticGemma3WithShortWindow) {
 }
 
 // A quantized model (Q4_K_M mix: Q4_K, Q5_0, Q6_K, Q8_0 matrices) without --batch-invariant: on
-// AVX-512 its matrices are re-laid at load (kernels/lane_layout.h), and the lane kernels give a
-// token the same bits alone, batched, chunked or with its prefix cached. (Elsewhere the kernels
-// are invariant anyway.)
+// AVX-512 its matrices are re-laid at load (kernels/lane_layout.h; Q5_0 and Q8_0 with whole
+// panels of rows into kernels/panel_layout.h, the tied output among them, so the embedding
+// lookup reads its rows from panels), and those kernels give a token the same bits alone,
+// batched, chunked or with its prefix cached. (Elsewhere the kernels are invariant anyway.)
 TEST(EngineTest, EquivalenceQuantizedWithoutBatchInvariantMode) {
   LOAD_OR_SKIP(m, synthetic_path("gemma3_q4_k_m.gguf"));
   ASSERT_FALSE(kernels::matmul_batch_invariant_requested());
   if (best_isa() == IsaLevel::kAvx512) {
     EXPECT_FALSE(m->weights().has_gguf_layout_quant()) << "quantized matrices should be re-laid on AVX-512";
-    EXPECT_TRUE(m->weights().output.lanes);
+    const kernels::WeightMatrix& out = m->weights().output;
+    EXPECT_TRUE(kernels::panel_layout_fits(out.type, out.rows) ? out.panels : out.lanes);
+    int panels = 0;
+    for (const auto& L : m->weights().layers)
+      for (const kernels::WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
+        panels += w->panels;
+    EXPECT_GT(panels + out.panels, 0) << "no matrix in panels: the panel kernels go untested here";
   }
   check_equivalence(*m);
 }

@@ -20,6 +20,7 @@
 #include "kernels/matmul.h"
 #include "kernels/lane_layout.h"
 #include "kernels/matmul_impl.h"
+#include "kernels/panel_layout.h"
 #include "kernels/quant_blocks.h"
 #include "tensor/fp16.h"
 #include "tensor/fp8.h"
@@ -333,15 +334,22 @@ void matmul_ref(const WeightMatrix& w, const float* x, int64_t n_tokens, int64_t
                 float* y, int64_t y_stride) {
   check_matmul_args(w, x, n_tokens, x_stride, y, y_stride);
   if (w.rows == 0 || n_tokens == 0) return;
-  if (w.lanes) {  // the same computation on the rows laid back into GGUF blocks
+  if (w.lanes || w.panels) {  // the same computation on the rows laid back into GGUF blocks
     const uint64_t rb = row_bytes(w.type, static_cast<uint64_t>(w.cols));
     std::vector<uint8_t> blocks(static_cast<size_t>(rb * static_cast<uint64_t>(w.rows)));
-    for (int64_t r = 0; r < w.rows; ++r)
-      row_from_lanes(w.type, static_cast<const uint8_t*>(w.data) + rb * static_cast<uint64_t>(r), w.cols,
-                     blocks.data() + rb * static_cast<uint64_t>(r));
+    const auto* from = static_cast<const uint8_t*>(w.data);
+    for (int64_t r = 0; r < w.rows; r += w.panels ? kPanelRows : 1) {
+      const uint64_t o = rb * static_cast<uint64_t>(r);
+      if (w.panels) {
+        panel_to_rows(w.type, from + o, w.cols, blocks.data() + o);
+      } else {
+        row_from_lanes(w.type, from + o, w.cols, blocks.data() + o);
+      }
+    }
     WeightMatrix b = w;
     b.data = blocks.data();
     b.lanes = false;
+    b.panels = false;
     matmul_ref(b, x, n_tokens, x_stride, y, y_stride);
     return;
   }

@@ -1,0 +1,125 @@
+// Scalar re-layout between GGUF rows and the panel layout (panel_layout.h). Both directions go
+// through one place per block that names where each GGUF byte goes (BlockMap), so the layout
+// is written down once.
+#include "kernels/panel_layout.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/error.h"
+
+namespace triad::kernels {
+namespace {
+
+constexpr int kRows = static_cast<int>(kPanelRows);
+
+struct Spec {
+  int bb = 0;        // GGUF block bytes
+  int code_bytes;    // per block per row in the codes part (Q8_0 32, Q4_0 / Q5_0 16)
+  bool q8 = false, q5 = false;
+};
+
+Spec spec_of(DType t) {
+  switch (t) {
+    case DType::kQ4_0: return {18, 16, false, false};
+    case DType::kQ5_0: return {22, 16, false, true};
+    case DType::kQ8_0: return {34, 32, true, false};
+    default: fail("no panel layout for ", dtype_name(t));
+  }
+}
+
+// Where block b (of nb) of row r lives in the panel, per part.
+struct BlockMap {
+  int64_t codes = 0;   // the block's code vectors (16 * code_bytes bytes)
+  int64_t masks = 0;   // Q5_0: its 8 masks (64 bytes)
+  int64_t scales = 0;  // its 16 fp16 d
+};
+
+BlockMap map_block(const Spec& s, int64_t nb, int64_t b) {
+  const int64_t u = b / 2, first = 2 * u;
+  const int64_t n = std::min<int64_t>(2, nb - first);  // blocks in the unit
+  const int64_t i = b - first;                         // position in the unit
+  const int64_t base = static_cast<int64_t>(32) * s.bb * u;
+  const int64_t cpart = static_cast<int64_t>(kRows) * s.code_bytes;
+  BlockMap m;
+  m.codes = base + i * cpart;
+  int64_t at = base + n * cpart;
+  if (s.q5) {
+    m.masks = at + i * 64;
+    at += n * 64;
+  }
+  m.scales = at + i * 32;
+  return m;
+}
+
+// Word-sized copies between a GGUF block and its panel bytes, in the direction `to_panel`.
+template <class W>
+inline void move_word(uint8_t* gguf, uint8_t* panel, bool to_panel, W flip = 0) {
+  W v;
+  std::memcpy(&v, to_panel ? gguf : panel, sizeof(W));
+  v ^= flip;
+  std::memcpy(to_panel ? panel : gguf, &v, sizeof(W));
+}
+
+// One GGUF block of row r <-> its bytes in the panel, in the direction `to_panel`.
+void move_block(const Spec& s, const BlockMap& m, int r, uint8_t* blk, uint8_t* panel, bool to_panel) {
+  move_word<uint16_t>(blk, panel + m.scales + 2 * r, to_panel);  // d
+  if (s.q8) {  // 4 codes at a time, element 4k + j to vector k byte 4r + j, flipped
+    for (int k = 0; k < 8; ++k) move_word<uint32_t>(blk + 2 + 4 * k, panel + m.codes + 64 * k + 4 * r, to_panel, 0x80808080u);
+    return;
+  }
+  uint8_t* qs = blk + (s.q5 ? 6 : 2);
+  for (int v = 0; v < 4; ++v) move_word<uint32_t>(qs + 4 * v, panel + m.codes + 64 * v + 4 * r, to_panel);
+  if (!s.q5) return;
+  // qh (bit e: element e's fifth bit): bits 4k .. 4k+3 <-> bits 4r .. 4r+3 of mask k.
+  uint32_t qh;
+  std::memcpy(&qh, blk + 2, 4);
+  if (!to_panel) qh = 0;
+  for (int k = 0; k < 8; ++k) {
+    uint64_t mask;
+    uint8_t* at = panel + m.masks + 8 * k;
+    std::memcpy(&mask, at, 8);
+    if (to_panel) {
+      mask = (mask & ~(uint64_t{0xF} << (4 * r))) | (uint64_t{(qh >> (4 * k)) & 0xFu} << (4 * r));
+      std::memcpy(at, &mask, 8);
+    } else {
+      qh |= static_cast<uint32_t>((mask >> (4 * r)) & 0xF) << (4 * k);
+    }
+  }
+  if (!to_panel) std::memcpy(blk + 2, &qh, 4);
+}
+
+void move_row(DType t, int64_t cols, int r, uint8_t* row, uint8_t* panel, bool to_panel) {
+  const Spec s = spec_of(t);
+  TRIAD_CHECK(cols % 32 == 0, "panel layout: cols ", cols, " is not a multiple of 32");
+  const int64_t nb = cols / 32;
+  for (int64_t b = 0; b < nb; ++b) move_block(s, map_block(s, nb, b), r, row + b * s.bb, panel, to_panel);
+}
+
+}  // namespace
+
+bool panel_layout_supported(DType t) {
+  return t == DType::kQ4_0 || t == DType::kQ5_0 || t == DType::kQ8_0;
+}
+
+bool panel_layout_fits(DType t, int64_t rows) {
+  return panel_layout_supported(t) && rows > 0 && rows % kPanelRows == 0;
+}
+
+void panel_from_rows(DType t, const uint8_t* rows, int64_t cols, uint8_t* panel) {
+  const uint64_t rb = row_bytes(t, static_cast<uint64_t>(cols));
+  for (int r = 0; r < kRows; ++r)
+    move_row(t, cols, r, const_cast<uint8_t*>(rows) + rb * static_cast<uint64_t>(r), panel, true);
+}
+
+void panel_to_rows(DType t, const uint8_t* panel, int64_t cols, uint8_t* rows) {
+  const uint64_t rb = row_bytes(t, static_cast<uint64_t>(cols));
+  for (int r = 0; r < kRows; ++r) row_from_panel(t, panel, r, cols, rows + rb * static_cast<uint64_t>(r));
+}
+
+void row_from_panel(DType t, const uint8_t* panel, int i, int64_t cols, uint8_t* row) {
+  TRIAD_CHECK(i >= 0 && i < kRows, "panel layout: row ", i, " out of 0..15");
+  move_row(t, cols, i, row, const_cast<uint8_t*>(panel), false);
+}
+
+}  // namespace triad::kernels

@@ -1,0 +1,54 @@
+// The panel layout: quantized weights of the 32-element block types Q4_0, Q5_0 and Q8_0 re-laid
+// once, at load time, 16 rows at a time ("a panel"), for the AVX-512 VNNI panel kernels
+// (matmul_panels_avx512.cpp), in exactly the bytes of the GGUF blocks (no memory overhead; the
+// GGUF layout is not kept).
+//
+// Why: the lane layout (lane_layout.h) puts 16 scale groups of one row in the 16 int32 lanes,
+// so every output ends in a 16-lane horizontal sum, and a row of 896 columns (28 blocks) fills
+// its second group of lanes only three quarters. In a panel lane r is row r: a vpdpbusd of one
+// code vector with 4 activation bytes broadcast sums 16 rows' products at once, the 16 int32
+// lanes are 16 outputs, and no sum crosses lanes. Activations are used as act_quant.h makes
+// them (no re-layout).
+//
+// Geometry. A panel is 16 rows of `cols` elements, nb = cols / 32 blocks each, taking
+// 16 * row_bytes bytes. Its blocks are stored in units of two (block 2u and 2u + 1; the last
+// unit holds one block when nb is odd), unit u at offset 32 * bb * u (bb: the type's block
+// bytes), each unit in this order, for each of its n blocks in turn within each part:
+//   codes   Q8_0: 8 vectors of 64 bytes; vector k byte 4r + j = row r's code of element
+//           4k + j, XOR 0x80 (an unsigned byte: code + 128).
+//           Q4_0 / Q5_0: 4 vectors of 64 bytes; vector v byte 4r + j = row r's qs[4v + j] (low
+//           nibble: element 4v + j, high nibble: element 16 + 4v + j).
+//   masks   Q5_0 only: 8 little-endian uint64; bit 4r + j of mask k = the fifth bit of row r's
+//           element 4k + j (code vector k is vector k's low nibbles for k < 4, vector k - 4's
+//           high nibbles for k >= 4), so one masked OR of 0x10 completes a code vector.
+//   scales  16 fp16 d, row r's at r.
+// A unit of two blocks is 32 * bb bytes: a multiple of 64 for Q8_0 (34), Q5_0 (22) and Q4_0 (18),
+// so a 64-byte aligned panel keeps every code vector aligned (a panel of odd nb ends 32 bytes
+// past a multiple of 64: the next panel's vectors are then read unaligned).
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/dtype.h"
+
+namespace triad::kernels {
+
+inline constexpr int64_t kPanelRows = 16;
+
+// Whether `t` has a panel layout.
+bool panel_layout_supported(DType t);
+
+// Whether a matrix of `rows` rows of type `t` can be laid out in panels (rows a multiple of 16).
+bool panel_layout_fits(DType t, int64_t rows);
+
+// 16 consecutive GGUF rows of `cols` columns (row r at rows + r * row_bytes) into one panel,
+// or back. Both take 16 * row_bytes(t, cols) bytes; exact inverses; src and dst must not overlap.
+void panel_from_rows(DType t, const uint8_t* rows, int64_t cols, uint8_t* panel);
+void panel_to_rows(DType t, const uint8_t* panel, int64_t cols, uint8_t* rows);
+
+// Row i (0..15) of a panel in GGUF blocks: row_bytes(t, cols) bytes at `row`.
+void row_from_panel(DType t, const uint8_t* panel, int i, int64_t cols, uint8_t* row);
+
+}  // namespace triad::kernels
