@@ -63,7 +63,7 @@ std::string system_fingerprint(const Model& model, const std::string& weight_typ
   }
   add_str(isa_name(best_isa()));
   add_str(kernels::matmul_is_batch_invariant() ? "invariant" : "batch-dependent");
-  add_str(model.weights().has_gguf_layout_quant() ? "gguf layout" : "lane layout");  // (--no-repack)
+  add_str(model.weights().has_gguf_layout_quant() ? "gguf layout" : "re-laid layout");  // (--no-repack)
   add_str(weight_type);
   // Tensor bytes are read from the file, not the mapping: the pages of re-laid matrices were
   // released (ModelWeights::relayout), and touching them would map back ~64 KiB per read.

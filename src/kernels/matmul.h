@@ -76,8 +76,8 @@ void matmul_experts_pair(const ExpertProducts& e, const void* const* data2, cons
 
 // Batch invariance: whether a token's output row is bitwise the same whatever else shares the
 // call (the number of tokens, the thread count). The scalar and AVX2 kernels always are, and so
-// is every weight in the lane layout (WeightMatrix::lanes: what a model loads into on AVX-512),
-// which runs one kernel for every token count. Quantized weights in GGUF blocks on AVX-512
+// is every weight in the lane layout or in panels (WeightMatrix::lanes / panels: what a model
+// loads into on AVX-512), each of which runs one kernel for every token count. Quantized weights in GGUF blocks on AVX-512
 // (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4) are not: from
 // kPackedMinTokens tokens on the packed prompt kernels take over and sum in another order.
 // set_matmul_batch_invariant(true) makes those run their AVX2 rows on AVX-512 CPUs, so every

@@ -108,6 +108,8 @@ bool panel_layout_fits(DType t, int64_t rows) {
 
 void panel_from_rows(DType t, const uint8_t* rows, int64_t cols, uint8_t* panel) {
   const uint64_t rb = row_bytes(t, static_cast<uint64_t>(cols));
+  // Q5_0's masks are written 4 bits per row into words read first: start them from zero.
+  std::memset(panel, 0, static_cast<size_t>(kRows * rb));
   for (int r = 0; r < kRows; ++r)
     move_row(t, cols, r, const_cast<uint8_t*>(rows) + rb * static_cast<uint64_t>(r), panel, true);
 }

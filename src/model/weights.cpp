@@ -252,8 +252,8 @@ ModelWeights::Relayout ModelWeights::relayout(const gguf::GgufFile& f, int threa
     for (int64_t s0 = 0; s0 < rows; s0 += slice) {
       const int64_t s1 = std::min(rows, s0 + slice);
       pool.parallel_for((s1 - s0) / unit, [&](int64_t b, int64_t e) {
-        // Panels read their 16 rows from a copy unless in place and from the file alike.
-        std::vector<uint8_t> copy(in_place || panels ? static_cast<size_t>(rb * unit) : 0);
+        // In place, each row (or panel's 16 rows) is re-laid from a copy of itself.
+        std::vector<uint8_t> copy(in_place ? static_cast<size_t>(rb * unit) : 0);
         for (int64_t r = s0 + b * unit; r < s0 + e * unit; r += unit) {
           const uint64_t o = rb * static_cast<uint64_t>(r);
           const uint8_t* from = src + o;
