@@ -15,15 +15,17 @@ constexpr int kRows = static_cast<int>(kPanelRows);
 
 struct Spec {
   int bb = 0;        // GGUF block bytes
-  int code_bytes;    // per block per row in the codes part (Q8_0 32, Q4_0 / Q5_0 16)
-  bool q8 = false, q5 = false;
+  int code_bytes;    // per block per row in the codes part (Q8_0 32, the nibble types 16)
+  bool q8 = false, q5 = false, mins = false;  // Q8_0; a fifth bit (Q5_0, Q5_1); an m (Q4_1, Q5_1)
 };
 
 Spec spec_of(DType t) {
   switch (t) {
-    case DType::kQ4_0: return {18, 16, false, false};
-    case DType::kQ5_0: return {22, 16, false, true};
-    case DType::kQ8_0: return {34, 32, true, false};
+    case DType::kQ4_0: return {18, 16, false, false, false};
+    case DType::kQ4_1: return {20, 16, false, false, true};
+    case DType::kQ5_0: return {22, 16, false, true, false};
+    case DType::kQ5_1: return {24, 16, false, true, true};
+    case DType::kQ8_0: return {34, 32, true, false, false};
     default: fail("no panel layout for ", dtype_name(t));
   }
 }
@@ -31,8 +33,9 @@ Spec spec_of(DType t) {
 // Where block b (of nb) of row r lives in the panel, per part.
 struct BlockMap {
   int64_t codes = 0;   // the block's code vectors (16 * code_bytes bytes)
-  int64_t masks = 0;   // Q5_0: its 8 masks (64 bytes)
+  int64_t masks = 0;   // Q5_0 / Q5_1: its 8 masks (64 bytes)
   int64_t scales = 0;  // its 16 fp16 d
+  int64_t mins = 0;    // Q4_1 / Q5_1: its 16 fp16 m
 };
 
 BlockMap map_block(const Spec& s, int64_t nb, int64_t b) {
@@ -49,6 +52,7 @@ BlockMap map_block(const Spec& s, int64_t nb, int64_t b) {
     at += n * 64;
   }
   m.scales = at + i * 32;
+  m.mins = at + n * 32 + i * 32;
   return m;
 }
 
@@ -64,16 +68,18 @@ inline void move_word(uint8_t* gguf, uint8_t* panel, bool to_panel, W flip = 0) 
 // One GGUF block of row r <-> its bytes in the panel, in the direction `to_panel`.
 void move_block(const Spec& s, const BlockMap& m, int r, uint8_t* blk, uint8_t* panel, bool to_panel) {
   move_word<uint16_t>(blk, panel + m.scales + 2 * r, to_panel);  // d
+  if (s.mins) move_word<uint16_t>(blk + 2, panel + m.mins + 2 * r, to_panel);  // m
+  const int qh_at = s.mins ? 4 : 2;
   if (s.q8) {  // 4 codes at a time, element 4k + j to vector k byte 4r + j, flipped
     for (int k = 0; k < 8; ++k) move_word<uint32_t>(blk + 2 + 4 * k, panel + m.codes + 64 * k + 4 * r, to_panel, 0x80808080u);
     return;
   }
-  uint8_t* qs = blk + (s.q5 ? 6 : 2);
+  uint8_t* qs = blk + qh_at + (s.q5 ? 4 : 0);
   for (int v = 0; v < 4; ++v) move_word<uint32_t>(qs + 4 * v, panel + m.codes + 64 * v + 4 * r, to_panel);
   if (!s.q5) return;
   // qh (bit e: element e's fifth bit): bits 4k .. 4k+3 <-> bits 4r .. 4r+3 of mask k.
   uint32_t qh;
-  std::memcpy(&qh, blk + 2, 4);
+  std::memcpy(&qh, blk + qh_at, 4);
   if (!to_panel) qh = 0;
   for (int k = 0; k < 8; ++k) {
     uint64_t mask;
@@ -86,7 +92,7 @@ void move_block(const Spec& s, const BlockMap& m, int r, uint8_t* blk, uint8_t* 
       qh |= static_cast<uint32_t>((mask >> (4 * r)) & 0xF) << (4 * k);
     }
   }
-  if (!to_panel) std::memcpy(blk + 2, &qh, 4);
+  if (!to_panel) std::memcpy(blk + qh_at, &qh, 4);
 }
 
 void move_row(DType t, int64_t cols, int r, uint8_t* row, uint8_t* panel, bool to_panel) {
@@ -99,7 +105,7 @@ void move_row(DType t, int64_t cols, int r, uint8_t* row, uint8_t* panel, bool t
 }  // namespace
 
 bool panel_layout_supported(DType t) {
-  return t == DType::kQ4_0 || t == DType::kQ5_0 || t == DType::kQ8_0;
+  return t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kQ5_0 || t == DType::kQ5_1 || t == DType::kQ8_0;
 }
 
 bool panel_layout_fits(DType t, int64_t rows) {

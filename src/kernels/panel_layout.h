@@ -1,4 +1,5 @@
-// The panel layout: quantized weights of the 32-element block types Q4_0, Q5_0 and Q8_0 re-laid
+// The panel layout: quantized weights of the 32-element block types Q4_0, Q4_1, Q5_0, Q5_1 and
+// Q8_0 re-laid
 // once, at load time, 16 rows at a time ("a panel"), for the AVX-512 VNNI panel kernels
 // (matmul_panels_avx512.cpp), in exactly the bytes of the GGUF blocks (no memory overhead; the
 // GGUF layout is not kept).
@@ -16,13 +17,14 @@
 // bytes), each unit in this order, for each of its n blocks in turn within each part:
 //   codes   Q8_0: 8 vectors of 64 bytes; vector k byte 4r + j = row r's code of element
 //           4k + j, XOR 0x80 (an unsigned byte: code + 128).
-//           Q4_0 / Q5_0: 4 vectors of 64 bytes; vector v byte 4r + j = row r's qs[4v + j] (low
-//           nibble: element 4v + j, high nibble: element 16 + 4v + j).
-//   masks   Q5_0 only: 8 little-endian uint64; bit 4r + j of mask k = the fifth bit of row r's
-//           element 4k + j (code vector k is vector k's low nibbles for k < 4, vector k - 4's
-//           high nibbles for k >= 4), so one masked OR of 0x10 completes a code vector.
+//           Q4_0 / Q4_1 / Q5_0 / Q5_1: 4 vectors of 64 bytes; vector v byte 4r + j = row r's
+//           qs[4v + j] (low nibble: element 4v + j, high nibble: element 16 + 4v + j).
+//   masks   Q5_0 / Q5_1 only: 8 little-endian uint64; bit 4r + j of mask k = the fifth bit of
+//           row r's element 4k + j (code vector k is vector k's low nibbles for k < 4, vector
+//           k - 4's high nibbles for k >= 4), so one masked OR of 0x10 completes a code vector.
 //   scales  16 fp16 d, row r's at r.
-// A unit of two blocks is 32 * bb bytes: a multiple of 64 for Q8_0 (34), Q5_0 (22) and Q4_0 (18),
+//   mins    Q4_1 / Q5_1 only: 16 fp16 m, row r's at r.
+// A unit of two blocks is 32 * bb bytes: a multiple of 64 for every type (bb = 34, 24, 22, 20, 18),
 // so a 64-byte aligned panel keeps every code vector aligned (a panel of odd nb ends 32 bytes
 // past a multiple of 64: the next panel's vectors are then read unaligned).
 //

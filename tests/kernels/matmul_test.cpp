@@ -351,11 +351,11 @@ TEST(MatmulTest, Mxfp4EveryExponentByte) {
 // The panel layout is a bijection on 16 rows' bytes: from_rows then to_rows gives the blocks
 // back (one block, odd and even block counts: a lone last block), row_from_panel gives each row,
 // and a few bytes are where panel_layout.h says they are: a Q8_0 code flipped by 128 in its code
-// vector, a Q4_0 nibble byte, a Q5_0 fifth bit in its mask, the scales after a unit's codes (and
-// Q5_0's masks), and the second unit after 32 block sizes.
+// vector, a nibble byte, a fifth bit in its mask, the scales after a unit's codes (and masks),
+// the minimums after the scales, and the second unit after 32 block sizes.
 TEST(MatmulTest, PanelLayoutRoundTripsAndMatchesItsSpecification) {
   std::mt19937 rng(6);
-  for (DType t : {DType::kQ4_0, DType::kQ5_0, DType::kQ8_0}) {
+  for (DType t : {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0}) {
     ASSERT_TRUE(panel_layout_supported(t));
     EXPECT_TRUE(panel_layout_fits(t, 32));
     EXPECT_FALSE(panel_layout_fits(t, 24));
@@ -379,18 +379,24 @@ TEST(MatmulTest, PanelLayoutRoundTripsAndMatchesItsSpecification) {
       const uint8_t* blk = w.data() + r * rb + b * bb;
       const uint8_t* unit = p.data() + 32 * bb;
       const int code_part = t == DType::kQ8_0 ? 512 : 256;
+      const bool fifth = t == DType::kQ5_0 || t == DType::kQ5_1, mins = t == DType::kQ4_1 || t == DType::kQ5_1;
+      const int qh = mins ? 4 : 2, qs = qh + (fifth ? 4 : 0);  // GGUF: d, (m), (qh), qs
       if (t == DType::kQ8_0) {  // element 13: code vector 3, byte 4 * 5 + 1
         EXPECT_EQ(unit[code_part + 64 * 3 + 4 * r + 1], blk[2 + 13] ^ 0x80);
       } else {  // qs[6]: vector 1, byte 4 * 5 + 2
-        EXPECT_EQ(unit[code_part + 64 * 1 + 4 * r + 2], blk[(t == DType::kQ5_0 ? 6 : 2) + 6]);
+        EXPECT_EQ(unit[code_part + 64 * 1 + 4 * r + 2], blk[qs + 6]);
       }
-      if (t == DType::kQ5_0) {  // element 22's fifth bit: mask 5, bit 4 * 5 + 2
+      if (fifth) {  // element 22's fifth bit: mask 5, bit 4 * 5 + 2
         const uint8_t* masks = unit + 2 * code_part + 64;
-        EXPECT_EQ((masks[8 * 5 + 22 / 8] >> (22 % 8)) & 1, (blk[2 + 22 / 8] >> (22 % 8)) & 1);
+        EXPECT_EQ((masks[8 * 5 + 22 / 8] >> (22 % 8)) & 1, (blk[qh + 22 / 8] >> (22 % 8)) & 1);
       }
-      const uint8_t* scales = unit + 2 * code_part + (t == DType::kQ5_0 ? 128 : 0) + 32;
+      const uint8_t* scales = unit + 2 * code_part + (fifth ? 128 : 0) + 32;
       EXPECT_EQ(scales[2 * r], blk[0]);
       EXPECT_EQ(scales[2 * r + 1], blk[1]);
+      if (mins) {  // m after both blocks' scales
+        EXPECT_EQ(scales[64 + 2 * r], blk[2]);
+        EXPECT_EQ(scales[64 + 2 * r + 1], blk[3]);
+      }
     }
   }
   EXPECT_FALSE(panel_layout_supported(DType::kQ4_K));
