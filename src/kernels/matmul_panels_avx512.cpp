@@ -1,19 +1,20 @@
 // AVX-512 (VNNI) kernels for weights in the panel layout (panel_layout.h): Q4_0, Q4_1, Q5_0,
-// Q5_1 and Q8_0 in panels of 16 rows, every token count (one token to a prompt) through one tile, so a row's
+// Q5_1, Q8_0 and IQ4_NL in panels of 16 rows, every token count (one token to a prompt) through one tile, so a row's
 // bits never depend on the batch.
 //
 // A tile is one panel x T <= 8 tokens. Lane r of every vector is row r: for each block b and
 // each of its 8 code vectors k (4 bytes of every row), one vpdpbusd per token with the token's
 // 4 activation bytes broadcast from memory; the int32 lanes then hold the 16 rows' exact block
 // sums (started at -offset * sum(xq), the codes being unsigned: Q8_0's flipped by 128, Q5_0's
-// 0..31 with offset 16, Q4_0's 0..15 with 8, Q4_1 / Q5_1's with none), and one convert, one
+// 0..31 with offset 16, Q4_0's 0..15 with 8, Q4_1 / Q5_1's with none, IQ4_NL's table values
+// plus 128 with 128), and one convert, one
 // scale multiply (the block's 16 fp16 d widened, times the token's dx broadcast) and one FMA add
 // them to 16 row accumulators (Q4_1 / Q5_1: and one FMA of the 16 m by the token's block sum
 // xs). Those are the tile's outputs: 16 consecutive floats per token, no horizontal sums.
 // Same arithmetic as matmul_ref (matmul_impl.h), summed in block order per row:
 //   y = sum_b fl(d_b * dx_b) * isum_b (+ m_b * xs_b)   (FMAs per block, in f32).
 // Q8_0 tiles read the codes where they lie. The nibble types' codes are widened (nibble masks;
-// the fifth bits one masked add): in registers, block by block, by each tile when a panel has
+// the fifth bits one masked add; IQ4_NL's a byte shuffle through its table): in registers, block by block, by each tile when a panel has
 // at most kInlineWidenTiles token tiles (decode, batched decode); else once per panel into the
 // wide format (units of two blocks: 2 x 512 code bytes, 2 x 16 fp16 d, and 2 x 16 fp16 m for
 // Q4_1 / Q5_1: a Q8_0 panel's format, plus the minimums) in the thread's scratch, which every
@@ -30,6 +31,7 @@
 #include "kernels/matmul_avx512_common.h"
 #include "kernels/matmul_impl.h"
 #include "kernels/panel_layout.h"
+#include "kernels/quant_blocks.h"
 
 namespace triad::kernels::avx512 {
 namespace {
@@ -53,7 +55,7 @@ inline void prefetch_ahead(const uint8_t* p, int64_t bytes) {
 constexpr bool has_mins(DType t) { return t == DType::kQ4_1 || t == DType::kQ5_1; }
 constexpr bool has_fifth(DType t) { return t == DType::kQ5_0 || t == DType::kQ5_1; }
 constexpr int code_offset(DType t) {
-  return t == DType::kQ8_0 ? 128 : t == DType::kQ5_0 ? 16 : t == DType::kQ4_0 ? 8 : 0;
+  return t == DType::kQ8_0 || t == DType::kIQ4_NL ? 128 : t == DType::kQ5_0 ? 16 : t == DType::kQ4_0 ? 8 : 0;
 }
 
 // A panel's parts per block, as a tile reads them: of kType's layout (panel_layout.h), or with
@@ -62,6 +64,7 @@ template <DType kType, bool kWide>
 struct Format {
   static constexpr bool kReady = kWide || kType == DType::kQ8_0;  // codes are 8 vectors of bytes
   static constexpr bool kFifth = !kReady && has_fifth(kType);
+  static constexpr bool kTable = !kReady && kType == DType::kIQ4_NL;  // nibbles index kIq4nlValues
   static constexpr bool kMins = has_mins(kType);
   static constexpr int64_t kCodes = kReady ? 512 : 256, kMasks = kFifth ? 64 : 0, kMinB = kMins ? 32 : 0;
   static constexpr int64_t kPerBlock = kCodes + kMasks + 32 + kMinB;
@@ -76,7 +79,7 @@ struct Format {
 };
 static_assert(Format<DType::kQ8_0, false>::kUnitBytes == 32 * 34 && Format<DType::kQ5_0, false>::kUnitBytes == 32 * 22 &&
               Format<DType::kQ4_0, false>::kUnitBytes == 32 * 18 && Format<DType::kQ4_1, false>::kUnitBytes == 32 * 20 &&
-              Format<DType::kQ5_1, false>::kUnitBytes == 32 * 24);
+              Format<DType::kQ5_1, false>::kUnitBytes == 32 * 24 && Format<DType::kIQ4_NL, false>::kUnitBytes == 32 * 18);
 
 // A token tile's activations for block b, at b * act_block_bytes(T): T x 32 codes, then T
 // int32 starts (-offset * sum of the codes), T float scales dx and T float block sums xs.
@@ -91,15 +94,31 @@ PanelScratch& panel_scratch() {
   return s;
 }
 
+// IQ4_NL's values plus 128 (unsigned bytes): a vpshufb table.
+struct Iq4nlU8 {
+  alignas(16) uint8_t v[16];
+};
+constexpr Iq4nlU8 make_iq4nl_u8() {
+  Iq4nlU8 t{};
+  for (int i = 0; i < 16; ++i) t.v[i] = static_cast<uint8_t>(kIq4nlValues[i] + 128);
+  return t;
+}
+constexpr Iq4nlU8 kIq4nlU8 = make_iq4nl_u8();
+
 // Nibble vector v of a block (qs, masks: panel_layout.h) widened into its code vectors v (low
 // nibbles) and v + 4 (high nibbles), unsigned.
-template <bool kFifth>
+template <bool kFifth, bool kTable = false>
 __attribute__((always_inline)) inline void widen_vector(const uint8_t* qs, const uint8_t* masks, int v, __m512i& lo,
                                                         __m512i& hi) {
   const __m512i lo4 = _mm512_set1_epi8(0x0F);
   const __m512i q = _mm512_loadu_si512(qs + 64 * v);
   lo = _mm512_and_si512(q, lo4);
   hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), lo4);
+  if constexpr (kTable) {
+    const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kIq4nlU8.v)));
+    lo = _mm512_shuffle_epi8(table, lo);
+    hi = _mm512_shuffle_epi8(table, hi);
+  }
   if constexpr (kFifth) {
     const __m512i b4 = _mm512_set1_epi8(0x10);
     uint64_t mlo, mhi;
@@ -143,7 +162,7 @@ __attribute__((always_inline)) inline void block(const uint8_t* unit, int64_t n,
 #pragma GCC unroll 4
     for (int v = 0; v < 4; ++v) {
       __m512i lo, hi;
-      widen_vector<F::kFifth>(F::codes(unit, n, i), F::masks(unit, n, i), v, lo, hi);
+      widen_vector<F::kFifth, F::kTable>(F::codes(unit, n, i), F::masks(unit, n, i), v, lo, hi);
       dot(v, 0, lo);
       dot(v + 4, kChains - 1, hi);
     }
@@ -230,7 +249,7 @@ void widen(const uint8_t* panel, int64_t nb, uint8_t* out) {
     uint8_t* o = wunit + W::kCodes * i;
     for (int v = 0; v < 4; ++v) {
       __m512i lo, hi;
-      widen_vector<F::kFifth>(F::codes(unit, n, i), F::masks(unit, n, i), v, lo, hi);
+      widen_vector<F::kFifth, F::kTable>(F::codes(unit, n, i), F::masks(unit, n, i), v, lo, hi);
       _mm512_storeu_si512(o + 64 * v, lo);
       _mm512_storeu_si512(o + 64 * (v + 4), hi);
     }
@@ -291,6 +310,7 @@ void matmul_rows_panels(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, 
     case DType::kQ5_0: run<DType::kQ5_0>(j, r0, r1, t0, t1); return;
     case DType::kQ5_1: run<DType::kQ5_1>(j, r0, r1, t0, t1); return;
     case DType::kQ8_0: run<DType::kQ8_0>(j, r0, r1, t0, t1); return;
+    case DType::kIQ4_NL: run<DType::kIQ4_NL>(j, r0, r1, t0, t1); return;
     default: fail("no panel kernels for ", dtype_name(j.type));
   }
 }

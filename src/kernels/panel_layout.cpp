@@ -21,7 +21,7 @@ struct Spec {
 
 Spec spec_of(DType t) {
   switch (t) {
-    case DType::kQ4_0: return {18, 16, false, false, false};
+    case DType::kQ4_0: case DType::kIQ4_NL: return {18, 16, false, false, false};
     case DType::kQ4_1: return {20, 16, false, false, true};
     case DType::kQ5_0: return {22, 16, false, true, false};
     case DType::kQ5_1: return {24, 16, false, true, true};
@@ -105,7 +105,8 @@ void move_row(DType t, int64_t cols, int r, uint8_t* row, uint8_t* panel, bool t
 }  // namespace
 
 bool panel_layout_supported(DType t) {
-  return t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kQ5_0 || t == DType::kQ5_1 || t == DType::kQ8_0;
+  return t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kQ5_0 || t == DType::kQ5_1 || t == DType::kQ8_0 ||
+         t == DType::kIQ4_NL;
 }
 
 bool panel_layout_fits(DType t, int64_t rows) {

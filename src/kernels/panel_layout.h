@@ -1,5 +1,5 @@
-// The panel layout: quantized weights of the 32-element block types Q4_0, Q4_1, Q5_0, Q5_1 and
-// Q8_0 re-laid
+// The panel layout: quantized weights of the 32-element block types Q4_0, Q4_1, Q5_0, Q5_1,
+// Q8_0 and IQ4_NL (laid out as Q4_0: its nibbles index kIq4nlValues) re-laid
 // once, at load time, 16 rows at a time ("a panel"), for the AVX-512 VNNI panel kernels
 // (matmul_panels_avx512.cpp), in exactly the bytes of the GGUF blocks (no memory overhead; the
 // GGUF layout is not kept).
@@ -17,7 +17,7 @@
 // bytes), each unit in this order, for each of its n blocks in turn within each part:
 //   codes   Q8_0: 8 vectors of 64 bytes; vector k byte 4r + j = row r's code of element
 //           4k + j, XOR 0x80 (an unsigned byte: code + 128).
-//           Q4_0 / Q4_1 / Q5_0 / Q5_1: 4 vectors of 64 bytes; vector v byte 4r + j = row r's
+//           Q4_0 / Q4_1 / Q5_0 / Q5_1 / IQ4_NL: 4 vectors of 64 bytes; vector v byte 4r + j = row r's
 //           qs[4v + j] (low nibble: element 4v + j, high nibble: element 16 + 4v + j).
 //   masks   Q5_0 / Q5_1 only: 8 little-endian uint64; bit 4r + j of mask k = the fifth bit of
 //           row r's element 4k + j (code vector k is vector k's low nibbles for k < 4, vector

@@ -114,8 +114,8 @@ struct ModelWeights {
   // (kernels/lane_layout.h): every block matrix, the output matrix (token_embd too when it is
   // the tied output; get_rows reads it through row_from_lanes / row_from_panel), the routed
   // experts and latent attention's per-head matrices, of a type that has one; matrices of
-  // Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 with whole panels of rows (not experts) go into 16-row
-  // panels instead (kernels/panel_layout.h). Same bytes: a matrix in the file's
+  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and IQ4_NL with whole panels of rows (not experts) go into
+  // 16-row panels instead (kernels/panel_layout.h). Same bytes: a matrix in the file's
   // mapping is copied into storage the weights own and its pages are released; one made at
   // load time is re-laid in place. Copies stop where they would pass `budget` bytes (0: 7/8 of
   // the memory the OS reports available, so a model larger than memory keeps running from its

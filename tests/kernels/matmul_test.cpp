@@ -355,7 +355,7 @@ TEST(MatmulTest, Mxfp4EveryExponentByte) {
 // the minimums after the scales, and the second unit after 32 block sizes.
 TEST(MatmulTest, PanelLayoutRoundTripsAndMatchesItsSpecification) {
   std::mt19937 rng(6);
-  for (DType t : {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0}) {
+  for (DType t : {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0, DType::kIQ4_NL}) {
     ASSERT_TRUE(panel_layout_supported(t));
     EXPECT_TRUE(panel_layout_fits(t, 32));
     EXPECT_FALSE(panel_layout_fits(t, 24));
