@@ -1,25 +1,25 @@
 // AVX-512 (VNNI) kernels for weights in the panel layout (panel_layout.h): Q4_0, Q4_1, Q5_0,
-// Q5_1, Q8_0 and IQ4_NL in panels of 16 rows, every token count (one token to a prompt) through one tile, so a row's
-// bits never depend on the batch.
+// Q5_1, Q8_0 and IQ4_NL in panels of 16 rows, every token count (one token to a prompt) through
+// one tile, so a row's bits never depend on the batch.
 //
 // A tile is one panel x T <= 8 tokens. Lane r of every vector is row r: for each block b and
 // each of its 8 code vectors k (4 bytes of every row), one vpdpbusd per token with the token's
-// 4 activation bytes broadcast from memory; the int32 lanes then hold the 16 rows' exact block
-// sums (started at -offset * sum(xq), the codes being unsigned: Q8_0's flipped by 128, Q5_0's
-// 0..31 with offset 16, Q4_0's 0..15 with 8, Q4_1 / Q5_1's with none, IQ4_NL's table values
-// plus 128 with 128), and one convert, one
-// scale multiply (the block's 16 fp16 d widened, times the token's dx broadcast) and one FMA add
-// them to 16 row accumulators (Q4_1 / Q5_1: and one FMA of the 16 m by the token's block sum
-// xs). Those are the tile's outputs: 16 consecutive floats per token, no horizontal sums.
+// 4 activation bytes broadcast; the int32 lanes then hold the 16 rows' exact block sums, started
+// at -offset * sum(xq) because the codes are unsigned: Q8_0's flipped by 128 (offset 128), Q5_0's
+// 0..31 (16), Q4_0's 0..15 (8), Q4_1 / Q5_1's (none), IQ4_NL's table values plus 128 (128).
+// Then one convert, one scale multiply (the block's 16 fp16 d widened, times the token's dx) and
+// one FMA add them to 16 row accumulators (Q4_1 / Q5_1: one more FMA, the 16 m times the token's
+// block sum xs). Those are the tile's outputs: 16 consecutive floats per token, no horizontal sums.
 // Same arithmetic as matmul_ref (matmul_impl.h), summed in block order per row:
 //   y = sum_b fl(d_b * dx_b) * isum_b (+ m_b * xs_b)   (FMAs per block, in f32).
 // Q8_0 tiles read the codes where they lie. The nibble types' codes are widened (nibble masks;
-// the fifth bits one masked add; IQ4_NL's a byte shuffle through its table): in registers, block by block, by each tile when a panel has
-// at most kInlineWidenTiles token tiles (decode, batched decode); else once per panel into the
-// wide format (units of two blocks: 2 x 512 code bytes, 2 x 16 fp16 d, and 2 x 16 fp16 m for
-// Q4_1 / Q5_1: a Q8_0 panel's format, plus the minimums) in the thread's scratch, which every
-// tile then reads (prompts). The codes are the same either way. A token tile's activations are gathered block by block (T x 32 codes, T starts,
-// T scales) once per call, so that a tile addresses every token at a constant offset.
+// the fifth bits one masked add; IQ4_NL's a byte shuffle through its table): in registers, block
+// by block, by each tile when a panel has at most kInlineWidenTiles token tiles (decode, batched
+// decode); else once per panel into the wide format (units of two blocks: 2 x 512 code bytes,
+// 2 x 16 fp16 d, and for Q4_1 / Q5_1 2 x 16 fp16 m: a Q8_0 panel's format plus the minimums) in
+// the thread's scratch, which every tile then reads (prompts). The codes are the same either way.
+// A token tile's activations are gathered block by block (T x 32 codes, T starts, T scales, T
+// block sums) once per call, so that a tile addresses every token at a constant offset.
 // Thread-safety: writes only the outputs of its rows and tokens; scratch is thread-local.
 #include <immintrin.h>
 
