@@ -75,11 +75,12 @@ bool avx512_batch_dependent(DType t) {
   }
 }
 
-MatmulRowsFn rows_fn(IsaLevel level, DType t, bool lanes) {
+// relaid: the weights are in the lane or the panel layout (not GGUF blocks).
+MatmulRowsFn rows_fn(IsaLevel level, DType t, bool relaid) {
   switch (level) {
     case IsaLevel::kAvx512:
       // The lane and panel layouts run one kernel for every token count: invariant as they are.
-      if (!lanes && avx512_batch_dependent(t) && g_batch_invariant.load(std::memory_order_relaxed))
+      if (!relaid && avx512_batch_dependent(t) && g_batch_invariant.load(std::memory_order_relaxed))
         return matmul_rows_avx2;
       return matmul_rows_avx512;
     case IsaLevel::kAvx2: return matmul_rows_avx2;

@@ -127,8 +127,8 @@ struct ModelWeights {
   };
   Relayout relayout(const gguf::GgufFile& f, int threads, uint64_t budget = 0);
   // Whether any matrix the forward pass multiplies by has a type with a lane layout but is still
-  // in GGUF blocks (neither lanes nor panels) (all of them without relayout): on AVX-512 such a matrix's rows depend on the
-  // batch (kernels/matmul.h batch invariance).
+  // in GGUF blocks, in neither lanes nor panels (all of them without relayout): on AVX-512 such
+  // a matrix's rows depend on the batch (kernels/matmul.h batch invariance).
   bool has_gguf_layout_quant() const;
 
   // Binds every tensor the config needs; fills config.n_vocab and config.tied_output.
