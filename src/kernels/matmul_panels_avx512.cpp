@@ -1,6 +1,6 @@
 // AVX-512 (VNNI) kernels for weights in the panel layout (panel_layout.h): Q4_0, Q4_1, Q5_0,
-// Q5_1, Q8_0 and IQ4_NL in panels of 16 rows, every token count (one token to a prompt) through
-// one tile, so a row's bits never depend on the batch.
+// Q5_1, Q8_0, IQ4_NL, Q4_K and Q6_K in panels of 16 rows, every token count (one token to a
+// prompt) through one tile, so a row's bits never depend on the batch.
 //
 // A tile is one panel x T <= 8 tokens. Lane r of every vector is row r: for each block b and
 // each of its 8 code vectors k (4 bytes of every row), one vpdpbusd per token with the token's
@@ -18,6 +18,10 @@
 // decode); else once per panel into the wide format (units of two blocks: 2 x 512 code bytes,
 // 2 x 16 fp16 d, and for Q4_1 / Q5_1 2 x 16 fp16 m: a Q8_0 panel's format plus the minimums) in
 // the thread's scratch, which every tile then reads (prompts). The codes are the same either way.
+// The K-quants (ktile) run the same tile per sub-block: Q4_K as Q4_1 with ws = fl(d * sc) and
+// minimum fl(dmin * mn) per 32 (the 6-bit scales unpacked once per super-block and tile), Q6_K
+// per 16 with sums started at -32 * (16 codes' sum) and f = isum0 * ws0 + isum1 * ws1 applied
+// once per 32-block, f * dx; their codes are decoded in registers by every tile.
 // A token tile's activations are gathered block by block (T x 32 codes, T starts, T scales, T
 // block sums) once per call, so that a tile addresses every token at a constant offset.
 // Thread-safety: writes only the outputs of its rows and tokens; scratch is thread-local.
@@ -52,10 +56,17 @@ inline void prefetch_ahead(const uint8_t* p, int64_t bytes) {
   for (int64_t l = 0; l < bytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchAhead + l), _MM_HINT_T1);
 }
 
-constexpr bool has_mins(DType t) { return t == DType::kQ4_1 || t == DType::kQ5_1; }
+constexpr bool is_kquant(DType t) { return t == DType::kQ4_K || t == DType::kQ6_K; }
+constexpr bool has_mins(DType t) { return t == DType::kQ4_1 || t == DType::kQ5_1 || t == DType::kQ4_K; }
 constexpr bool has_fifth(DType t) { return t == DType::kQ5_0 || t == DType::kQ5_1; }
 constexpr int code_offset(DType t) {
-  return t == DType::kQ8_0 || t == DType::kIQ4_NL ? 128 : t == DType::kQ5_0 ? 16 : t == DType::kQ4_0 ? 8 : 0;
+  switch (t) {
+    case DType::kQ8_0: case DType::kIQ4_NL: return 128;
+    case DType::kQ6_K: return 32;
+    case DType::kQ5_0: return 16;
+    case DType::kQ4_0: return 8;
+    default: return 0;  // Q4_1, Q5_1, Q4_K: minimums instead
+  }
 }
 
 // A panel's parts per block, as a tile reads them: of kType's layout (panel_layout.h), or with
@@ -203,6 +214,163 @@ void tile(const uint8_t* panel, int64_t nb, const uint8_t* acts, float* y, int64
   for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + t * ys, acc[t]);
 }
 
+// The K-quants (panel_layout.h). One super-block of a tile: a points at the gathered
+// activations of its first 32-block (8 follow at kAB bytes each).
+
+// Q4_K: per chunk c, sub-blocks 2c and 2c + 1 (one code vector's low and high nibbles) in two
+// vpdpbusd chains per token; then per sub-block g: acc += isum * fl(fl(d * sc_g) * dx) and
+// acc -= fl(dmin * mn_g) * xs, as Q4_1 with the sub-block's scale and minimum.
+template <int T>
+__attribute__((always_inline)) inline void q4k_block(const uint8_t* blk, const uint8_t* a, __m512 (&acc)[T]) {
+  constexpr int64_t kAB = act_block_bytes(T);
+  const __m512i lo4 = _mm512_set1_epi8(0x0F), hi2 = _mm512_set1_epi8(0x30);
+  // The 8 sub-blocks' 6-bit scales and minimums, byte 16g + r of sc / mn (g = 0..7).
+  alignas(64) uint8_t sc[128], mn[128];
+  {
+    const __m512i lows03 = _mm512_loadu_si512(blk + 2048), lows47 = _mm512_loadu_si512(blk + 2112);
+    const __m512i highs = _mm512_loadu_si512(blk + 2176);
+    auto with_high = [&](__m512i low4, __m512i high_at_4) {
+      return _mm512_ternarylogic_epi32(low4, high_at_4, hi2, 0xF8);  // low4 | (high & 0x30)
+    };
+    _mm512_store_si512(sc, with_high(_mm512_and_si512(lows03, lo4), _mm512_slli_epi16(highs, 4)));
+    _mm512_store_si512(sc + 64, with_high(_mm512_and_si512(lows47, lo4), highs));
+    _mm512_store_si512(mn, with_high(_mm512_and_si512(_mm512_srli_epi16(lows03, 4), lo4), _mm512_slli_epi16(highs, 2)));
+    _mm512_store_si512(mn + 64, with_high(_mm512_and_si512(_mm512_srli_epi16(lows47, 4), lo4), _mm512_srli_epi16(highs, 2)));
+  }
+  const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2240)));
+  const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2272)));
+  auto lanes = [](const uint8_t* p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(p))));
+  };
+  for (int c = 0; c < 4; ++c) {
+    const uint8_t* a0 = a + 2 * c * kAB;
+    const uint8_t* a1 = a0 + kAB;
+    __m512i is0[T], is1[T];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) is0[t] = is1[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int v = 0; v < 8; ++v) {
+      const __m512i q = _mm512_loadu_si512(blk + 512 * c + 64 * v);
+      const __m512i lo = _mm512_and_si512(q, lo4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), lo4);
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        int32_t x0, x1;
+        std::memcpy(&x0, a0 + 32 * t + 4 * v, 4);
+        std::memcpy(&x1, a1 + 32 * t + 4 * v, 4);
+        is0[t] = _mm512_dpbusd_epi32(is0[t], lo, _mm512_set1_epi32(x0));
+        is1[t] = _mm512_dpbusd_epi32(is1[t], hi, _mm512_set1_epi32(x1));
+      }
+    }
+    auto add = [&](int g, const uint8_t* ag, const __m512i (&is)[T]) {
+      const __m512 ws = _mm512_mul_ps(d, lanes(sc + 16 * g)), wm = _mm512_mul_ps(dmin, lanes(mn + 16 * g));
+      const float* dx = reinterpret_cast<const float*>(ag + 36 * T);
+      const float* xs = reinterpret_cast<const float*>(ag + 40 * T);
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[t]), _mm512_mul_ps(ws, _mm512_set1_ps(dx[t])), acc[t]);
+        acc[t] = _mm512_fnmadd_ps(wm, _mm512_set1_ps(xs[t]), acc[t]);
+      }
+    };
+    add(2 * c, a0, is0);
+    add(2 * c + 1, a1, is1);
+  }
+}
+
+// Q6_K code vector v (0..7) of 32-block 4h + 2hi + p of a super-block's codes (panel_layout.h):
+// ql vector v + 8p's low (hi = 0) or high (hi = 1) nibbles with qh vector v's bit pair 2p + 4hi
+// as bits 4-5.
+__attribute__((always_inline)) inline __m512i q6k_code(const uint8_t* codes, int h, int p, int hi, int v) {
+  const __m512i lo4 = _mm512_set1_epi8(0x0F), hi2 = _mm512_set1_epi8(0x30);
+  const __m512i ql = _mm512_loadu_si512(codes + 1024 * h + 64 * (v + 8 * p));
+  const __m512i qh = _mm512_loadu_si512(codes + 2048 + 512 * h + 64 * v);
+  const __m512i low = hi ? _mm512_srli_epi16(ql, 4) : ql;
+  const __m512i high = hi ? (p ? _mm512_srli_epi16(qh, 2) : qh) : (p ? _mm512_slli_epi16(qh, 2) : _mm512_slli_epi16(qh, 4));
+  return _mm512_ternarylogic_epi32(_mm512_and_si512(low, lo4), high, hi2, 0xF8);  // low | (high & 0x30)
+}
+
+// Q6_K: 32-block by 32-block (b = 4h + 2hi + p), each of its two sub-blocks of 16 (4 code
+// vectors) in one vpdpbusd chain per token started at -32 * (the 16 activation codes' sum); then
+// f = isum0 * ws0 + isum1 * ws1 (ws = fl(d * sc), f32) and acc += f * dx. Codes are decoded in
+// registers by every tile (widening a panel once into scratch for many token tiles, as the
+// nibble types do, measured slower: 16 tokens 300 against 376-421 GFLOP/s, 512 on par).
+template <int T>
+__attribute__((always_inline)) inline void q6k_block(const uint8_t* codes, const uint8_t* scales, const uint8_t* dp,
+                                                     const uint8_t* a, __m512 (&acc)[T]) {
+  constexpr int64_t kAB = act_block_bytes(T);
+  const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dp)));
+  for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 2
+    for (int hi = 0; hi < 2; ++hi) {
+#pragma GCC unroll 2
+      for (int p = 0; p < 2; ++p) {
+        const int b = 4 * h + 2 * hi + p;
+        const uint8_t* ab = a + b * kAB;
+        const float* dx = reinterpret_cast<const float*>(ab + 36 * T);
+        __m512 f[T];
+#pragma GCC unroll 2
+        for (int sub = 0; sub < 2; ++sub) {
+          __m512i is[T];
+          const int32_t* start = reinterpret_cast<const int32_t*>(ab + (sub ? 40 : 32) * T);
+#pragma GCC unroll 8
+          for (int t = 0; t < T; ++t) is[t] = _mm512_set1_epi32(start[t]);
+#pragma GCC unroll 4
+          for (int v = 4 * sub; v < 4 * sub + 4; ++v) {
+            const __m512i c = q6k_code(codes, h, p, hi, v);
+#pragma GCC unroll 8
+            for (int t = 0; t < T; ++t) {
+              int32_t x;
+              std::memcpy(&x, ab + 32 * t + 4 * v, 4);
+              is[t] = _mm512_dpbusd_epi32(is[t], c, _mm512_set1_epi32(x));
+            }
+          }
+          const __m512 ws = _mm512_mul_ps(
+              d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 32 * b + 16 * sub)))));
+#pragma GCC unroll 8
+          for (int t = 0; t < T; ++t)
+            f[t] = sub == 0 ? _mm512_mul_ps(_mm512_cvtepi32_ps(is[t]), ws) : _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[t]), ws, f[t]);
+        }
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) acc[t] = _mm512_fmadd_ps(f[t], _mm512_set1_ps(dx[t]), acc[t]);
+      }
+    }
+  }
+}
+
+// Rows of one K-quant panel x T tokens (ns super-blocks): y[t * ys + r] for r < 16.
+template <int T, DType kType>
+void ktile(const uint8_t* panel, int64_t ns, const uint8_t* acts, float* y, int64_t ys, bool prefetch) {
+  constexpr int64_t kSB = 8 * act_block_bytes(T);  // a super-block's gathered activations
+  __m512 acc[T];
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < ns; ++b) {
+    if constexpr (kType == DType::kQ4_K) {
+      const uint8_t* blk = panel + kQ4kPanelBlock * b;
+      if (prefetch) prefetch_ahead(blk, kQ4kPanelBlock);
+      q4k_block<T>(blk, acts + b * kSB, acc);
+    } else {
+      const int64_t u = b / 2, n = std::min<int64_t>(2, ns - 2 * u), i = b - 2 * u;
+      const uint8_t* unit = panel + 2 * kQ6kPanelBlock * u;
+      if (prefetch) prefetch_ahead(unit + kQ6kPanelBlock * i, kQ6kPanelBlock);
+      q6k_block<T>(unit + 3072 * i, unit + 3072 * n + 256 * i, unit + 3328 * n + 32 * i, acts + b * kSB, acc);
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + t * ys, acc[t]);
+}
+
+template <DType kType>
+void ktile_n(int n, const uint8_t* panel, int64_t ns, const uint8_t* acts, float* y, int64_t ys, bool prefetch) {
+  switch (n) {
+#define TRIAD_KPANEL_TILE(N) \
+  case N: ktile<N, kType>(panel, ns, acts, y, ys, prefetch); return;
+    TRIAD_KPANEL_TILE(1) TRIAD_KPANEL_TILE(2) TRIAD_KPANEL_TILE(3) TRIAD_KPANEL_TILE(4)
+    TRIAD_KPANEL_TILE(5) TRIAD_KPANEL_TILE(6) TRIAD_KPANEL_TILE(7) TRIAD_KPANEL_TILE(8)
+#undef TRIAD_KPANEL_TILE
+    default: fail("panel tile of ", n, " tokens");
+  }
+}
+
 template <DType kType, bool kWide>
 void tile_n(int n, const uint8_t* panel, int64_t nb, const uint8_t* acts, float* y, int64_t ys, bool prefetch) {
   switch (n) {
@@ -216,8 +384,9 @@ void tile_n(int n, const uint8_t* panel, int64_t nb, const uint8_t* acts, float*
 }
 
 // Tokens [t0, t0 + n) of the job gathered for a tile of n tokens (off: the type's code offset;
-// the block sums only with mins).
-void gather(const MatmulJob& j, int64_t t0, int n, int off, bool mins, uint8_t* out) {
+// the block sums only with mins). With halves (Q6_K: sub-blocks of 16) the starts are per 16
+// codes, the second half's in the block sums' place.
+void gather(const MatmulJob& j, int64_t t0, int n, int off, bool mins, bool halves, uint8_t* out) {
   const int64_t nb = j.cols / 32, ab = act_block_bytes(n);
   for (int t = 0; t < n; ++t) {
     const int8_t* q = j.aq + (t0 + t) * j.aq_stride;
@@ -226,10 +395,14 @@ void gather(const MatmulJob& j, int64_t t0, int n, int off, bool mins, uint8_t* 
     for (int64_t b = 0; b < nb; ++b) {
       uint8_t* o = out + b * ab;
       std::memcpy(o + 32 * t, q + 32 * b, 32);
-      int32_t sum = 0;
-      for (int e = 0; e < 32; ++e) sum += q[32 * b + e];
-      const int32_t start = -off * sum;
+      int32_t sum = 0, first = 0;
+      for (int e = 0; e < 32; ++e) {
+        sum += q[32 * b + e];
+        if (e == 15) first = sum;
+      }
+      const int32_t start = -off * (halves ? first : sum), second = -off * (sum - first);
       std::memcpy(o + 32 * n + 4 * t, &start, 4);
+      if (halves) std::memcpy(o + 40 * n + 4 * t, &second, 4);
       std::memcpy(o + 36 * n + 4 * t, d + b, 4);
       if (mins) std::memcpy(o + 40 * n + 4 * t, xs + b, 4);
     }
@@ -263,8 +436,13 @@ void run(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
   TRIAD_CHECK(r0 % kPanelRows == 0 && r1 % kPanelRows == 0, "panel rows [", r0, ", ", r1, ") are not whole panels");
   const int64_t nb = j.cols / 32;
   PanelScratch& scr = panel_scratch();
-  const int64_t wide = (nb + 1) / 2 * Format<kType, true>::kUnitBytes;
-  if (kType != DType::kQ8_0 && static_cast<int64_t>(scr.panel.size()) < wide) scr.panel.resize(static_cast<size_t>(wide));
+  // The nibble types widen panels of many token tiles into the wide format; Q8_0 tiles read
+  // codes where they lie, the K-quants' tiles decode theirs in registers.
+  constexpr bool kWidens = kType != DType::kQ8_0 && !is_kquant(kType);
+  if constexpr (kWidens) {
+    const int64_t wide = (nb + 1) / 2 * Format<kType, true>::kUnitBytes;
+    if (static_cast<int64_t>(scr.panel.size()) < wide) scr.panel.resize(static_cast<size_t>(wide));
+  }
   // Token chunks whose gathered activations stay in L2 (~256 KiB) while every panel passes.
   const int64_t per_token = act_block_bytes(1) * nb;
   const int64_t chunk = std::max<int64_t>(kMaxT, (int64_t{256} << 10) / per_token / kMaxT * kMaxT);
@@ -275,10 +453,10 @@ void run(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
     const int64_t parts = (n + kMaxT - 1) / kMaxT;  // token tiles of sizes within one of each other
     auto part = [&](int64_t p) { return tc + p * n / parts; };
     for (int64_t p = 0; p < parts; ++p)
-      gather(j, part(p), static_cast<int>(part(p + 1) - part(p)), code_offset(kType), has_mins(kType),
+      gather(j, part(p), static_cast<int>(part(p + 1) - part(p)), code_offset(kType), has_mins(kType), kType == DType::kQ6_K,
              scr.acts.data() + (part(p) - tc) * per_token);
-    // Few token tiles widen nibble codes in registers for each; more widen each panel once.
-    const bool widened = kType != DType::kQ8_0 && parts > kInlineWidenTiles;
+    // Few token tiles widen codes in registers for each; more widen each panel once.
+    const bool widened = kWidens && parts > kInlineWidenTiles;
     {  // the first passes prefetch kPrefetchAhead bytes ahead: start the stream
       const uint8_t* first = j.w + static_cast<uint64_t>(r0) * j.row_bytes;
       const int64_t len = std::min<int64_t>(kPrefetchAhead, (r1 - r0) * static_cast<int64_t>(j.row_bytes));
@@ -286,12 +464,15 @@ void run(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
     }
     for (int64_t r = r0; r < r1; r += kPanelRows) {
       const uint8_t* panel = j.w + static_cast<uint64_t>(r) * j.row_bytes;
-      if (widened) widen<kType>(panel, nb, scr.panel.data());
+      if constexpr (kWidens)
+        if (widened) widen<kType>(panel, nb, scr.panel.data());
       for (int64_t p = 0; p < parts; ++p) {
         const int nt = static_cast<int>(part(p + 1) - part(p));
         const uint8_t* acts = scr.acts.data() + (part(p) - tc) * per_token;
         float* y = j.y + part(p) * j.y_stride + r;
-        if (widened) {
+        if constexpr (is_kquant(kType)) {
+          ktile_n<kType>(nt, panel, nb / 8, acts, y, j.y_stride, p == 0);
+        } else if (widened) {
           tile_n<kType, true>(nt, scr.panel.data(), nb, acts, y, j.y_stride, false);
         } else {
           tile_n<kType, false>(nt, panel, nb, acts, y, j.y_stride, p == 0);
@@ -311,6 +492,8 @@ void matmul_rows_panels(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, 
     case DType::kQ5_1: run<DType::kQ5_1>(j, r0, r1, t0, t1); return;
     case DType::kQ8_0: run<DType::kQ8_0>(j, r0, r1, t0, t1); return;
     case DType::kIQ4_NL: run<DType::kIQ4_NL>(j, r0, r1, t0, t1); return;
+    case DType::kQ4_K: run<DType::kQ4_K>(j, r0, r1, t0, t1); return;
+    case DType::kQ6_K: run<DType::kQ6_K>(j, r0, r1, t0, t1); return;
     default: fail("no panel kernels for ", dtype_name(j.type));
   }
 }

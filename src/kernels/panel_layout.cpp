@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "kernels/quant_blocks.h"
 
 namespace triad::kernels {
 namespace {
@@ -95,7 +96,68 @@ void move_block(const Spec& s, const BlockMap& m, int r, uint8_t* blk, uint8_t* 
   if (!to_panel) std::memcpy(blk + qh_at, &qh, 4);
 }
 
+// Q4_K (panel_layout.h): super-block b of row r <-> its panel bytes (units of one block).
+void move_q4k(int64_t b, int r, uint8_t* blk, uint8_t* panel, bool to_panel) {
+  uint8_t* at = panel + kQ4kPanelBlock * b;
+  move_word<uint16_t>(blk, at + 2240 + 2 * r, to_panel);      // d
+  move_word<uint16_t>(blk + 2, at + 2272 + 2 * r, to_panel);  // dmin
+  for (int c = 0; c < 4; ++c)
+    for (int v = 0; v < 8; ++v) move_word<uint32_t>(blk + 16 + 32 * c + 4 * v, at + 512 * c + 64 * v + 4 * r, to_panel);
+  uint8_t* q = blk + 4;  // the 12 packed bytes of 8 6-bit scales and mins
+  uint8_t* lows = at + 2048;
+  uint8_t* highs = at + 2176;
+  if (to_panel) {
+    for (int g = 0; g < 8; ++g) {
+      uint8_t sc, mn;
+      get_scale_min_k4(g, q, &sc, &mn);
+      lows[16 * g + r] = static_cast<uint8_t>((sc & 0xF) | (mn & 0xF) << 4);
+      uint8_t& h = highs[16 * (g % 4) + r];
+      const int sh = 4 * (g / 4);
+      h = static_cast<uint8_t>((h & ~(0xF << sh)) | ((sc >> 4) | (mn >> 4) << 2) << sh);
+    }
+    return;
+  }
+  uint8_t sc[8], mn[8];
+  for (int g = 0; g < 8; ++g) {
+    const uint8_t lo = lows[16 * g + r], hi = static_cast<uint8_t>(highs[16 * (g % 4) + r] >> (4 * (g / 4)));
+    sc[g] = static_cast<uint8_t>((lo & 0xF) | (hi & 3) << 4);
+    mn[g] = static_cast<uint8_t>((lo >> 4) | ((hi >> 2) & 3) << 4);
+  }
+  for (int j = 0; j < 4; ++j) {  // get_scale_min_k4's packing (quant_blocks.h)
+    q[j] = static_cast<uint8_t>(sc[j] | (sc[j + 4] >> 4) << 6);
+    q[j + 4] = static_cast<uint8_t>(mn[j] | (mn[j + 4] >> 4) << 6);
+    q[j + 8] = static_cast<uint8_t>((sc[j + 4] & 0xF) | (mn[j + 4] & 0xF) << 4);
+  }
+}
+
+// Q6_K (panel_layout.h): super-block b (of nb) of row r <-> its panel bytes (units of two).
+void move_q6k(int64_t nb, int64_t b, int r, uint8_t* blk, uint8_t* panel, bool to_panel) {
+  const int64_t u = b / 2, n = std::min<int64_t>(2, nb - 2 * u), i = b - 2 * u;
+  uint8_t* unit = panel + 2 * kQ6kPanelBlock * u;
+  uint8_t* codes = unit + 3072 * i;
+  for (int h = 0; h < 2; ++h) {
+    for (int v = 0; v < 16; ++v) move_word<uint32_t>(blk + 64 * h + 4 * v, codes + 1024 * h + 64 * v + 4 * r, to_panel);
+    for (int v = 0; v < 8; ++v)
+      move_word<uint32_t>(blk + 128 + 32 * h + 4 * v, codes + 2048 + 512 * h + 64 * v + 4 * r, to_panel);
+  }
+  uint8_t* scales = unit + 3072 * n + 256 * i;
+  for (int g = 0; g < 16; ++g) move_word<uint8_t>(blk + 192 + g, scales + 16 * g + r, to_panel);
+  move_word<uint16_t>(blk + 208, unit + 3328 * n + 32 * i + 2 * r, to_panel);  // d
+}
+
 void move_row(DType t, int64_t cols, int r, uint8_t* row, uint8_t* panel, bool to_panel) {
+  if (t == DType::kQ4_K || t == DType::kQ6_K) {
+    TRIAD_CHECK(cols % 256 == 0, "panel layout: cols ", cols, " is not a multiple of 256");
+    const int64_t nb = cols / 256;
+    for (int64_t b = 0; b < nb; ++b) {
+      if (t == DType::kQ4_K) {
+        move_q4k(b, r, row + 144 * b, panel, to_panel);
+      } else {
+        move_q6k(nb, b, r, row + 210 * b, panel, to_panel);
+      }
+    }
+    return;
+  }
   const Spec s = spec_of(t);
   TRIAD_CHECK(cols % 32 == 0, "panel layout: cols ", cols, " is not a multiple of 32");
   const int64_t nb = cols / 32;
@@ -106,7 +168,7 @@ void move_row(DType t, int64_t cols, int r, uint8_t* row, uint8_t* panel, bool t
 
 bool panel_layout_supported(DType t) {
   return t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kQ5_0 || t == DType::kQ5_1 || t == DType::kQ8_0 ||
-         t == DType::kIQ4_NL;
+         t == DType::kIQ4_NL || t == DType::kQ4_K || t == DType::kQ6_K;
 }
 
 bool panel_layout_fits(DType t, int64_t rows) {
@@ -115,7 +177,8 @@ bool panel_layout_fits(DType t, int64_t rows) {
 
 void panel_from_rows(DType t, const uint8_t* rows, int64_t cols, uint8_t* panel) {
   const uint64_t rb = row_bytes(t, static_cast<uint64_t>(cols));
-  // Q5_0's masks are written 4 bits per row into words read first: start them from zero.
+  // Q5_0's masks and Q4_K's high scale bits are written a few bits per row into bytes read
+  // first: start them from zero.
   std::memset(panel, 0, static_cast<size_t>(kRows * rb));
   for (int r = 0; r < kRows; ++r)
     move_row(t, cols, r, const_cast<uint8_t*>(rows) + rb * static_cast<uint64_t>(r), panel, true);

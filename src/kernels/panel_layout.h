@@ -1,5 +1,5 @@
 // The panel layout: quantized weights of the 32-element block types Q4_0, Q4_1, Q5_0, Q5_1,
-// Q8_0 and IQ4_NL (laid out as Q4_0: its nibbles index kIq4nlValues) re-laid
+// Q8_0 and IQ4_NL (laid out as Q4_0: its nibbles index kIq4nlValues), and of Q4_K and Q6_K, re-laid
 // once, at load time, 16 rows at a time ("a panel"), for the AVX-512 VNNI panel kernels
 // (matmul_panels_avx512.cpp), in exactly the bytes of the GGUF blocks (no memory overhead; the
 // GGUF layout is not kept).
@@ -28,6 +28,22 @@
 // so a 64-byte aligned panel keeps every code vector aligned (a panel of odd nb ends 32 bytes
 // past a multiple of 64: the next panel's vectors are then read unaligned).
 //
+// The K-quants Q4_K and Q6_K: nb = cols / 256 super-blocks, sub-block scales unpacked into
+// 16-row vectors so a tile reads them as it reads codes, in the same bytes as the GGUF blocks.
+//   Q4_K, units of one block, block b at 2304 * b (16 x 144 bytes):
+//     codes   2048 bytes: chunk c (0..3) vector v (0..7) at 512c + 64v, byte 4r + j = row r's
+//             qs[32c + 4v + j] (low nibble: sub-block 2c's element 4v + j; high: 2c + 1's);
+//     lows    at 2048, 128 bytes: byte 16g + r = row r's sub-block g scale & 15 | (min & 15) << 4;
+//     highs   at 2176, 64 bytes: byte 16(g % 4) + r, bits 4(g / 4) .. 4(g / 4) + 3 = row r's
+//             scale >> 4 | (min >> 4) << 2 (g and g + 4 share a byte);
+//     d at 2240, dmin at 2272: 16 fp16 each, row r's at r.
+//   Q6_K, units of two blocks (the last holds one when nb is odd), unit u at 6720 * u, n blocks:
+//     codes   at 3072i for block i of the unit: ql half h (0, 1) vector v (0..15) at
+//             1024h + 64v, byte 4r + j = row r's ql[64h + 4v + j]; then qh half h vector v
+//             (0..7) at 2048 + 512h + 64v, byte 4r + j = row r's qh[32h + 4v + j];
+//     scales  at 3072n + 256i: byte 16g + r = row r's int8 scale of sub-block g (0..15);
+//     d       at 3328n + 32i: 16 fp16, row r's at r.
+//
 // Thread-safety: pure functions.
 #pragma once
 
@@ -38,6 +54,8 @@
 namespace triad::kernels {
 
 inline constexpr int64_t kPanelRows = 16;
+inline constexpr int64_t kQ4kPanelBlock = 2304;  // a Q4_K super-block of a panel (16 x 144 bytes)
+inline constexpr int64_t kQ6kPanelBlock = 3360;  // a Q6_K super-block of a panel (16 x 210 bytes)
 
 // Whether `t` has a panel layout.
 bool panel_layout_supported(DType t);

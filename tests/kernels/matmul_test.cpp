@@ -34,6 +34,7 @@
 #include "kernels/matmul.h"
 #include "kernels/matmul_impl.h"
 #include "kernels/quant.h"
+#include "kernels/quant_blocks.h"
 #include "tensor/dtype.h"
 #include "tensor/fp16.h"
 #include "tensor/fp8.h"
@@ -173,10 +174,11 @@ std::vector<Case> table() {
     cases.push_back({t, 6, bs == 32 ? 896 : 4864 / 256 * 256, 9, 0, 1, 2});
     cases.push_back({t, 3, bs == 32 ? 4864 : 1280, 8, 0, 0, 1});
     if (panel_layout_supported(t)) {  // whole panels: one block, odd block counts, 16 tokens, a prompt
-      cases.push_back({t, 16, 32, 9, 0, 0, 1});
-      cases.push_back({t, 32, 96, 17, 0, 0, 2});
-      cases.push_back({t, 48, 896, 16, 3, 5, 2});
-      cases.push_back({t, 16, 4864, 70, 0, 0, 2});
+      cases.push_back({t, 16, bs, 9, 0, 0, 1});
+      cases.push_back({t, 32, 3 * bs, 17, 0, 0, 2});
+      cases.push_back({t, 48, bs == 32 ? 896 : 1792, 16, 3, 5, 2});
+      cases.push_back({t, 16, 4864 / bs * bs, 70, 0, 0, 2});
+      for (int n = 1; n <= 8; ++n) cases.push_back({t, 32, 2 * bs, n, 0, 0, 1});  // every tile size
     }
   }
   for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
@@ -399,8 +401,58 @@ TEST(MatmulTest, PanelLayoutRoundTripsAndMatchesItsSpecification) {
       }
     }
   }
-  EXPECT_FALSE(panel_layout_supported(DType::kQ4_K));
+  EXPECT_FALSE(panel_layout_supported(DType::kQ5_K));
   EXPECT_THROW(row_from_panel(DType::kQ8_0, nullptr, 16, 32, nullptr), Error);
+}
+
+// The K-quant panels (Q4_K, Q6_K) are a bijection too (one super-block, odd and even counts: a
+// lone last Q6_K block), and a few bytes are where panel_layout.h says they are: a nibble byte,
+// a sub-block's 6-bit scale and minimum split into lows and highs, a Q6_K qh byte and int8
+// scale, the fp16 scales, the units.
+TEST(MatmulTest, KQuantPanelLayoutRoundTripsAndMatchesItsSpecification) {
+  std::mt19937 rng(7);
+  for (DType t : {DType::kQ4_K, DType::kQ6_K}) {
+    ASSERT_TRUE(panel_layout_supported(t));
+    EXPECT_TRUE(panel_layout_fits(t, 16));
+    for (int64_t cols : {int64_t{256}, int64_t{768}, int64_t{1792}}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " cols=" + std::to_string(cols));
+      const std::vector<uint8_t> w = random_weights(t, kPanelRows, cols, rng);
+      const std::vector<uint8_t> p = panels_of(t, w, kPanelRows, cols);
+      ASSERT_NE(p, w);
+      std::vector<uint8_t> back(w.size());
+      panel_to_rows(t, p.data(), cols, back.data());
+      ASSERT_EQ(back, w);
+      const uint64_t rb = row_bytes(t, static_cast<uint64_t>(cols));
+      std::vector<uint8_t> row(rb);
+      for (int i = 0; i < kPanelRows; ++i) {
+        row_from_panel(t, p.data(), i, cols, row.data());
+        ASSERT_EQ(0, std::memcmp(row.data(), w.data() + i * rb, rb)) << "row " << i;
+      }
+      if (cols < 1792) continue;
+      const int64_t r = 5;
+      if (t == DType::kQ4_K) {  // row 5, block 1
+        const uint8_t* blk = w.data() + r * rb + 144;
+        const uint8_t* pb = p.data() + kQ4kPanelBlock;
+        EXPECT_EQ(pb[512 * 2 + 64 * 3 + 4 * r + 1], blk[16 + 32 * 2 + 4 * 3 + 1]);  // qs[77]
+        uint8_t sc, mn;
+        get_scale_min_k4(6, blk + 4, &sc, &mn);
+        const uint8_t lo = pb[2048 + 16 * 6 + r], hi = static_cast<uint8_t>(pb[2176 + 16 * 2 + r] >> 4);
+        EXPECT_EQ(sc, (lo & 15) | (hi & 3) << 4);
+        EXPECT_EQ(mn, (lo >> 4) | (hi >> 2) << 4);
+        EXPECT_EQ(pb[2240 + 2 * r + 1], blk[1]);  // d
+        EXPECT_EQ(pb[2272 + 2 * r], blk[2]);      // dmin
+      } else {  // row 5, block 3 (the second of unit 1) and block 6 (the lone last one)
+        const uint8_t* blk = w.data() + r * rb + 3 * 210;
+        const uint8_t* unit = p.data() + 2 * kQ6kPanelBlock;
+        EXPECT_EQ(unit[3072 + 1024 + 64 * 9 + 4 * r + 2], blk[64 + 4 * 9 + 2]);                 // ql[102]
+        EXPECT_EQ(unit[3072 + 2048 + 512 + 64 * 3 + 4 * r + 1], blk[128 + 32 + 4 * 3 + 1]);  // qh[45]
+        EXPECT_EQ(unit[6144 + 256 + 16 * 11 + r], blk[192 + 11]);                            // scale 11
+        EXPECT_EQ(unit[6656 + 32 + 2 * r], blk[208]);                                        // d
+        const uint8_t* last = w.data() + r * rb + 6 * 210;
+        EXPECT_EQ(p[6 * kQ6kPanelBlock + 3072 + 256 + 2 * r + 1], last[209]);
+      }
+    }
+  }
 }
 
 // The lane layout is a bijection on a type's row bytes: to_lanes then from_lanes gives the
