@@ -1,5 +1,5 @@
 // AVX-512 (VNNI) kernels for weights in the panel layout (panel_layout.h): Q4_0, Q4_1, Q5_0,
-// Q5_1, Q8_0, IQ4_NL, Q4_K and Q6_K in panels of 16 rows, every token count (one token to a
+// Q5_1, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K and IQ4_XS in panels of 16 rows, every token count (one token to a
 // prompt) through one tile, so a row's bits never depend on the batch.
 //
 // A tile is one panel x T <= 8 tokens. Lane r of every vector is row r: for each block b and
@@ -18,10 +18,11 @@
 // decode); else once per panel into the wide format (units of two blocks: 2 x 512 code bytes,
 // 2 x 16 fp16 d, and for Q4_1 / Q5_1 2 x 16 fp16 m: a Q8_0 panel's format plus the minimums) in
 // the thread's scratch, which every tile then reads (prompts). The codes are the same either way.
-// The K-quants (ktile) run the same tile per sub-block: Q4_K as Q4_1 with ws = fl(d * sc) and
-// minimum fl(dmin * mn) per 32 (the 6-bit scales unpacked once per super-block and tile), Q6_K
+// The K-quants (ktile) run the same tile per sub-block: Q4_K (Q5_K: its fifth bits as Q5_0's)
+// as Q4_1 with ws = fl(d * sc) and minimum fl(dmin * mn) per 32 (the 6-bit scales unpacked once per super-block and tile), Q6_K
 // per 16 with sums started at -32 * (16 codes' sum) and f = isum0 * ws0 + isum1 * ws1 applied
-// once per 32-block, f * dx; their codes are decoded in registers by every tile.
+// once per 32-block, f * dx, IQ4_XS as IQ4_NL with ws = fl(d * (ls - 32)); their codes are
+// decoded in registers by every tile.
 // A token tile's activations are gathered block by block (T x 32 codes, T starts, T scales, T
 // block sums) once per call, so that a tile addresses every token at a constant offset.
 // Thread-safety: writes only the outputs of its rows and tokens; scratch is thread-local.
@@ -56,16 +57,20 @@ inline void prefetch_ahead(const uint8_t* p, int64_t bytes) {
   for (int64_t l = 0; l < bytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchAhead + l), _MM_HINT_T1);
 }
 
-constexpr bool is_kquant(DType t) { return t == DType::kQ4_K || t == DType::kQ6_K; }
-constexpr bool has_mins(DType t) { return t == DType::kQ4_1 || t == DType::kQ5_1 || t == DType::kQ4_K; }
+constexpr bool is_kquant(DType t) {
+  return t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K || t == DType::kIQ4_XS;
+}
+constexpr bool has_mins(DType t) {
+  return t == DType::kQ4_1 || t == DType::kQ5_1 || t == DType::kQ4_K || t == DType::kQ5_K;
+}
 constexpr bool has_fifth(DType t) { return t == DType::kQ5_0 || t == DType::kQ5_1; }
 constexpr int code_offset(DType t) {
   switch (t) {
-    case DType::kQ8_0: case DType::kIQ4_NL: return 128;
+    case DType::kQ8_0: case DType::kIQ4_NL: case DType::kIQ4_XS: return 128;
     case DType::kQ6_K: return 32;
     case DType::kQ5_0: return 16;
     case DType::kQ4_0: return 8;
-    default: return 0;  // Q4_1, Q5_1, Q4_K: minimums instead
+    default: return 0;  // Q4_1, Q5_1, Q4_K, Q5_K: minimums instead
   }
 }
 
@@ -217,18 +222,20 @@ void tile(const uint8_t* panel, int64_t nb, const uint8_t* acts, float* y, int64
 // The K-quants (panel_layout.h). One super-block of a tile: a points at the gathered
 // activations of its first 32-block (8 follow at kAB bytes each).
 
-// Q4_K: per chunk c, sub-blocks 2c and 2c + 1 (one code vector's low and high nibbles) in two
-// vpdpbusd chains per token; then per sub-block g: acc += isum * fl(fl(d * sc_g) * dx) and
-// acc -= fl(dmin * mn_g) * xs, as Q4_1 with the sub-block's scale and minimum.
-template <int T>
-__attribute__((always_inline)) inline void q4k_block(const uint8_t* blk, const uint8_t* a, __m512 (&acc)[T]) {
+// Q4_K / Q5_K (kFifth): per chunk c, sub-blocks 2c and 2c + 1 (one code vector's low and high
+// nibbles; Q5_K: a masked add of 0x10 each) in two vpdpbusd chains per token; then per sub-block
+// g: acc += isum * fl(fl(d * sc_g) * dx) and acc -= fl(dmin * mn_g) * xs, as Q4_1 with the
+// sub-block's scale and minimum.
+template <int T, bool kFifth>
+__attribute__((always_inline)) inline void q45k_block(const uint8_t* blk, const uint8_t* a, __m512 (&acc)[T]) {
   constexpr int64_t kAB = act_block_bytes(T);
+  constexpr int64_t kAt = kFifth ? 512 : 0;  // the scales follow Q5_K's masks
   const __m512i lo4 = _mm512_set1_epi8(0x0F), hi2 = _mm512_set1_epi8(0x30);
   // The 8 sub-blocks' 6-bit scales and minimums, byte 16g + r of sc / mn (g = 0..7).
   alignas(64) uint8_t sc[128], mn[128];
   {
-    const __m512i lows03 = _mm512_loadu_si512(blk + 2048), lows47 = _mm512_loadu_si512(blk + 2112);
-    const __m512i highs = _mm512_loadu_si512(blk + 2176);
+    const __m512i lows03 = _mm512_loadu_si512(blk + kAt + 2048), lows47 = _mm512_loadu_si512(blk + kAt + 2112);
+    const __m512i highs = _mm512_loadu_si512(blk + kAt + 2176);
     auto with_high = [&](__m512i low4, __m512i high_at_4) {
       return _mm512_ternarylogic_epi32(low4, high_at_4, hi2, 0xF8);  // low4 | (high & 0x30)
     };
@@ -237,8 +244,8 @@ __attribute__((always_inline)) inline void q4k_block(const uint8_t* blk, const u
     _mm512_store_si512(mn, with_high(_mm512_and_si512(_mm512_srli_epi16(lows03, 4), lo4), _mm512_slli_epi16(highs, 2)));
     _mm512_store_si512(mn + 64, with_high(_mm512_and_si512(_mm512_srli_epi16(lows47, 4), lo4), _mm512_srli_epi16(highs, 2)));
   }
-  const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2240)));
-  const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2272)));
+  const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kAt + 2240)));
+  const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kAt + 2272)));
   auto lanes = [](const uint8_t* p) {
     return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(p))));
   };
@@ -251,7 +258,15 @@ __attribute__((always_inline)) inline void q4k_block(const uint8_t* blk, const u
 #pragma GCC unroll 8
     for (int v = 0; v < 8; ++v) {
       const __m512i q = _mm512_loadu_si512(blk + 512 * c + 64 * v);
-      const __m512i lo = _mm512_and_si512(q, lo4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), lo4);
+      __m512i lo = _mm512_and_si512(q, lo4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), lo4);
+      if constexpr (kFifth) {
+        const __m512i b4 = _mm512_set1_epi8(0x10);
+        uint64_t mlo, mhi;
+        std::memcpy(&mlo, blk + 2048 + 64 * (2 * c) + 8 * v, 8);
+        std::memcpy(&mhi, blk + 2048 + 64 * (2 * c + 1) + 8 * v, 8);
+        lo = _mm512_mask_add_epi8(lo, _cvtu64_mask64(mlo), lo, b4);
+        hi = _mm512_mask_add_epi8(hi, _cvtu64_mask64(mhi), hi, b4);
+      }
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
         int32_t x0, x1;
@@ -336,6 +351,62 @@ __attribute__((always_inline)) inline void q6k_block(const uint8_t* codes, const
   }
 }
 
+// IQ4_XS: per sub-block g (a 32-block), as IQ4_NL's tile (codes through the table plus 128,
+// sums started at -128 * sum(xq)) with ws = fl(d * (ls_g - 32)), the 6-bit scales unpacked once
+// per super-block and tile.
+template <int T>
+__attribute__((always_inline)) inline void iq4xs_block(const uint8_t* blk, const uint8_t* a, __m512 (&acc)[T]) {
+  constexpr int64_t kAB = act_block_bytes(T);
+  alignas(64) uint8_t ls[128];  // byte 16g + r: row r's ls_g
+  {
+    const __m512i lo4 = _mm512_set1_epi8(0x0F), hi2 = _mm512_set1_epi8(0x30);
+    const __m512i lows = _mm512_loadu_si512(blk + 2048);
+    // highs twice: bytes 16(g % 2) + r of g = 0, 1 and again for g = 2, 3 (or 4, 5 and 6, 7)
+    const __m512i highs = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2112)));
+    // bit pairs 0 / 1 (g = 0..3) and 2 / 3 (g = 4..7) of highs to bits 4-5, the first two groups
+    // of each from the lower copy
+    const __m512i h03 = _mm512_mask_blend_epi64(0xF0, _mm512_slli_epi16(highs, 4), _mm512_slli_epi16(highs, 2));
+    const __m512i h47 = _mm512_mask_blend_epi64(0xF0, highs, _mm512_srli_epi16(highs, 2));
+    _mm512_store_si512(ls, _mm512_ternarylogic_epi32(_mm512_and_si512(lows, lo4), h03, hi2, 0xF8));
+    _mm512_store_si512(ls + 64, _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(lows, 4), lo4), h47, hi2, 0xF8));
+  }
+  const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2144)));
+  const __m512 bias = _mm512_set1_ps(32.f);
+  constexpr int kChains = T <= 2 ? 2 : 1;
+  for (int g = 0; g < 8; ++g) {
+    const uint8_t* ag = a + g * kAB;
+    const int32_t* start = reinterpret_cast<const int32_t*>(ag + 32 * T);
+    const float* dx = reinterpret_cast<const float*>(ag + 36 * T);
+    __m512i is[kChains][T];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      is[0][t] = _mm512_set1_epi32(start[t]);
+      if constexpr (kChains == 2) is[1][t] = _mm512_setzero_si512();
+    }
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) {
+      __m512i lo, hi;
+      widen_vector<false, true>(blk + 256 * g, nullptr, v, lo, hi);
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        int32_t x0, x1;
+        std::memcpy(&x0, ag + 32 * t + 4 * v, 4);
+        std::memcpy(&x1, ag + 32 * t + 4 * (v + 4), 4);
+        is[0][t] = _mm512_dpbusd_epi32(is[0][t], lo, _mm512_set1_epi32(x0));
+        is[kChains - 1][t] = _mm512_dpbusd_epi32(is[kChains - 1][t], hi, _mm512_set1_epi32(x1));
+      }
+    }
+    const __m512 ws = _mm512_mul_ps(
+        d, _mm512_sub_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(ls + 16 * g)))),
+                         bias));
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      if constexpr (kChains == 2) is[0][t] = _mm512_add_epi32(is[0][t], is[1][t]);
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[0][t]), _mm512_mul_ps(ws, _mm512_set1_ps(dx[t])), acc[t]);
+    }
+  }
+}
+
 // Rows of one K-quant panel x T tokens (ns super-blocks): y[t * ys + r] for r < 16.
 template <int T, DType kType>
 void ktile(const uint8_t* panel, int64_t ns, const uint8_t* acts, float* y, int64_t ys, bool prefetch) {
@@ -344,10 +415,16 @@ void ktile(const uint8_t* panel, int64_t ns, const uint8_t* acts, float* y, int6
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < ns; ++b) {
-    if constexpr (kType == DType::kQ4_K) {
-      const uint8_t* blk = panel + kQ4kPanelBlock * b;
-      if (prefetch) prefetch_ahead(blk, kQ4kPanelBlock);
-      q4k_block<T>(blk, acts + b * kSB, acc);
+    if constexpr (kType == DType::kIQ4_XS) {
+      const uint8_t* blk = panel + kIq4xsPanelBlock * b;
+      if (prefetch) prefetch_ahead(blk, kIq4xsPanelBlock);
+      iq4xs_block<T>(blk, acts + b * kSB, acc);
+    } else if constexpr (kType == DType::kQ4_K || kType == DType::kQ5_K) {
+      constexpr bool kFifth = kType == DType::kQ5_K;
+      constexpr int64_t kBlock = kFifth ? kQ5kPanelBlock : kQ4kPanelBlock;
+      const uint8_t* blk = panel + kBlock * b;
+      if (prefetch) prefetch_ahead(blk, kBlock);
+      q45k_block<T, kFifth>(blk, acts + b * kSB, acc);
     } else {
       const int64_t u = b / 2, n = std::min<int64_t>(2, ns - 2 * u), i = b - 2 * u;
       const uint8_t* unit = panel + 2 * kQ6kPanelBlock * u;
@@ -493,6 +570,8 @@ void matmul_rows_panels(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, 
     case DType::kQ8_0: run<DType::kQ8_0>(j, r0, r1, t0, t1); return;
     case DType::kIQ4_NL: run<DType::kIQ4_NL>(j, r0, r1, t0, t1); return;
     case DType::kQ4_K: run<DType::kQ4_K>(j, r0, r1, t0, t1); return;
+    case DType::kQ5_K: run<DType::kQ5_K>(j, r0, r1, t0, t1); return;
+    case DType::kIQ4_XS: run<DType::kIQ4_XS>(j, r0, r1, t0, t1); return;
     case DType::kQ6_K: run<DType::kQ6_K>(j, r0, r1, t0, t1); return;
     default: fail("no panel kernels for ", dtype_name(j.type));
   }

@@ -96,16 +96,39 @@ void move_block(const Spec& s, const BlockMap& m, int r, uint8_t* blk, uint8_t* 
   if (!to_panel) std::memcpy(blk + qh_at, &qh, 4);
 }
 
-// Q4_K (panel_layout.h): super-block b of row r <-> its panel bytes (units of one block).
-void move_q4k(int64_t b, int r, uint8_t* blk, uint8_t* panel, bool to_panel) {
-  uint8_t* at = panel + kQ4kPanelBlock * b;
-  move_word<uint16_t>(blk, at + 2240 + 2 * r, to_panel);      // d
-  move_word<uint16_t>(blk + 2, at + 2272 + 2 * r, to_panel);  // dmin
+// Q4_K / Q5_K (panel_layout.h; `five`: Q5_K): super-block b of row r <-> its panel bytes
+// (units of one block).
+void move_q45k(bool five, int64_t b, int r, uint8_t* blk, uint8_t* panel, bool to_panel) {
+  const int64_t extra = five ? 512 : 0;  // Q5_K's masks after the codes
+  uint8_t* at = panel + (five ? kQ5kPanelBlock : kQ4kPanelBlock) * b;
+  move_word<uint16_t>(blk, at + extra + 2240 + 2 * r, to_panel);      // d
+  move_word<uint16_t>(blk + 2, at + extra + 2272 + 2 * r, to_panel);  // dmin
+  uint8_t* qs = blk + (five ? 48 : 16);
   for (int c = 0; c < 4; ++c)
-    for (int v = 0; v < 8; ++v) move_word<uint32_t>(blk + 16 + 32 * c + 4 * v, at + 512 * c + 64 * v + 4 * r, to_panel);
+    for (int v = 0; v < 8; ++v) move_word<uint32_t>(qs + 32 * c + 4 * v, at + 512 * c + 64 * v + 4 * r, to_panel);
+  if (five) {  // bit g of qh[4k + j] <-> bit 4r + j of mask k of sub-block g
+    uint8_t* qh = blk + 16;
+    if (!to_panel) std::memset(qh, 0, 32);
+    for (int g = 0; g < 8; ++g) {
+      for (int k = 0; k < 8; ++k) {
+        uint8_t* m = at + 2048 + 64 * g + 8 * k;
+        uint64_t mask;
+        std::memcpy(&mask, m, 8);
+        for (int j = 0; j < 4; ++j) {
+          const uint64_t bit = uint64_t{1} << (4 * r + j);
+          if (to_panel) {
+            mask = (qh[4 * k + j] >> g) & 1 ? mask | bit : mask & ~bit;
+          } else if (mask & bit) {
+            qh[4 * k + j] = static_cast<uint8_t>(qh[4 * k + j] | 1 << g);
+          }
+        }
+        if (to_panel) std::memcpy(m, &mask, 8);
+      }
+    }
+  }
   uint8_t* q = blk + 4;  // the 12 packed bytes of 8 6-bit scales and mins
-  uint8_t* lows = at + 2048;
-  uint8_t* highs = at + 2176;
+  uint8_t* lows = at + extra + 2048;
+  uint8_t* highs = at + extra + 2176;
   if (to_panel) {
     for (int g = 0; g < 8; ++g) {
       uint8_t sc, mn;
@@ -130,6 +153,37 @@ void move_q4k(int64_t b, int r, uint8_t* blk, uint8_t* panel, bool to_panel) {
   }
 }
 
+// IQ4_XS (panel_layout.h): super-block b of row r <-> its panel bytes (units of one block).
+void move_iq4xs(int64_t b, int r, uint8_t* blk, uint8_t* panel, bool to_panel) {
+  uint8_t* at = panel + kIq4xsPanelBlock * b;
+  move_word<uint16_t>(blk, at + 2144 + 2 * r, to_panel);  // d
+  for (int g = 0; g < 8; ++g)
+    for (int v = 0; v < 4; ++v) move_word<uint32_t>(blk + 8 + 16 * g + 4 * v, at + 256 * g + 64 * v + 4 * r, to_panel);
+  uint8_t* lows = at + 2048;
+  uint8_t* highs = at + 2112;
+  uint16_t sh;
+  std::memcpy(&sh, blk + 2, 2);
+  uint8_t* sl = blk + 4;
+  if (!to_panel) {
+    sh = 0;
+    std::memset(sl, 0, 4);
+  }
+  for (int g = 0; g < 8; ++g) {
+    uint8_t& lo = lows[16 * (g % 4) + r];
+    uint8_t& hi = highs[16 * (g % 2) + r];
+    const int lsh = 4 * (g / 4), hsh = 2 * (g / 2);
+    if (to_panel) {
+      const int ls = ((sl[g / 2] >> (4 * (g % 2))) & 15) | ((sh >> (2 * g)) & 3) << 4;
+      lo = static_cast<uint8_t>((lo & ~(15 << lsh)) | (ls & 15) << lsh);
+      hi = static_cast<uint8_t>((hi & ~(3 << hsh)) | (ls >> 4) << hsh);
+    } else {
+      sl[g / 2] = static_cast<uint8_t>(sl[g / 2] | ((lo >> lsh) & 15) << (4 * (g % 2)));
+      sh = static_cast<uint16_t>(sh | ((hi >> hsh) & 3) << (2 * g));
+    }
+  }
+  if (!to_panel) std::memcpy(blk + 2, &sh, 2);
+}
+
 // Q6_K (panel_layout.h): super-block b (of nb) of row r <-> its panel bytes (units of two).
 void move_q6k(int64_t nb, int64_t b, int r, uint8_t* blk, uint8_t* panel, bool to_panel) {
   const int64_t u = b / 2, n = std::min<int64_t>(2, nb - 2 * u), i = b - 2 * u;
@@ -146,14 +200,16 @@ void move_q6k(int64_t nb, int64_t b, int r, uint8_t* blk, uint8_t* panel, bool t
 }
 
 void move_row(DType t, int64_t cols, int r, uint8_t* row, uint8_t* panel, bool to_panel) {
-  if (t == DType::kQ4_K || t == DType::kQ6_K) {
+  if (t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K || t == DType::kIQ4_XS) {
     TRIAD_CHECK(cols % 256 == 0, "panel layout: cols ", cols, " is not a multiple of 256");
     const int64_t nb = cols / 256;
     for (int64_t b = 0; b < nb; ++b) {
-      if (t == DType::kQ4_K) {
-        move_q4k(b, r, row + 144 * b, panel, to_panel);
-      } else {
+      if (t == DType::kQ6_K) {
         move_q6k(nb, b, r, row + 210 * b, panel, to_panel);
+      } else if (t == DType::kIQ4_XS) {
+        move_iq4xs(b, r, row + 136 * b, panel, to_panel);
+      } else {
+        move_q45k(t == DType::kQ5_K, b, r, row + (t == DType::kQ5_K ? 176 : 144) * b, panel, to_panel);
       }
     }
     return;
@@ -168,7 +224,8 @@ void move_row(DType t, int64_t cols, int r, uint8_t* row, uint8_t* panel, bool t
 
 bool panel_layout_supported(DType t) {
   return t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kQ5_0 || t == DType::kQ5_1 || t == DType::kQ8_0 ||
-         t == DType::kIQ4_NL || t == DType::kQ4_K || t == DType::kQ6_K;
+         t == DType::kIQ4_NL || t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K ||
+         t == DType::kIQ4_XS;
 }
 
 bool panel_layout_fits(DType t, int64_t rows) {
@@ -177,7 +234,7 @@ bool panel_layout_fits(DType t, int64_t rows) {
 
 void panel_from_rows(DType t, const uint8_t* rows, int64_t cols, uint8_t* panel) {
   const uint64_t rb = row_bytes(t, static_cast<uint64_t>(cols));
-  // Q5_0's masks and Q4_K's high scale bits are written a few bits per row into bytes read
+  // Q5_0 / Q5_K's masks and the K-quants' packed scale bits are written a few bits per row into bytes read
   // first: start them from zero.
   std::memset(panel, 0, static_cast<size_t>(kRows * rb));
   for (int r = 0; r < kRows; ++r)

@@ -1,5 +1,5 @@
 // The panel layout: quantized weights of the 32-element block types Q4_0, Q4_1, Q5_0, Q5_1,
-// Q8_0 and IQ4_NL (laid out as Q4_0: its nibbles index kIq4nlValues), and of Q4_K and Q6_K, re-laid
+// Q8_0 and IQ4_NL (laid out as Q4_0: its nibbles index kIq4nlValues), and of Q4_K, Q5_K, Q6_K and IQ4_XS, re-laid
 // once, at load time, 16 rows at a time ("a panel"), for the AVX-512 VNNI panel kernels
 // (matmul_panels_avx512.cpp), in exactly the bytes of the GGUF blocks (no memory overhead; the
 // GGUF layout is not kept).
@@ -28,7 +28,7 @@
 // so a 64-byte aligned panel keeps every code vector aligned (a panel of odd nb ends 32 bytes
 // past a multiple of 64: the next panel's vectors are then read unaligned).
 //
-// The K-quants Q4_K and Q6_K: nb = cols / 256 super-blocks, sub-block scales unpacked into
+// The K-quants Q4_K, Q5_K, Q6_K and IQ4_XS: nb = cols / 256 super-blocks, sub-block scales unpacked into
 // 16-row vectors so a tile reads them as it reads codes, in the same bytes as the GGUF blocks.
 //   Q4_K, units of one block, block b at 2304 * b (16 x 144 bytes):
 //     codes   2048 bytes: chunk c (0..3) vector v (0..7) at 512c + 64v, byte 4r + j = row r's
@@ -37,6 +37,16 @@
 //     highs   at 2176, 64 bytes: byte 16(g % 4) + r, bits 4(g / 4) .. 4(g / 4) + 3 = row r's
 //             scale >> 4 | (min >> 4) << 2 (g and g + 4 share a byte);
 //     d at 2240, dmin at 2272: 16 fp16 each, row r's at r.
+//   Q5_K, as Q4_K (block b at 2816 * b, 16 x 176 bytes) with 512 bytes of fifth bits after the
+//     codes: at 2048 + 64g, 8 little-endian uint64 masks of sub-block g; bit 4r + j of mask k =
+//     the fifth bit of row r's element 4k + j of sub-block g (bit g of qh[4k + j]); then lows
+//     at 2560, highs at 2688, d at 2752, dmin at 2784.
+//   IQ4_XS, units of one block, block b at 2176 * b (16 x 136 bytes):
+//     codes   2048 bytes: sub-block g (0..7) vector v (0..3) at 256g + 64v, byte 4r + j = row
+//             r's qs[16g + 4v + j] (Q4_0's nibble order within the sub-block);
+//     lows    at 2048, 64 bytes: byte 16(g % 4) + r, bits 4(g / 4) .. + 3 = row r's ls_g & 15;
+//     highs   at 2112, 32 bytes: byte 16(g % 2) + r, bits 2(g / 2) .. + 1 = row r's ls_g >> 4;
+//     d       at 2144: 16 fp16, row r's at r.
 //   Q6_K, units of two blocks (the last holds one when nb is odd), unit u at 6720 * u, n blocks:
 //     codes   at 3072i for block i of the unit: ql half h (0, 1) vector v (0..15) at
 //             1024h + 64v, byte 4r + j = row r's ql[64h + 4v + j]; then qh half h vector v
@@ -55,6 +65,8 @@ namespace triad::kernels {
 
 inline constexpr int64_t kPanelRows = 16;
 inline constexpr int64_t kQ4kPanelBlock = 2304;  // a Q4_K super-block of a panel (16 x 144 bytes)
+inline constexpr int64_t kQ5kPanelBlock = 2816;  // a Q5_K super-block of a panel (16 x 176 bytes)
+inline constexpr int64_t kIq4xsPanelBlock = 2176;  // an IQ4_XS super-block of a panel (16 x 136 bytes)
 inline constexpr int64_t kQ6kPanelBlock = 3360;  // a Q6_K super-block of a panel (16 x 210 bytes)
 
 // Whether `t` has a panel layout.

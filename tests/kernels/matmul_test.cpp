@@ -401,17 +401,17 @@ TEST(MatmulTest, PanelLayoutRoundTripsAndMatchesItsSpecification) {
       }
     }
   }
-  EXPECT_FALSE(panel_layout_supported(DType::kQ5_K));
+  EXPECT_FALSE(panel_layout_supported(DType::kQ3_K));
   EXPECT_THROW(row_from_panel(DType::kQ8_0, nullptr, 16, 32, nullptr), Error);
 }
 
-// The K-quant panels (Q4_K, Q6_K) are a bijection too (one super-block, odd and even counts: a
+// The K-quant panels (Q4_K, Q5_K, Q6_K, IQ4_XS) are a bijection too (one super-block, odd and even counts: a
 // lone last Q6_K block), and a few bytes are where panel_layout.h says they are: a nibble byte,
-// a sub-block's 6-bit scale and minimum split into lows and highs, a Q6_K qh byte and int8
+// a sub-block's 6-bit scale and minimum split into lows and highs, a Q5_K fifth bit, a Q6_K qh byte and int8
 // scale, the fp16 scales, the units.
 TEST(MatmulTest, KQuantPanelLayoutRoundTripsAndMatchesItsSpecification) {
   std::mt19937 rng(7);
-  for (DType t : {DType::kQ4_K, DType::kQ6_K}) {
+  for (DType t : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kIQ4_XS}) {
     ASSERT_TRUE(panel_layout_supported(t));
     EXPECT_TRUE(panel_layout_fits(t, 16));
     for (int64_t cols : {int64_t{256}, int64_t{768}, int64_t{1792}}) {
@@ -430,17 +430,29 @@ TEST(MatmulTest, KQuantPanelLayoutRoundTripsAndMatchesItsSpecification) {
       }
       if (cols < 1792) continue;
       const int64_t r = 5;
-      if (t == DType::kQ4_K) {  // row 5, block 1
-        const uint8_t* blk = w.data() + r * rb + 144;
-        const uint8_t* pb = p.data() + kQ4kPanelBlock;
-        EXPECT_EQ(pb[512 * 2 + 64 * 3 + 4 * r + 1], blk[16 + 32 * 2 + 4 * 3 + 1]);  // qs[77]
+      if (t == DType::kIQ4_XS) {  // row 5, block 1: qs[16 * 6 + 9], sub-block 5's scale, d
+        const uint8_t* blk = w.data() + r * rb + 136;
+        const uint8_t* pb = p.data() + kIq4xsPanelBlock;
+        EXPECT_EQ(pb[256 * 6 + 64 * 2 + 4 * r + 1], blk[8 + 16 * 6 + 9]);
+        const int ls = ((blk[4 + 2] >> 4) & 15) | ((blk[3] >> 2) & 3) << 4;  // nibble 1 of scales_l[2], bits 10-11 of scales_h
+        EXPECT_EQ(ls, ((pb[2048 + 16 * 1 + r] >> 4) & 15) | ((pb[2112 + 16 * 1 + r] >> 4) & 3) << 4);
+        EXPECT_EQ(pb[2144 + 2 * r], blk[0]);
+      } else if (t != DType::kQ6_K) {  // row 5, block 1
+        const bool five = t == DType::kQ5_K;
+        const int at = five ? 512 : 0, qs = five ? 48 : 16;
+        const uint8_t* blk = w.data() + r * rb + (five ? 176 : 144);
+        const uint8_t* pb = p.data() + (five ? kQ5kPanelBlock : kQ4kPanelBlock);
+        EXPECT_EQ(pb[512 * 2 + 64 * 3 + 4 * r + 1], blk[qs + 32 * 2 + 4 * 3 + 1]);  // qs[77]
+        if (five) {  // sub-block 5's element 13: bit 5 of qh[13] is bit 4 * 5 + 1 of mask 3
+          EXPECT_EQ((pb[2048 + 64 * 5 + 8 * 3 + (4 * r + 1) / 8] >> ((4 * r + 1) % 8)) & 1, (blk[16 + 13] >> 5) & 1);
+        }
         uint8_t sc, mn;
         get_scale_min_k4(6, blk + 4, &sc, &mn);
-        const uint8_t lo = pb[2048 + 16 * 6 + r], hi = static_cast<uint8_t>(pb[2176 + 16 * 2 + r] >> 4);
+        const uint8_t lo = pb[at + 2048 + 16 * 6 + r], hi = static_cast<uint8_t>(pb[at + 2176 + 16 * 2 + r] >> 4);
         EXPECT_EQ(sc, (lo & 15) | (hi & 3) << 4);
         EXPECT_EQ(mn, (lo >> 4) | (hi >> 2) << 4);
-        EXPECT_EQ(pb[2240 + 2 * r + 1], blk[1]);  // d
-        EXPECT_EQ(pb[2272 + 2 * r], blk[2]);      // dmin
+        EXPECT_EQ(pb[at + 2240 + 2 * r + 1], blk[1]);  // d
+        EXPECT_EQ(pb[at + 2272 + 2 * r], blk[2]);      // dmin
       } else {  // row 5, block 3 (the second of unit 1) and block 6 (the lone last one)
         const uint8_t* blk = w.data() + r * rb + 3 * 210;
         const uint8_t* unit = p.data() + 2 * kQ6kPanelBlock;
