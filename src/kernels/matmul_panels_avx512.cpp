@@ -472,11 +472,14 @@ void gather(const MatmulJob& j, int64_t t0, int n, int off, bool mins, bool halv
     for (int64_t b = 0; b < nb; ++b) {
       uint8_t* o = out + b * ab;
       std::memcpy(o + 32 * t, q + 32 * b, 32);
-      int32_t sum = 0, first = 0;
-      for (int e = 0; e < 32; ++e) {
-        sum += q[32 * b + e];
-        if (e == 15) first = sum;
-      }
+      // The two halves' code sums: byte sums of the codes plus 128 (vpsadbw), less 16 * 128 each.
+      const __m256i codes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * b));
+      const __m256i sad = _mm256_sad_epu8(_mm256_xor_si256(codes, _mm256_set1_epi8(static_cast<char>(0x80))),
+                                          _mm256_setzero_si256());
+      alignas(32) uint64_t part[4];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(part), sad);
+      const int32_t first = static_cast<int32_t>(part[0] + part[1]) - 16 * 128;
+      const int32_t sum = first + static_cast<int32_t>(part[2] + part[3]) - 16 * 128;
       const int32_t start = -off * (halves ? first : sum), second = -off * (sum - first);
       std::memcpy(o + 32 * n + 4 * t, &start, 4);
       if (halves) std::memcpy(o + 40 * n + 4 * t, &second, 4);
