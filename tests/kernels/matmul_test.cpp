@@ -350,6 +350,21 @@ TEST(MatmulTest, Mxfp4EveryExponentByte) {
   }
 }
 
+// One panel p of the 16 rows w: not the rows' bytes in place, back to them by panel_to_rows,
+// and each row by row_from_panel.
+void expect_panel_round_trip(DType t, const std::vector<uint8_t>& w, const std::vector<uint8_t>& p, int64_t cols) {
+  ASSERT_NE(p, w);
+  std::vector<uint8_t> back(w.size());
+  panel_to_rows(t, p.data(), cols, back.data());
+  ASSERT_EQ(back, w);
+  const uint64_t rb = row_bytes(t, static_cast<uint64_t>(cols));
+  std::vector<uint8_t> row(rb);
+  for (int i = 0; i < kPanelRows; ++i) {
+    row_from_panel(t, p.data(), i, cols, row.data());
+    ASSERT_EQ(0, std::memcmp(row.data(), w.data() + i * rb, rb)) << "row " << i;
+  }
+}
+
 // The panel layout is a bijection on 16 rows' bytes: from_rows then to_rows gives the blocks
 // back (one block, odd and even block counts: a lone last block), row_from_panel gives each row,
 // and a few bytes are where panel_layout.h says they are: a Q8_0 code flipped by 128 in its code
@@ -365,16 +380,9 @@ TEST(MatmulTest, PanelLayoutRoundTripsAndMatchesItsSpecification) {
       SCOPED_TRACE(std::string(dtype_name(t)) + " cols=" + std::to_string(cols));
       const std::vector<uint8_t> w = random_weights(t, kPanelRows, cols, rng);
       const std::vector<uint8_t> p = panels_of(t, w, kPanelRows, cols);
-      ASSERT_NE(p, w);
-      std::vector<uint8_t> back(w.size());
-      panel_to_rows(t, p.data(), cols, back.data());
-      ASSERT_EQ(back, w);
+      expect_panel_round_trip(t, w, p, cols);
+      if (HasFatalFailure()) return;
       const uint64_t rb = row_bytes(t, static_cast<uint64_t>(cols));
-      std::vector<uint8_t> row(rb);
-      for (int i = 0; i < kPanelRows; ++i) {
-        row_from_panel(t, p.data(), i, cols, row.data());
-        ASSERT_EQ(0, std::memcmp(row.data(), w.data() + i * rb, rb)) << "row " << i;
-      }
       if (cols < 896) continue;  // block 3 below: the second of unit 1 (two whole units)
       const int bb = static_cast<int>(traits(t).block_bytes);
       const int64_t r = 5, b = 3;  // row 5, block 3: the second block of unit 1
@@ -418,16 +426,9 @@ TEST(MatmulTest, KQuantPanelLayoutRoundTripsAndMatchesItsSpecification) {
       SCOPED_TRACE(std::string(dtype_name(t)) + " cols=" + std::to_string(cols));
       const std::vector<uint8_t> w = random_weights(t, kPanelRows, cols, rng);
       const std::vector<uint8_t> p = panels_of(t, w, kPanelRows, cols);
-      ASSERT_NE(p, w);
-      std::vector<uint8_t> back(w.size());
-      panel_to_rows(t, p.data(), cols, back.data());
-      ASSERT_EQ(back, w);
+      expect_panel_round_trip(t, w, p, cols);
+      if (HasFatalFailure()) return;
       const uint64_t rb = row_bytes(t, static_cast<uint64_t>(cols));
-      std::vector<uint8_t> row(rb);
-      for (int i = 0; i < kPanelRows; ++i) {
-        row_from_panel(t, p.data(), i, cols, row.data());
-        ASSERT_EQ(0, std::memcmp(row.data(), w.data() + i * rb, rb)) << "row " << i;
-      }
       if (cols < 1792) continue;
       const int64_t r = 5;
       if (t == DType::kIQ4_XS) {  // row 5, block 1: qs[16 * 6 + 9], sub-block 5's scale, d
