@@ -25,7 +25,9 @@
 //                 dx_t = amax_t / 127), y = float(isum) * fl(s_r * dx_t) in f32 with
 //                 isum = sum w_c * xq_c an exact integer (|isum| < 2^31 for cols <= 131072,
 //                 checked); every level, the reference included, computes exactly this
-// So the SIMD kernels and matmul_ref differ only by float rounding in the accumulation.
+// So the SIMD kernels and matmul_ref differ only by float rounding in the accumulation (and in
+// one association: the Q6_K panel tiles multiply by dx_b once per 32-block, the sum of its two
+// groups' fl(ws_g * isum_g) products).
 //
 // Thread-safety: MatmulJob is read-only to the kernels; each kernel call writes only
 // y[t * y_stride + r] for its own row and token range, so disjoint ranges may run concurrently.

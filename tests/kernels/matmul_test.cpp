@@ -435,8 +435,14 @@ TEST(MatmulTest, KQuantPanelLayoutRoundTripsAndMatchesItsSpecification) {
         const uint8_t* blk = w.data() + r * rb + 136;
         const uint8_t* pb = p.data() + kIq4xsPanelBlock;
         EXPECT_EQ(pb[256 * 6 + 64 * 2 + 4 * r + 1], blk[8 + 16 * 6 + 9]);
-        const int ls = ((blk[4 + 2] >> 4) & 15) | ((blk[3] >> 2) & 3) << 4;  // nibble 1 of scales_l[2], bits 10-11 of scales_h
-        EXPECT_EQ(ls, ((pb[2048 + 16 * 1 + r] >> 4) & 15) | ((pb[2112 + 16 * 1 + r] >> 4) & 3) << 4);
+        uint16_t sh;
+        std::memcpy(&sh, blk + 2, 2);
+        for (int g = 0; g < 8; ++g) {  // nibble g % 2 of scales_l[g / 2], bits 2g, 2g + 1 of scales_h
+          const int ls = ((blk[4 + g / 2] >> (4 * (g % 2))) & 15) | ((sh >> (2 * g)) & 3) << 4;
+          EXPECT_EQ(ls, ((pb[2048 + 16 * (g % 4) + r] >> (4 * (g / 4))) & 15) |
+                            ((pb[2112 + 16 * (g % 2) + r] >> (2 * (g / 2))) & 3) << 4)
+              << "sub-block " << g;
+        }
         EXPECT_EQ(pb[2144 + 2 * r], blk[0]);
       } else if (t != DType::kQ6_K) {  // row 5, block 1
         const bool five = t == DType::kQ5_K;
@@ -444,14 +450,17 @@ TEST(MatmulTest, KQuantPanelLayoutRoundTripsAndMatchesItsSpecification) {
         const uint8_t* blk = w.data() + r * rb + (five ? 176 : 144);
         const uint8_t* pb = p.data() + (five ? kQ5kPanelBlock : kQ4kPanelBlock);
         EXPECT_EQ(pb[512 * 2 + 64 * 3 + 4 * r + 1], blk[qs + 32 * 2 + 4 * 3 + 1]);  // qs[77]
-        if (five) {  // sub-block 5's element 13: bit 5 of qh[13] is bit 4 * 5 + 1 of mask 3
-          EXPECT_EQ((pb[2048 + 64 * 5 + 8 * 3 + (4 * r + 1) / 8] >> ((4 * r + 1) % 8)) & 1, (blk[16 + 13] >> 5) & 1);
+        for (int g = 0; g < 8; ++g) {
+          if (five) {  // sub-block g's element 13: bit g of qh[13] is bit 4 * 5 + 1 of its mask 3
+            EXPECT_EQ((pb[2048 + 64 * g + 8 * 3 + (4 * r + 1) / 8] >> ((4 * r + 1) % 8)) & 1, (blk[16 + 13] >> g) & 1);
+          }
+          uint8_t sc, mn;
+          get_scale_min_k4(g, blk + 4, &sc, &mn);
+          const uint8_t lo = pb[at + 2048 + 16 * g + r];
+          const uint8_t hi = static_cast<uint8_t>(pb[at + 2176 + 16 * (g % 4) + r] >> (4 * (g / 4)));
+          EXPECT_EQ(sc, (lo & 15) | (hi & 3) << 4) << "sub-block " << g;
+          EXPECT_EQ(mn, (lo >> 4) | ((hi >> 2) & 3) << 4) << "sub-block " << g;
         }
-        uint8_t sc, mn;
-        get_scale_min_k4(6, blk + 4, &sc, &mn);
-        const uint8_t lo = pb[at + 2048 + 16 * 6 + r], hi = static_cast<uint8_t>(pb[at + 2176 + 16 * 2 + r] >> 4);
-        EXPECT_EQ(sc, (lo & 15) | (hi & 3) << 4);
-        EXPECT_EQ(mn, (lo >> 4) | (hi >> 2) << 4);
         EXPECT_EQ(pb[at + 2240 + 2 * r + 1], blk[1]);  // d
         EXPECT_EQ(pb[at + 2272 + 2 * r], blk[2]);      // dmin
       } else {  // row 5, block 3 (the second of unit 1) and block 6 (the lone last one)
@@ -461,8 +470,12 @@ TEST(MatmulTest, KQuantPanelLayoutRoundTripsAndMatchesItsSpecification) {
         EXPECT_EQ(unit[3072 + 2048 + 512 + 64 * 3 + 4 * r + 1], blk[128 + 32 + 4 * 3 + 1]);  // qh[45]
         EXPECT_EQ(unit[6144 + 256 + 16 * 11 + r], blk[192 + 11]);                            // scale 11
         EXPECT_EQ(unit[6656 + 32 + 2 * r], blk[208]);                                        // d
-        const uint8_t* last = w.data() + r * rb + 6 * 210;
-        EXPECT_EQ(p[6 * kQ6kPanelBlock + 3072 + 256 + 2 * r + 1], last[209]);
+        const uint8_t* last = w.data() + r * rb + 6 * 210;  // a unit of one: codes, scales, d
+        const uint8_t* lone = p.data() + 6 * kQ6kPanelBlock;
+        EXPECT_EQ(lone[64 * 1 + 4 * r + 3], last[4 + 3]);                  // ql[7]
+        EXPECT_EQ(lone[2048 + 512 + 64 * 7 + 4 * r], last[128 + 32 + 28]);  // qh[60]
+        EXPECT_EQ(lone[3072 + 16 * 15 + r], last[192 + 15]);                // scale 15
+        EXPECT_EQ(lone[3072 + 256 + 2 * r + 1], last[209]);                 // d
       }
     }
   }
