@@ -32,7 +32,7 @@ void CommonOptions::add_weight_type(CLI::App& cmd) {
   cmd.add_flag_callback(
       "--no-repack", [] { Model::set_weight_relayout(false); },
       "keep quantized weights in the file's GGUF layout (shared page cache, zero-copy load) instead of re-laying "
-      "them once for the AVX-512 kernels (same memory; faster batched decode and prompts)");
+      "them once for the AVX-512 and AVX2 kernels (same memory; faster decode, batched decode and prompts)");
 }
 
 int CommonOptions::resolved_threads() const { return threads > 0 ? threads : physical_cores(); }

@@ -202,6 +202,17 @@ void prepare_activations(IsaLevel level, MatmulJob& j, int slot, ThreadPool& poo
 
 }  // namespace
 
+bool matmul_runs_panels(IsaLevel level, DType t) {
+  switch (level) {
+    case IsaLevel::kAvx512: return panel_layout_supported(t);
+    case IsaLevel::kAvx2:
+      return t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kQ5_0 || t == DType::kQ5_1 || t == DType::kQ8_0 ||
+             t == DType::kIQ4_NL;
+    case IsaLevel::kScalar: break;
+  }
+  return false;
+}
+
 void set_matmul_batch_invariant(bool on) { g_batch_invariant.store(on); }
 bool matmul_batch_invariant_requested() { return g_batch_invariant.load(); }
 bool matmul_is_batch_invariant() { return best_isa() != IsaLevel::kAvx512 || g_batch_invariant.load(); }
@@ -290,7 +301,10 @@ Product make_product(IsaLevel level, const WeightMatrix& w, const float* x, int6
   j.lanes = w.lanes;
   j.panels = w.panels;
   p.rows = rows_fn(level, w.type, w.lanes || w.panels);
-  p.lay_back = (w.lanes || w.panels) && p.rows != matmul_rows_avx512;
+  const IsaLevel runs = p.rows == matmul_rows_avx512 ? IsaLevel::kAvx512
+                        : p.rows == matmul_rows_avx2 ? IsaLevel::kAvx2
+                                                     : IsaLevel::kScalar;
+  p.lay_back = (w.lanes && runs != IsaLevel::kAvx512) || (w.panels && !matmul_runs_panels(runs, w.type));
   return p;
 }
 

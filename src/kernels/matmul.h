@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <span>
 
+#include "base/cpu_features.h"
 #include "base/thread_pool.h"
 #include "tensor/dtype.h"
 
@@ -73,6 +74,12 @@ void matmul_experts(const ExpertProducts& e, const float* x, int64_t x_stride, f
 // together). Each row's results are those of two matmul_experts() calls.
 void matmul_experts_pair(const ExpertProducts& e, const void* const* data2, const float* x, int64_t x_stride, float* y,
                          float* y2, int64_t y_stride, float* gather, ThreadPool& pool);
+
+// Whether the kernels of ISA `level` run weights of type `t` in the panel layout
+// (kernels/panel_layout.h) themselves: AVX-512 every panel type, AVX2 the 32-element block types
+// (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL). Panels of other types still multiply correctly there,
+// laid back into GGUF blocks on the fly (slowly): the load-time re-layout asks this first.
+bool matmul_runs_panels(IsaLevel level, DType t);
 
 // Batch invariance: whether a token's output row is bitwise the same whatever else shares the
 // call (the number of tokens, the thread count). The scalar and AVX2 kernels always are, and so

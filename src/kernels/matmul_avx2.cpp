@@ -589,6 +589,10 @@ struct KI8 {
 
 void matmul_rows_avx2(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
   using namespace avx2;
+  if (j.panels) {  // matmul.cpp lays back panels of the other types
+    matmul_rows_panels_avx2(j, r0, r1, t0, t1);
+    return;
+  }
   switch (j.type) {
     case DType::kF32: tiles::run<KFloat<0>>(j, r0, r1, t0, t1); return;
     case DType::kF16: tiles::run<KFloat<1>>(j, r0, r1, t0, t1); return;

@@ -48,7 +48,7 @@ struct MatmulJob {
   const uint8_t* w = nullptr;  // row r at w + r * row_bytes
   uint64_t row_bytes = 0;
   bool lanes = false;  // quantized rows in the lane layout (lane_layout.h): AVX-512 kernels only
-  bool panels = false;  // quantized rows in 16-row panels (panel_layout.h): AVX-512 kernels only
+  bool panels = false;  // quantized rows in 16-row panels (panel_layout.h): AVX-512 kernels, AVX2 for some types
   int64_t rows = 0, cols = 0, n_tokens = 0;
   // F32 / F16 weights: the caller's activations.
   const float* x = nullptr;
@@ -106,6 +106,8 @@ using MatmulRowsFn = void (*)(const MatmulJob& job, int64_t r0, int64_t r1, int6
 void matmul_rows_ref(const MatmulJob& job, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
 void matmul_rows_avx2(const MatmulJob& job, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
 void matmul_rows_avx512(const MatmulJob& job, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
+// The AVX2 panel kernels (matmul_panels_avx2.cpp): job.panels of a type matmul_runs_panels(kAvx2, ...).
+void matmul_rows_panels_avx2(const MatmulJob& job, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
 
 // True when this CPU can run code of `level` (hardware check; TRIAD_ISA is not consulted).
 bool matmul_isa_supported(IsaLevel level);

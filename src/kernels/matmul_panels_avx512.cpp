@@ -35,6 +35,7 @@
 #include "base/error.h"
 #include "kernels/matmul_avx512_common.h"
 #include "kernels/matmul_impl.h"
+#include "kernels/panel_gather.h"
 #include "kernels/panel_layout.h"
 #include "kernels/quant_blocks.h"
 
@@ -97,9 +98,7 @@ static_assert(Format<DType::kQ8_0, false>::kUnitBytes == 32 * 34 && Format<DType
               Format<DType::kQ4_0, false>::kUnitBytes == 32 * 18 && Format<DType::kQ4_1, false>::kUnitBytes == 32 * 20 &&
               Format<DType::kQ5_1, false>::kUnitBytes == 32 * 24 && Format<DType::kIQ4_NL, false>::kUnitBytes == 32 * 18);
 
-// A token tile's activations for block b, at b * act_block_bytes(T): T x 32 codes, then T
-// int32 starts (-offset * sum of the codes), T float scales dx and T float block sums xs.
-constexpr int64_t act_block_bytes(int t) { return 44 * static_cast<int64_t>(t); }
+// A token tile's activations: gathered block by block (panel_gather.h).
 
 struct PanelScratch {
   AlignedBuffer<uint8_t> panel;  // a widened nibble-type panel (the wide format)
@@ -457,35 +456,6 @@ void tile_n(int n, const uint8_t* panel, int64_t nb, const uint8_t* acts, float*
     TRIAD_PANEL_TILE(5) TRIAD_PANEL_TILE(6) TRIAD_PANEL_TILE(7) TRIAD_PANEL_TILE(8)
 #undef TRIAD_PANEL_TILE
     default: fail("panel tile of ", n, " tokens");
-  }
-}
-
-// Tokens [t0, t0 + n) of the job gathered for a tile of n tokens (off: the type's code offset;
-// the block sums only with mins). With halves (Q6_K: sub-blocks of 16) the starts are per 16
-// codes, the second half's in the block sums' place.
-void gather(const MatmulJob& j, int64_t t0, int n, int off, bool mins, bool halves, uint8_t* out) {
-  const int64_t nb = j.cols / 32, ab = act_block_bytes(n);
-  for (int t = 0; t < n; ++t) {
-    const int8_t* q = j.aq + (t0 + t) * j.aq_stride;
-    const float* d = j.ad + (t0 + t) * j.as_stride;
-    const float* xs = j.axs + (t0 + t) * j.as_stride;
-    for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* o = out + b * ab;
-      std::memcpy(o + 32 * t, q + 32 * b, 32);
-      // The two halves' code sums: byte sums of the codes plus 128 (vpsadbw), less 16 * 128 each.
-      const __m256i codes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * b));
-      const __m256i sad = _mm256_sad_epu8(_mm256_xor_si256(codes, _mm256_set1_epi8(static_cast<char>(0x80))),
-                                          _mm256_setzero_si256());
-      alignas(32) uint64_t part[4];
-      _mm256_store_si256(reinterpret_cast<__m256i*>(part), sad);
-      const int32_t first = static_cast<int32_t>(part[0] + part[1]) - 16 * 128;
-      const int32_t sum = first + static_cast<int32_t>(part[2] + part[3]) - 16 * 128;
-      const int32_t start = -off * (halves ? first : sum), second = -off * (sum - first);
-      std::memcpy(o + 32 * n + 4 * t, &start, 4);
-      if (halves) std::memcpy(o + 40 * n + 4 * t, &second, 4);
-      std::memcpy(o + 36 * n + 4 * t, d + b, 4);
-      if (mins) std::memcpy(o + 40 * n + 4 * t, xs + b, 4);
-    }
   }
 }
 

@@ -114,16 +114,19 @@ std::unique_ptr<Model> Model::load(const std::string& path, const WeightTransfor
   m->config_ = ModelConfig::from_gguf(*m->file_);
   m->weights_ = ModelWeights::bind(*m->file_, m->config_);
   if (transform) transform(m->weights_, *m->file_, m->config_);
-  if (weight_relayout() && best_isa() == IsaLevel::kAvx512) {
+  if (weight_relayout() && best_isa() != IsaLevel::kScalar) {
     const Timer t;
     const ModelWeights::Relayout r =
-        m->weights_.relayout(*m->file_, threads > 0 ? threads : physical_cores());
+        m->weights_.relayout(*m->file_, best_isa(), threads > 0 ? threads : physical_cores());
     if (r.matrices > 0)
-      log_info("weights: ", r.matrices, " quantized matrices re-laid for the AVX-512 kernels in ", t.seconds(), " s");
+      log_info("weights: ", r.matrices, " quantized matrices re-laid for the ", isa_name(best_isa()), " kernels in ",
+               t.seconds(), " s");
     if (r.kept > 0)
       log_warn("weights: ", r.kept, " quantized matrices (", r.kept_bytes >> 20,
                " MiB) stay in the file's GGUF layout: copying them would pass the memory available. They run "
-               "slower when batched, and their results depend on the batch (use --batch-invariant for that)");
+               "slower when batched",
+               best_isa() == IsaLevel::kAvx512 ? ", and their results depend on the batch (use --batch-invariant for that)"
+                                               : "");
   }
   return m;
 }

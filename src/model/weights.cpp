@@ -212,7 +212,7 @@ const gguf::TensorInfo* tensor_at(const gguf::GgufFile& f, const void* p) {
 
 }  // namespace
 
-ModelWeights::Relayout ModelWeights::relayout(const gguf::GgufFile& f, int threads, uint64_t budget) {
+ModelWeights::Relayout ModelWeights::relayout(const gguf::GgufFile& f, IsaLevel level, int threads, uint64_t budget) {
   std::vector<NamedMatrix> todo = block_matrices();
   const bool tied = output.data != nullptr && output.data == token_embd.data;
   if (tied) {
@@ -220,8 +220,14 @@ ModelWeights::Relayout ModelWeights::relayout(const gguf::GgufFile& f, int threa
   } else if (output.data != nullptr) {
     todo.push_back({"output.weight", &output});
   }
-  ThreadPool pool(std::max(1, threads));
   Relayout result;
+  if (level == IsaLevel::kScalar) return result;
+  // AVX-512 runs every layout; AVX2 only panels, of the types its panel kernels run.
+  const bool lanes_too = level == IsaLevel::kAvx512;
+  auto runs_panels = [&](const kernels::WeightMatrix& m) {
+    return kernels::matmul_runs_panels(level, m.type) && kernels::panel_layout_fits(m.type, m.rows);
+  };
+  ThreadPool pool(std::max(1, threads));
   // Copies move weights from file pages (which the kernel may drop and read again) into
   // anonymous memory: they stop where the copies would pass 7/8 of what the OS reports
   // available, so a model larger than memory still runs from its mapping (in GGUF layout).
@@ -289,6 +295,7 @@ ModelWeights::Relayout ModelWeights::relayout(const gguf::GgufFile& f, int threa
   for (NamedMatrix& nm : todo) {
     kernels::WeightMatrix& m = *nm.matrix;
     if (m.data == nullptr || m.lanes || m.panels || !kernels::lane_layout_supported(m.type)) continue;
+    if (!lanes_too && !runs_panels(m)) continue;  // AVX2: only what its panel kernels run
     const uint64_t bytes = row_bytes(m.type, static_cast<uint64_t>(m.cols)) * static_cast<uint64_t>(m.rows);
     Job j;
     j.m = &m;
@@ -304,6 +311,7 @@ ModelWeights::Relayout ModelWeights::relayout(const gguf::GgufFile& f, int threa
     return row_bytes(e.first.type, static_cast<uint64_t>(e.first.cols)) * static_cast<uint64_t>(e.first.rows);
   };
   for (LayerWeights& L : layers) {
+    if (!lanes_too) break;  // experts go into lanes only
     for (ExpertMatrices* e : {&L.wk_b, &L.wv_b, &L.gate_exps, &L.up_exps, &L.down_exps}) {
       if (e->n() == 0 || e->first.lanes || !kernels::lane_layout_supported(e->first.type)) continue;
       uint64_t copies = 0;
@@ -321,7 +329,7 @@ ModelWeights::Relayout ModelWeights::relayout(const gguf::GgufFile& f, int threa
       kernels::WeightMatrix& m = *j.m;
       auto* src = static_cast<const uint8_t*>(m.data);
       uint8_t* dst = j.in_place ? const_cast<uint8_t*>(src) : buf + j.offset;
-      const bool panels = kernels::panel_layout_fits(m.type, m.rows);
+      const bool panels = runs_panels(m);
       relay(m.type, m.rows, m.cols, src, dst, panels);
       if (!j.in_place)
         if (const gguf::TensorInfo* ti = f.find_tensor(*j.name)) f.release_pages(*ti);

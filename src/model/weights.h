@@ -110,12 +110,14 @@ struct ModelWeights {
   // Whether p lies in storage made by own_bytes.
   bool owns(const void* p) const;
 
-  // Re-lays the quantized matrices the AVX-512 kernels read into the lane layout
-  // (kernels/lane_layout.h): every block matrix, the output matrix (token_embd too when it is
+  // Re-lays the quantized matrices for the kernels of ISA `level`. AVX-512: into the lane layout
+  // (kernels/lane_layout.h) every block matrix, the output matrix (token_embd too when it is
   // the tied output; get_rows reads it through row_from_lanes / row_from_panel), the routed
-  // experts and latent attention's per-head matrices, of a type that has one; matrices of
-  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and IQ4_NL with whole panels of rows (not experts) go into
-  // 16-row panels instead (kernels/panel_layout.h). Same bytes: a matrix in the file's
+  // experts and latent attention's per-head matrices, of a type that has one; matrices of a
+  // panel type (Q4_0 ... Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K, IQ4_XS) with whole panels of rows (not
+  // experts) go into 16-row panels instead (kernels/panel_layout.h). AVX2: only the matrices
+  // that its panel kernels run (kernels::matmul_runs_panels: the 32-element block types) go
+  // into panels; the rest keep their GGUF blocks. Scalar: nothing. Same bytes: a matrix in the file's
   // mapping is copied into storage the weights own and its pages are released; one made at
   // load time is re-laid in place. Copies stop where they would pass `budget` bytes (0: 7/8 of
   // the memory the OS reports available, so a model larger than memory keeps running from its
@@ -125,7 +127,7 @@ struct ModelWeights {
     int kept = 0;             // left in GGUF layout for want of memory (an expert set counts once)
     uint64_t kept_bytes = 0;  // their bytes
   };
-  Relayout relayout(const gguf::GgufFile& f, int threads, uint64_t budget = 0);
+  Relayout relayout(const gguf::GgufFile& f, IsaLevel level, int threads, uint64_t budget = 0);
   // Whether any matrix the forward pass multiplies by has a type with a lane layout but is still
   // in GGUF blocks, in neither lanes nor panels (all of them without relayout): on AVX-512 such
   // a matrix's rows depend on the batch (kernels/matmul.h batch invariance).

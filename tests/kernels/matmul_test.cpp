@@ -259,13 +259,15 @@ TEST(MatmulTest, TableOfShapesOnEveryIsa) {
 
     // The same weights in the lane layout (lane_layout.h) and in panels (panel_layout.h), where
     // the type has them: every level must give what it gives on the GGUF blocks within the same
-    // bound (AVX-512 runs their kernels, the other levels lay the rows back: bitwise their block
-    // results).
+    // bound (AVX-512 runs their kernels, AVX2 the panels of the 32-element block types; where a
+    // level has no kernel for a layout it lays the rows back: bitwise its block results). The
+    // AVX2 and AVX-512 panel kernels do the same arithmetic: bitwise equal.
     const std::vector<uint8_t> wl = lane_layout_supported(c.type) ? lanes_of(c.type, w, c.rows, c.cols)
                                                                    : std::vector<uint8_t>();
     const std::vector<uint8_t> wp = panel_layout_fits(c.type, c.rows) ? panels_of(c.type, w, c.rows, c.cols)
                                                                        : std::vector<uint8_t>();
     enum Layout { kBlocks, kLanes, kPanels };
+    std::vector<float> y_panels_avx2;
     for (IsaLevel level : isas) {
       SCOPED_TRACE(isa_name(level));
       std::vector<float> yb;
@@ -292,12 +294,19 @@ TEST(MatmulTest, TableOfShapesOnEveryIsa) {
           }
           for (int64_t r = c.rows; r < ys; ++r) ASSERT_EQ(y[t * ys + r], kSentinel) << "stride gap";
         }
+        const bool panel_kernels = layout == kPanels && matmul_runs_panels(level, c.type);
         if (layout == kBlocks) {
           yb = y;
-        } else if (level != IsaLevel::kAvx512 || (lanes && c.n_tokens >= 8)) {
-          // Below AVX-512 the lane rows and panels are laid back; on AVX-512 from 8 tokens the
+        } else if ((lanes && level != IsaLevel::kAvx512) || (layout == kPanels && !panel_kernels) ||
+                   (lanes && c.n_tokens >= 8)) {
+          // Laid back where the level has no kernels for the layout; on AVX-512 from 8 tokens the
           // blocks and lanes run the packed tiles, whose widened groups must hold the same values.
           ASSERT_EQ(0, std::memcmp(y.data(), yb.data(), y.size() * sizeof(float))) << "the layouts differ";
+        }
+        if (panel_kernels && level == IsaLevel::kAvx2) y_panels_avx2 = y;
+        if (panel_kernels && level == IsaLevel::kAvx512 && !y_panels_avx2.empty()) {
+          ASSERT_EQ(0, std::memcmp(y.data(), y_panels_avx2.data(), y.size() * sizeof(float)))
+              << "the AVX2 and AVX-512 panel kernels differ";
         }
       }
     }

@@ -715,10 +715,24 @@ TEST(EngineTest, EquivalenceSyntheticGemma3WithShortWindow) {
 // AVX-512 its matrices are re-laid at load (kernels/lane_layout.h; Q5_0 and Q8_0 with whole
 // panels of rows into kernels/panel_layout.h, the tied output among them, so the embedding
 // lookup reads its rows from panels), and those kernels give a token the same bits alone,
-// batched, chunked or with its prefix cached. (Elsewhere the kernels are invariant anyway.)
+// batched, chunked or with its prefix cached. On AVX2 the Q5_0 and Q8_0 matrices go into panels
+// (its panel kernels), the K-quants stay in GGUF blocks. (The GGUF-block kernels are invariant
+// below AVX-512 anyway.)
 TEST(EngineTest, EquivalenceQuantizedWithoutBatchInvariantMode) {
   LOAD_OR_SKIP(m, synthetic_path("gemma3_q4_k_m.gguf"));
   ASSERT_FALSE(kernels::matmul_batch_invariant_requested());
+  if (best_isa() == IsaLevel::kAvx2) {
+    int panels = 0, lanes = 0;
+    for (const auto& L : m->weights().layers)
+      for (const kernels::WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
+        panels += w->panels;
+        lanes += w->lanes;
+        EXPECT_EQ(w->panels, kernels::matmul_runs_panels(IsaLevel::kAvx2, w->type) &&
+                                 kernels::panel_layout_fits(w->type, w->rows));
+      }
+    EXPECT_EQ(0, lanes) << "AVX2 has no lane kernels";
+    EXPECT_GT(panels + m->weights().output.panels, 0) << "no matrix in panels: the AVX2 panel kernels go untested here";
+  }
   if (best_isa() == IsaLevel::kAvx512) {
     EXPECT_FALSE(m->weights().has_gguf_layout_quant()) << "quantized matrices should be re-laid on AVX-512";
     const kernels::WeightMatrix& out = m->weights().output;
@@ -756,7 +770,7 @@ TEST(EngineTest, RelayoutStopsAtItsMemoryBudget) {
     ModelConfig c = ModelConfig::from_gguf(*f);
     ModelWeights w = ModelWeights::bind(*f, c);
     ASSERT_TRUE(w.has_gguf_layout_quant());
-    const ModelWeights::Relayout r = w.relayout(*f, 2, budget);
+    const ModelWeights::Relayout r = w.relayout(*f, IsaLevel::kAvx512, 2, budget);
     if (budget == 1) {
       EXPECT_EQ(0, r.matrices);
       EXPECT_GT(r.kept, 0);

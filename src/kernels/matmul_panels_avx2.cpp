@@ -1,0 +1,347 @@
+// AVX2 (FMA, F16C) kernels for the 32-element block types in the panel layout (panel_layout.h):
+// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and IQ4_NL in panels of 16 rows, every token count through one
+// tile, so a row's bits never depend on the batch. (The K-quants keep their GGUF blocks on
+// AVX2: matmul_panels_supported.)
+//
+// The AVX-512 panel kernels (matmul_panels_avx512.cpp) with 8 rows per 256-bit vector and
+// without VNNI: lane r of every vector is row 8h + r of half h of the panel. For each block b
+// and each code vector k (4 bytes of each of the 8 rows), one vpmaddubsw per token with the
+// token's 4 activation bytes broadcast gives 16 int16 pair sums; four of them are added in
+// int16 and one vpmaddwd(1) makes 8 int32 row sums:
+// - Q4_0 / Q4_1 / Q5_0 / Q5_1: unsigned codes <= 31, so |4 x pair| <= 4 * 2 * 31 * 128 < 2^15
+//   (no saturation); sums start at -offset * sum(xq) (Q4_0 8, Q5_0 16; minimums otherwise).
+// - Q8_0 and IQ4_NL (its nibbles looked up as signed values): vpmaddubsw(|w|, sign(xq, w))
+//   (|w| <= 128, |xq| <= 127: no saturation), one vpmaddwd per code vector.
+// Then per block, as every panel kernel: acc += float(isum) * fl(d * dx) (+ m * xs), in f32,
+// in block order: the AVX-512 panel kernels' arithmetic, so both give the same bits.
+// A tile is T <= 4 tokens x one half panel, or x both halves when T <= 2. The unsigned types'
+// codes are decoded in registers when a panel has one token tile (decode), else the panel is
+// widened once (512 code bytes per block, then d and m) into the thread's scratch, which every
+// tile reads as memory operands (batched decode, prompts); the signed types decode in registers.
+// Thread-safety: writes only the outputs of its rows and tokens; scratch is thread-local.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/aligned_buffer.h"
+#include "base/error.h"
+#include "kernels/matmul_impl.h"
+#include "kernels/panel_gather.h"
+#include "kernels/panel_layout.h"
+#include "kernels/quant_blocks.h"
+
+namespace triad::kernels {
+namespace avx2 {
+namespace {
+
+constexpr int kMaxT = 4;  // tokens per tile
+// Prefetch distance of a tile's first pass over a panel (into L2), as the AVX-512 kernels.
+constexpr int64_t kPrefetchAhead = 8192;
+
+inline void prefetch_ahead(const uint8_t* p, int64_t bytes) {
+  for (int64_t l = 0; l < bytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchAhead + l), _MM_HINT_T1);
+}
+
+template <DType kType>
+struct Type {
+  static constexpr bool kSigned = kType == DType::kQ8_0 || kType == DType::kIQ4_NL;
+  static constexpr bool kFifth = kType == DType::kQ5_0 || kType == DType::kQ5_1;
+  static constexpr bool kMins = kType == DType::kQ4_1 || kType == DType::kQ5_1;
+  static constexpr int kOff = kType == DType::kQ4_0 ? 8 : kType == DType::kQ5_0 ? 16 : 0;
+  // The panel layout's parts (panel_layout.h), per block of a unit of n blocks.
+  static constexpr int64_t kCodes = kType == DType::kQ8_0 ? 512 : 256, kMasks = kFifth ? 64 : 0;
+  static constexpr int64_t kUnitBytes = 2 * (kCodes + kMasks + 32 + (kMins ? 32 : 0));
+  // The wide format (unsigned types): per block 512 code bytes, 16 fp16 d, (16 fp16 m).
+  static constexpr int64_t kWideBlock = 512 + 32 + (kMins ? 32 : 0);
+};
+
+// IQ4_NL's values (signed bytes): a vpshufb table in both lanes.
+inline __m256i iq4nl_table() {
+  return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
+}
+
+// 0x10 in byte i where bit i of `bits` is set.
+inline __m256i bits_to_0x10(uint32_t bits) {
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(static_cast<int>(bits)),
+      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i sel = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, sel), sel), _mm256_set1_epi8(0x10));
+}
+
+// Where block i of a unit of n blocks keeps its parts, in the panel layout or (kWide) in the
+// wide format (unit = the block, n = 1, i = 0).
+template <DType kType, bool kWide>
+struct Parts {
+  using Y = Type<kType>;
+  static const uint8_t* codes(const uint8_t* unit, int64_t i) { return unit + (kWide ? 0 : Y::kCodes * i); }
+  static const uint8_t* masks(const uint8_t* unit, int64_t n, int64_t i) { return unit + n * Y::kCodes + Y::kMasks * i; }
+  static const uint8_t* d(const uint8_t* unit, int64_t n, int64_t i) {
+    return kWide ? unit + 512 : unit + n * (Y::kCodes + Y::kMasks) + 32 * i;
+  }
+  static const uint8_t* m(const uint8_t* unit, int64_t n, int64_t i) {
+    return kWide ? unit + 544 : unit + n * (Y::kCodes + Y::kMasks + 32) + 32 * i;
+  }
+};
+
+// Code vectors v (low nibbles: code vector v) and v + 4 (high nibbles) of half h of a nibble
+// block: unsigned codes, or IQ4_NL's signed values.
+template <DType kType>
+__attribute__((always_inline)) inline void nibble_vectors(const uint8_t* codes, const uint8_t* masks, int v, int h,
+                                                          __m256i& lo, __m256i& hi) {
+  const __m256i lo4 = _mm256_set1_epi8(0x0F);
+  const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 64 * v + 32 * h));
+  lo = _mm256_and_si256(q, lo4);
+  hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), lo4);
+  if constexpr (kType == DType::kIQ4_NL) {
+    lo = _mm256_shuffle_epi8(iq4nl_table(), lo);
+    hi = _mm256_shuffle_epi8(iq4nl_table(), hi);
+  }
+  if constexpr (Type<kType>::kFifth) {
+    uint64_t mlo, mhi;
+    std::memcpy(&mlo, masks + 8 * v, 8);
+    std::memcpy(&mhi, masks + 8 * (v + 4), 8);
+    lo = _mm256_or_si256(lo, bits_to_0x10(static_cast<uint32_t>(mlo >> (32 * h))));
+    hi = _mm256_or_si256(hi, bits_to_0x10(static_cast<uint32_t>(mhi >> (32 * h))));
+  }
+}
+
+// One block of a tile of T tokens x NH halves from half h0: parts of block i of a unit of n
+// blocks (Parts<kType, kWide>), a: the tile's gathered activations for the block.
+template <int T, int NH, DType kType, bool kWide>
+__attribute__((always_inline)) inline void block(const uint8_t* unit, int64_t n, int64_t i, int h0, const uint8_t* a,
+                                                 __m256 (&acc)[NH][T]) {
+  using Y = Type<kType>;
+  using P = Parts<kType, kWide>;
+  const int32_t* start = reinterpret_cast<const int32_t*>(a + 32 * T);
+  const float* dx = reinterpret_cast<const float*>(a + 36 * T);
+  const float* xs = reinterpret_cast<const float*>(a + 40 * T);
+  const __m256i ones = _mm256_set1_epi16(1);
+  auto x4 = [&](int t, int k) {
+    int32_t v;
+    std::memcpy(&v, a + 32 * t + 4 * k, 4);
+    return _mm256_set1_epi32(v);
+  };
+  const uint8_t* codes = P::codes(unit, i);
+#pragma GCC unroll 2
+  for (int hh = 0; hh < NH; ++hh) {
+    const int h = h0 + hh;
+    __m256i is[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) is[t] = _mm256_set1_epi32(start[t]);
+    if constexpr (Y::kSigned) {
+      // vpmaddubsw(|w|, sign(xq, w)) per code vector k.
+      auto dot = [&](int k, __m256i w) {
+        const __m256i wa = _mm256_abs_epi8(w);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t)
+          is[t] = _mm256_add_epi32(is[t], _mm256_madd_epi16(_mm256_maddubs_epi16(wa, _mm256_sign_epi8(x4(t, k), w)), ones));
+      };
+      if constexpr (kType == DType::kQ8_0) {
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; ++k)
+          dot(k, _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 64 * k + 32 * h)),
+                                  _mm256_set1_epi8(static_cast<char>(0x80))));
+      } else {
+#pragma GCC unroll 4
+        for (int v = 0; v < 4; ++v) {
+          __m256i lo, hi;
+          nibble_vectors<kType>(codes, nullptr, v, h, lo, hi);
+          dot(v, lo);
+          dot(v + 4, hi);
+        }
+      }
+    } else if constexpr (kWide) {
+      // Code vectors 0..3, then 4..7: four pair sums added in int16, then one vpmaddwd.
+#pragma GCC unroll 2
+      for (int g = 0; g < 2; ++g) {
+        __m256i s[T];
+#pragma GCC unroll 4
+        for (int k = 4 * g; k < 4 * g + 4; ++k) {
+          const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 64 * k + 32 * h));
+#pragma GCC unroll 4
+          for (int t = 0; t < T; ++t) {
+            const __m256i p = _mm256_maddubs_epi16(w, x4(t, k));
+            s[t] = k == 4 * g ? p : _mm256_add_epi16(s[t], p);
+          }
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) is[t] = _mm256_add_epi32(is[t], _mm256_madd_epi16(s[t], ones));
+      }
+    } else {
+      // Nibble vectors {0, 1}, then {2, 3}: code vectors v and v + 4 each, four pair sums.
+      const uint8_t* masks = Y::kFifth ? P::masks(unit, n, i) : nullptr;
+#pragma GCC unroll 2
+      for (int g = 0; g < 2; ++g) {
+        __m256i s[T];
+#pragma GCC unroll 2
+        for (int v = 2 * g; v < 2 * g + 2; ++v) {
+          __m256i lo, hi;
+          nibble_vectors<kType>(codes, masks, v, h, lo, hi);
+#pragma GCC unroll 4
+          for (int t = 0; t < T; ++t) {
+            const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, x4(t, v)), _mm256_maddubs_epi16(hi, x4(t, v + 4)));
+            s[t] = v == 2 * g ? p : _mm256_add_epi16(s[t], p);
+          }
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) is[t] = _mm256_add_epi32(is[t], _mm256_madd_epi16(s[t], ones));
+      }
+    }
+    const __m256 ws = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(P::d(unit, n, i) + 16 * h)));
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t)
+      acc[hh][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[t]), _mm256_mul_ps(ws, _mm256_set1_ps(dx[t])), acc[hh][t]);
+    if constexpr (Y::kMins) {
+      const __m256 mn = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(P::m(unit, n, i) + 16 * h)));
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) acc[hh][t] = _mm256_fmadd_ps(mn, _mm256_set1_ps(xs[t]), acc[hh][t]);
+    }
+  }
+}
+
+// Rows 8 h0 .. 8 (h0 + NH) of one panel x T tokens: y[t * ys + r - 8 h0]. The panel is in
+// kType's layout, or with kWide in the wide format.
+template <int T, int NH, DType kType, bool kWide>
+void tile(const uint8_t* panel, int64_t nb, int h0, const uint8_t* acts, float* y, int64_t ys, bool prefetch) {
+  using Y = Type<kType>;
+  constexpr int64_t kAB = act_block_bytes(T);
+  __m256 acc[NH][T];
+#pragma GCC unroll 2
+  for (int hh = 0; hh < NH; ++hh)
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) acc[hh][t] = _mm256_setzero_ps();
+  if constexpr (kWide) {
+    for (int64_t b = 0; b < nb; ++b) block<T, NH, kType, true>(panel + b * Y::kWideBlock, 1, 0, h0, acts + b * kAB, acc);
+  } else {
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+      const uint8_t* unit = panel + (b / 2) * Y::kUnitBytes;
+      if (prefetch) prefetch_ahead(unit, Y::kUnitBytes);
+      block<T, NH, kType, false>(unit, 2, 0, h0, acts + b * kAB, acc);
+      block<T, NH, kType, false>(unit, 2, 1, h0, acts + (b + 1) * kAB, acc);
+    }
+    if (b < nb) block<T, NH, kType, false>(panel + (b / 2) * Y::kUnitBytes, 1, 0, h0, acts + b * kAB, acc);
+  }
+#pragma GCC unroll 2
+  for (int hh = 0; hh < NH; ++hh)
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) _mm256_storeu_ps(y + t * ys + 8 * hh, acc[hh][t]);
+}
+
+// The 16 rows of one panel x n <= kMaxT tokens: both halves in one tile up to 2 tokens.
+template <DType kType, bool kWide>
+void panel_tiles(int n, const uint8_t* panel, int64_t nb, const uint8_t* acts, float* y, int64_t ys, bool prefetch) {
+  switch (n) {
+    case 1: tile<1, 2, kType, kWide>(panel, nb, 0, acts, y, ys, prefetch); return;
+    case 2: tile<2, 2, kType, kWide>(panel, nb, 0, acts, y, ys, prefetch); return;
+    case 3:
+      tile<3, 1, kType, kWide>(panel, nb, 0, acts, y, ys, prefetch);
+      tile<3, 1, kType, kWide>(panel, nb, 1, acts, y + 8, ys, false);
+      return;
+    case 4:
+      tile<4, 1, kType, kWide>(panel, nb, 0, acts, y, ys, prefetch);
+      tile<4, 1, kType, kWide>(panel, nb, 1, acts, y + 8, ys, false);
+      return;
+    default: fail("panel tile of ", n, " tokens");
+  }
+}
+
+// An unsigned type's panel widened into the wide format.
+template <DType kType>
+void widen(const uint8_t* panel, int64_t nb, uint8_t* out) {
+  using Y = Type<kType>;
+  using P = Parts<kType, false>;
+  for (int64_t b = 0; b < nb; ++b) {
+    const int64_t u = b / 2, n = std::min<int64_t>(2, nb - 2 * u), i = b & 1;
+    const uint8_t* unit = panel + u * Y::kUnitBytes;
+    uint8_t* o = out + b * Y::kWideBlock;
+    if (i == 0) prefetch_ahead(unit, Y::kUnitBytes);
+    const uint8_t* masks = Y::kFifth ? P::masks(unit, n, i) : nullptr;
+    for (int h = 0; h < 2; ++h)
+      for (int v = 0; v < 4; ++v) {
+        __m256i lo, hi;
+        nibble_vectors<kType>(P::codes(unit, i), masks, v, h, lo, hi);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(o + 64 * v + 32 * h), lo);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(o + 64 * (v + 4) + 32 * h), hi);
+      }
+    std::memcpy(o + 512, P::d(unit, n, i), 32);
+    if constexpr (Y::kMins) std::memcpy(o + 544, P::m(unit, n, i), 32);
+  }
+}
+
+struct PanelScratch {
+  AlignedBuffer<uint8_t> panel;  // a widened panel (the wide format)
+  AlignedBuffer<uint8_t> acts;   // the call's token tiles, gathered
+};
+PanelScratch& panel_scratch() {
+  thread_local PanelScratch s;
+  return s;
+}
+
+template <DType kType>
+void run(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+  using Y = Type<kType>;
+  TRIAD_CHECK(r0 % kPanelRows == 0 && r1 % kPanelRows == 0, "panel rows [", r0, ", ", r1, ") are not whole panels");
+  const int64_t nb = j.cols / 32;
+  PanelScratch& scr = panel_scratch();
+  if constexpr (!Y::kSigned) {
+    const int64_t wide = nb * Y::kWideBlock;
+    if (static_cast<int64_t>(scr.panel.size()) < wide) scr.panel.resize(static_cast<size_t>(wide));
+  }
+  // Token chunks whose gathered activations stay in L2 (~256 KiB) while every panel passes.
+  const int64_t per_token = act_block_bytes(1) * nb;
+  const int64_t chunk = std::max<int64_t>(kMaxT, (int64_t{256} << 10) / per_token / kMaxT * kMaxT);
+  const int64_t abytes = std::min(chunk, t1 - t0) * per_token;
+  if (static_cast<int64_t>(scr.acts.size()) < abytes) scr.acts.resize(static_cast<size_t>(abytes));
+  for (int64_t tc = t0; tc < t1; tc += chunk) {
+    const int64_t te = std::min(t1, tc + chunk), n = te - tc;
+    const int64_t parts = (n + kMaxT - 1) / kMaxT;  // token tiles of sizes within one of each other
+    auto part = [&](int64_t p) { return tc + p * n / parts; };
+    for (int64_t p = 0; p < parts; ++p)
+      gather(j, part(p), static_cast<int>(part(p + 1) - part(p)), Y::kOff, Y::kMins, false,
+             scr.acts.data() + (part(p) - tc) * per_token);
+    const bool widened = !Y::kSigned && parts > 1;
+    {  // the first passes prefetch kPrefetchAhead bytes ahead: start the stream
+      const uint8_t* first = j.w + static_cast<uint64_t>(r0) * j.row_bytes;
+      const int64_t len = std::min<int64_t>(kPrefetchAhead, (r1 - r0) * static_cast<int64_t>(j.row_bytes));
+      for (int64_t l = 0; l < len; l += 64) _mm_prefetch(reinterpret_cast<const char*>(first + l), _MM_HINT_T1);
+    }
+    for (int64_t r = r0; r < r1; r += kPanelRows) {
+      const uint8_t* panel = j.w + static_cast<uint64_t>(r) * j.row_bytes;
+      if constexpr (!Y::kSigned)
+        if (widened) widen<kType>(panel, nb, scr.panel.data());
+      for (int64_t p = 0; p < parts; ++p) {
+        const int nt = static_cast<int>(part(p + 1) - part(p));
+        const uint8_t* acts = scr.acts.data() + (part(p) - tc) * per_token;
+        float* y = j.y + part(p) * j.y_stride + r;
+        if constexpr (!Y::kSigned) {
+          if (widened) {
+            panel_tiles<kType, true>(nt, scr.panel.data(), nb, acts, y, j.y_stride, false);
+            continue;
+          }
+        }
+        panel_tiles<kType, false>(nt, panel, nb, acts, y, j.y_stride, p == 0);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace avx2
+
+void matmul_rows_panels_avx2(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+  using namespace avx2;
+  switch (j.type) {
+    case DType::kQ4_0: run<DType::kQ4_0>(j, r0, r1, t0, t1); return;
+    case DType::kQ4_1: run<DType::kQ4_1>(j, r0, r1, t0, t1); return;
+    case DType::kQ5_0: run<DType::kQ5_0>(j, r0, r1, t0, t1); return;
+    case DType::kQ5_1: run<DType::kQ5_1>(j, r0, r1, t0, t1); return;
+    case DType::kQ8_0: run<DType::kQ8_0>(j, r0, r1, t0, t1); return;
+    case DType::kIQ4_NL: run<DType::kIQ4_NL>(j, r0, r1, t0, t1); return;
+    default: fail("no AVX2 panel kernels for ", dtype_name(j.type));
+  }
+}
+
+}  // namespace triad::kernels

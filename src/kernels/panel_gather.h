@@ -1,0 +1,54 @@
+// Internal to the panel kernels (matmul_panels_avx2.cpp, matmul_panels_avx512.cpp; include
+// only from files compiled with AVX2 or more): a token tile's Q8 activations gathered block by
+// block, so that a tile addresses every token of block b at a constant offset.
+//
+// Format, block b at b * act_block_bytes(T): T x 32 codes (token t's at 32t), then T int32
+// starts (-off * the sum of the block's codes: the code offset the tile removes), T float
+// scales dx and T float block sums xs (only where the type has minimums). With `halves` (Q6_K:
+// sub-blocks of 16) the starts are per 16 codes, the second half's in the block sums' place.
+//
+// Internal linkage (an unnamed namespace): each ISA's file compiles its own copy with its flags.
+// Thread-safety: writes only `out`.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/matmul_impl.h"
+
+namespace triad::kernels {
+namespace {
+
+constexpr int64_t act_block_bytes(int t) { return 44 * static_cast<int64_t>(t); }
+
+// Tokens [t0, t0 + n) of the job gathered for a tile of n tokens (format above).
+[[maybe_unused]] void gather(const MatmulJob& j, int64_t t0, int n, int off, bool mins, bool halves, uint8_t* out) {
+  const int64_t nb = j.cols / 32, ab = act_block_bytes(n);
+  for (int t = 0; t < n; ++t) {
+    const int8_t* q = j.aq + (t0 + t) * j.aq_stride;
+    const float* d = j.ad + (t0 + t) * j.as_stride;
+    const float* xs = j.axs + (t0 + t) * j.as_stride;
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* o = out + b * ab;
+      std::memcpy(o + 32 * t, q + 32 * b, 32);
+      // The two halves' code sums: byte sums of the codes plus 128 (vpsadbw), less 16 * 128 each.
+      const __m256i codes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * b));
+      const __m256i sad = _mm256_sad_epu8(_mm256_xor_si256(codes, _mm256_set1_epi8(static_cast<char>(0x80))),
+                                          _mm256_setzero_si256());
+      alignas(32) uint64_t part[4];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(part), sad);
+      const int32_t first = static_cast<int32_t>(part[0] + part[1]) - 16 * 128;
+      const int32_t sum = first + static_cast<int32_t>(part[2] + part[3]) - 16 * 128;
+      const int32_t start = -off * (halves ? first : sum), second = -off * (sum - first);
+      std::memcpy(o + 32 * n + 4 * t, &start, 4);
+      if (halves) std::memcpy(o + 40 * n + 4 * t, &second, 4);
+      std::memcpy(o + 36 * n + 4 * t, d + b, 4);
+      if (mins) std::memcpy(o + 40 * n + 4 * t, xs + b, 4);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace triad::kernels
