@@ -207,7 +207,7 @@ bool matmul_runs_panels(IsaLevel level, DType t) {
     case IsaLevel::kAvx512: return panel_layout_supported(t);
     case IsaLevel::kAvx2:
       return t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kQ5_0 || t == DType::kQ5_1 || t == DType::kQ8_0 ||
-             t == DType::kIQ4_NL;
+             t == DType::kIQ4_NL || t == DType::kQ4_K || t == DType::kQ6_K;
     case IsaLevel::kScalar: break;
   }
   return false;

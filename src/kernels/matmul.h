@@ -76,8 +76,8 @@ void matmul_experts_pair(const ExpertProducts& e, const void* const* data2, cons
                          float* y2, int64_t y_stride, float* gather, ThreadPool& pool);
 
 // Whether the kernels of ISA `level` run weights of type `t` in the panel layout
-// (kernels/panel_layout.h) themselves: AVX-512 every panel type, AVX2 the 32-element block types
-// (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL). Panels of other types still multiply correctly there,
+// (kernels/panel_layout.h) themselves: AVX-512 every panel type, AVX2 Q4_0, Q4_1, Q5_0, Q5_1,
+// Q8_0, IQ4_NL, Q4_K and Q6_K. Panels of other types still multiply correctly there,
 // laid back into GGUF blocks on the fly (slowly): the load-time re-layout asks this first.
 bool matmul_runs_panels(IsaLevel level, DType t);
 

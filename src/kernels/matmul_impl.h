@@ -106,7 +106,7 @@ using MatmulRowsFn = void (*)(const MatmulJob& job, int64_t r0, int64_t r1, int6
 void matmul_rows_ref(const MatmulJob& job, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
 void matmul_rows_avx2(const MatmulJob& job, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
 void matmul_rows_avx512(const MatmulJob& job, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
-// The AVX2 panel kernels (matmul_panels_avx2.cpp): job.panels of a type matmul_runs_panels(kAvx2, ...).
+// The AVX2 panel kernels (matmul_panels_avx2.cpp): job.panels of a type matmul_runs_panels(kAvx2, ...) accepts.
 void matmul_rows_panels_avx2(const MatmulJob& job, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
 
 // True when this CPU can run code of `level` (hardware check; TRIAD_ISA is not consulted).

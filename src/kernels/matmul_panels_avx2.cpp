@@ -1,7 +1,7 @@
-// AVX2 (FMA, F16C) kernels for the 32-element block types in the panel layout (panel_layout.h):
-// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and IQ4_NL in panels of 16 rows, every token count through one
-// tile, so a row's bits never depend on the batch. (The K-quants keep their GGUF blocks on
-// AVX2: matmul_panels_supported.)
+// AVX2 (FMA, F16C) kernels for weights in the panel layout (panel_layout.h): Q4_0, Q4_1, Q5_0,
+// Q5_1, Q8_0, IQ4_NL, Q4_K and Q6_K in panels of 16 rows, every token count through one tile, so
+// a row's bits never depend on the batch. (Q5_K and IQ4_XS keep their GGUF blocks on AVX2:
+// matmul_runs_panels.)
 //
 // The AVX-512 panel kernels (matmul_panels_avx512.cpp) with 8 rows per 256-bit vector and
 // without VNNI: lane r of every vector is row 8h + r of half h of the panel. For each block b
@@ -42,6 +42,8 @@ constexpr int64_t kPrefetchAhead = 8192;
 inline void prefetch_ahead(const uint8_t* p, int64_t bytes) {
   for (int64_t l = 0; l < bytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchAhead + l), _MM_HINT_T1);
 }
+
+constexpr bool is_kquant(DType t) { return t == DType::kQ4_K || t == DType::kQ6_K; }
 
 template <DType kType>
 struct Type {
@@ -153,21 +155,19 @@ __attribute__((always_inline)) inline void block(const uint8_t* unit, int64_t n,
         }
       }
     } else if constexpr (kWide) {
-      // Code vectors 0..3, then 4..7: four pair sums added in int16, then one vpmaddwd.
+      // Token by token (the codes are memory operands, read again from L1 for each): code
+      // vectors 0..3 and 4..7, four pair sums added in int16 each, then one vpmaddwd each.
+      auto w = [&](int k) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 64 * k + 32 * h)); };
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        __m256i s[2];
 #pragma GCC unroll 2
-      for (int g = 0; g < 2; ++g) {
-        __m256i s[T];
-#pragma GCC unroll 4
-        for (int k = 4 * g; k < 4 * g + 4; ++k) {
-          const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 64 * k + 32 * h));
-#pragma GCC unroll 4
-          for (int t = 0; t < T; ++t) {
-            const __m256i p = _mm256_maddubs_epi16(w, x4(t, k));
-            s[t] = k == 4 * g ? p : _mm256_add_epi16(s[t], p);
-          }
+        for (int g = 0; g < 2; ++g) {
+          const int k = 4 * g;
+          s[g] = _mm256_add_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(w(k), x4(t, k)), _mm256_maddubs_epi16(w(k + 1), x4(t, k + 1))),
+                                  _mm256_add_epi16(_mm256_maddubs_epi16(w(k + 2), x4(t, k + 2)), _mm256_maddubs_epi16(w(k + 3), x4(t, k + 3))));
         }
-#pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) is[t] = _mm256_add_epi32(is[t], _mm256_madd_epi16(s[t], ones));
+        is[t] = _mm256_add_epi32(is[t], _mm256_add_epi32(_mm256_madd_epi16(s[0], ones), _mm256_madd_epi16(s[1], ones)));
       }
     } else {
       // Nibble vectors {0, 1}, then {2, 3}: code vectors v and v + 4 each, four pair sums.
@@ -248,6 +248,183 @@ void panel_tiles(int n, const uint8_t* panel, int64_t nb, const uint8_t* acts, f
   }
 }
 
+// ---- The K-quants Q4_K and Q6_K (panel_layout.h): one super-block of a tile of T tokens x NH
+// halves from half h0; a points at the gathered activations of its first 32-block (8 follow at
+// act_block_bytes(T) each). The AVX-512 kernels' arithmetic (matmul_panels_avx512.cpp q45k_block,
+// q6k_block), so both give the same bits.
+
+// Q4_K: per chunk c, sub-blocks 2c (low nibbles) and 2c + 1 (high), codes <= 15: eight pair sums
+// added in int16 (8 * 2 * 15 * 128 < 2^15), one vpmaddwd per sub-block; then per sub-block g:
+// acc += isum * fl(fl(d * sc_g) * dx) and acc -= fl(dmin * mn_g) * xs.
+template <int T, int NH>
+__attribute__((always_inline)) inline void q4k_block(const uint8_t* blk, int h0, const uint8_t* a, __m256 (&acc)[NH][T]) {
+  constexpr int64_t kAB = act_block_bytes(T);
+  const __m256i lo4 = _mm256_set1_epi8(0x0F), hi2 = _mm256_set1_epi8(0x30), ones = _mm256_set1_epi16(1);
+  // The 8 sub-blocks' 6-bit scales and minimums, byte 16g + r of sc / mn.
+  alignas(32) uint8_t sc[128], mn[128];
+  for (int q = 0; q < 2; ++q) {
+    auto ld = [&](int64_t o) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + o + 32 * q)); };
+    auto st = [&](uint8_t* o, __m256i low4, __m256i high_at_4) {
+      _mm256_store_si256(reinterpret_cast<__m256i*>(o + 32 * q), _mm256_or_si256(low4, _mm256_and_si256(high_at_4, hi2)));
+    };
+    const __m256i l03 = ld(2048), l47 = ld(2112), hg = ld(2176);
+    st(sc, _mm256_and_si256(l03, lo4), _mm256_slli_epi16(hg, 4));
+    st(sc + 64, _mm256_and_si256(l47, lo4), hg);
+    st(mn, _mm256_and_si256(_mm256_srli_epi16(l03, 4), lo4), _mm256_slli_epi16(hg, 2));
+    st(mn + 64, _mm256_and_si256(_mm256_srli_epi16(l47, 4), lo4), _mm256_srli_epi16(hg, 2));
+  }
+  auto lanes = [](const uint8_t* p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  };
+  for (int c = 0; c < 4; ++c) {
+    const uint8_t* a0 = a + 2 * c * kAB;
+    const uint8_t* a1 = a0 + kAB;
+#pragma GCC unroll 2
+    for (int hh = 0; hh < NH; ++hh) {
+      const int h = h0 + hh;
+      __m256i s0[T], s1[T];
+#pragma GCC unroll 8
+      for (int v = 0; v < 8; ++v) {
+        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 512 * c + 64 * v + 32 * h));
+        const __m256i lo = _mm256_and_si256(q, lo4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), lo4);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          int32_t x0, x1;
+          std::memcpy(&x0, a0 + 32 * t + 4 * v, 4);
+          std::memcpy(&x1, a1 + 32 * t + 4 * v, 4);
+          const __m256i p0 = _mm256_maddubs_epi16(lo, _mm256_set1_epi32(x0));
+          const __m256i p1 = _mm256_maddubs_epi16(hi, _mm256_set1_epi32(x1));
+          s0[t] = v == 0 ? p0 : _mm256_add_epi16(s0[t], p0);
+          s1[t] = v == 0 ? p1 : _mm256_add_epi16(s1[t], p1);
+        }
+      }
+      const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2240 + 16 * h)));
+      const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2272 + 16 * h)));
+      auto add = [&](int g, const uint8_t* ag, const __m256i (&s)[T]) {
+        const __m256 ws = _mm256_mul_ps(d, lanes(sc + 16 * g + 8 * h)), wm = _mm256_mul_ps(dmin, lanes(mn + 16 * g + 8 * h));
+        const float* dx = reinterpret_cast<const float*>(ag + 36 * T);
+        const float* xs = reinterpret_cast<const float*>(ag + 40 * T);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          const __m256 is = _mm256_cvtepi32_ps(_mm256_madd_epi16(s[t], ones));
+          acc[hh][t] = _mm256_fmadd_ps(is, _mm256_mul_ps(ws, _mm256_set1_ps(dx[t])), acc[hh][t]);
+          acc[hh][t] = _mm256_fnmadd_ps(wm, _mm256_set1_ps(xs[t]), acc[hh][t]);
+        }
+      };
+      add(2 * c, a0, s0);
+      add(2 * c + 1, a1, s1);
+    }
+  }
+}
+
+// Q6_K code vector v (0..7) of 32-block 4 hq + 2 hi + p, rows of half h (the AVX-512 q6k_code).
+__attribute__((always_inline)) inline __m256i q6k_code(const uint8_t* codes, int hq, int p, int hi, int v, int h) {
+  const __m256i lo4 = _mm256_set1_epi8(0x0F), hi2 = _mm256_set1_epi8(0x30);
+  const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 1024 * hq + 64 * (v + 8 * p) + 32 * h));
+  const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 2048 + 512 * hq + 64 * v + 32 * h));
+  const __m256i low = hi ? _mm256_srli_epi16(ql, 4) : ql;
+  const __m256i high = hi ? (p ? _mm256_srli_epi16(qh, 2) : qh) : (p ? _mm256_slli_epi16(qh, 2) : _mm256_slli_epi16(qh, 4));
+  return _mm256_or_si256(_mm256_and_si256(low, lo4), _mm256_and_si256(high, hi2));
+}
+
+// Q6_K: 32-block by 32-block, each sub-block of 16 (4 code vectors, codes <= 63: two pair sums
+// added in int16, 2 * 2 * 63 * 128 < 2^15) started at -32 * its codes' sum; then
+// f = isum0 * ws0 + isum1 * ws1 (ws = fl(d * sc)) and acc += f * dx.
+template <int T, int NH>
+__attribute__((always_inline)) inline void q6k_block(const uint8_t* codes, const uint8_t* scales, const uint8_t* dp, int h0,
+                                                     const uint8_t* a, __m256 (&acc)[NH][T]) {
+  constexpr int64_t kAB = act_block_bytes(T);
+  const __m256i ones = _mm256_set1_epi16(1);
+#pragma GCC unroll 2
+  for (int hh = 0; hh < NH; ++hh) {
+    const int h = h0 + hh;
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(dp + 16 * h)));
+    for (int hq = 0; hq < 2; ++hq) {
+#pragma GCC unroll 2
+      for (int hi = 0; hi < 2; ++hi) {
+#pragma GCC unroll 2
+        for (int p = 0; p < 2; ++p) {
+          const int b = 4 * hq + 2 * hi + p;
+          const uint8_t* ab = a + b * kAB;
+          const float* dx = reinterpret_cast<const float*>(ab + 36 * T);
+          __m256 f[T];
+#pragma GCC unroll 2
+          for (int sub = 0; sub < 2; ++sub) {
+            __m256i is[T];
+            const int32_t* start = reinterpret_cast<const int32_t*>(ab + (sub ? 40 : 32) * T);
+#pragma GCC unroll 4
+            for (int t = 0; t < T; ++t) is[t] = _mm256_set1_epi32(start[t]);
+#pragma GCC unroll 2
+            for (int v = 4 * sub; v < 4 * sub + 4; v += 2) {
+              const __m256i c0 = q6k_code(codes, hq, p, hi, v, h), c1 = q6k_code(codes, hq, p, hi, v + 1, h);
+#pragma GCC unroll 4
+              for (int t = 0; t < T; ++t) {
+                int32_t x0, x1;
+                std::memcpy(&x0, ab + 32 * t + 4 * v, 4);
+                std::memcpy(&x1, ab + 32 * t + 4 * v + 4, 4);
+                const __m256i s = _mm256_add_epi16(_mm256_maddubs_epi16(c0, _mm256_set1_epi32(x0)),
+                                                   _mm256_maddubs_epi16(c1, _mm256_set1_epi32(x1)));
+                is[t] = _mm256_add_epi32(is[t], _mm256_madd_epi16(s, ones));
+              }
+            }
+            const __m256 ws = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+                                                   _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 32 * b + 16 * sub + 8 * h)))));
+#pragma GCC unroll 4
+            for (int t = 0; t < T; ++t)
+              f[t] = sub == 0 ? _mm256_mul_ps(_mm256_cvtepi32_ps(is[t]), ws) : _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[t]), ws, f[t]);
+          }
+#pragma GCC unroll 4
+          for (int t = 0; t < T; ++t) acc[hh][t] = _mm256_fmadd_ps(f[t], _mm256_set1_ps(dx[t]), acc[hh][t]);
+        }
+      }
+    }
+  }
+}
+
+// Rows 8 h0 .. 8 (h0 + NH) of one K-quant panel x T tokens (ns super-blocks).
+template <int T, int NH, DType kType>
+void ktile(const uint8_t* panel, int64_t ns, int h0, const uint8_t* acts, float* y, int64_t ys, bool prefetch) {
+  constexpr int64_t kSB = 8 * act_block_bytes(T);  // a super-block's gathered activations
+  __m256 acc[NH][T];
+#pragma GCC unroll 2
+  for (int hh = 0; hh < NH; ++hh)
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) acc[hh][t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < ns; ++b) {
+    if constexpr (kType == DType::kQ4_K) {
+      const uint8_t* blk = panel + kQ4kPanelBlock * b;
+      if (prefetch) prefetch_ahead(blk, kQ4kPanelBlock);
+      q4k_block<T, NH>(blk, h0, acts + b * kSB, acc);
+    } else {
+      const int64_t u = b / 2, n = std::min<int64_t>(2, ns - 2 * u), i = b - 2 * u;
+      const uint8_t* unit = panel + 2 * kQ6kPanelBlock * u;
+      if (prefetch) prefetch_ahead(unit + kQ6kPanelBlock * i, kQ6kPanelBlock);
+      q6k_block<T, NH>(unit + 3072 * i, unit + 3072 * n + 256 * i, unit + 3328 * n + 32 * i, h0, acts + b * kSB, acc);
+    }
+  }
+#pragma GCC unroll 2
+  for (int hh = 0; hh < NH; ++hh)
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) _mm256_storeu_ps(y + t * ys + 8 * hh, acc[hh][t]);
+}
+
+template <DType kType>
+void panel_ktiles(int n, const uint8_t* panel, int64_t ns, const uint8_t* acts, float* y, int64_t ys, bool prefetch) {
+  switch (n) {
+    case 1: ktile<1, 2, kType>(panel, ns, 0, acts, y, ys, prefetch); return;
+    case 2: ktile<2, 2, kType>(panel, ns, 0, acts, y, ys, prefetch); return;
+    case 3:
+      ktile<3, 1, kType>(panel, ns, 0, acts, y, ys, prefetch);
+      ktile<3, 1, kType>(panel, ns, 1, acts, y + 8, ys, false);
+      return;
+    case 4:
+      ktile<4, 1, kType>(panel, ns, 0, acts, y, ys, prefetch);
+      ktile<4, 1, kType>(panel, ns, 1, acts, y + 8, ys, false);
+      return;
+    default: fail("panel tile of ", n, " tokens");
+  }
+}
+
 // An unsigned type's panel widened into the wide format.
 template <DType kType>
 void widen(const uint8_t* panel, int64_t nb, uint8_t* out) {
@@ -286,7 +463,7 @@ void run(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
   TRIAD_CHECK(r0 % kPanelRows == 0 && r1 % kPanelRows == 0, "panel rows [", r0, ", ", r1, ") are not whole panels");
   const int64_t nb = j.cols / 32;
   PanelScratch& scr = panel_scratch();
-  if constexpr (!Y::kSigned) {
+  if constexpr (!Y::kSigned && !is_kquant(kType)) {
     const int64_t wide = nb * Y::kWideBlock;
     if (static_cast<int64_t>(scr.panel.size()) < wide) scr.panel.resize(static_cast<size_t>(wide));
   }
@@ -300,9 +477,9 @@ void run(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
     const int64_t parts = (n + kMaxT - 1) / kMaxT;  // token tiles of sizes within one of each other
     auto part = [&](int64_t p) { return tc + p * n / parts; };
     for (int64_t p = 0; p < parts; ++p)
-      gather(j, part(p), static_cast<int>(part(p + 1) - part(p)), Y::kOff, Y::kMins, false,
-             scr.acts.data() + (part(p) - tc) * per_token);
-    const bool widened = !Y::kSigned && parts > 1;
+      gather(j, part(p), static_cast<int>(part(p + 1) - part(p)), kType == DType::kQ6_K ? 32 : Y::kOff,
+             Y::kMins || kType == DType::kQ4_K, kType == DType::kQ6_K, scr.acts.data() + (part(p) - tc) * per_token);
+    const bool widened = !Y::kSigned && !is_kquant(kType) && parts > 1;
     {  // the first passes prefetch kPrefetchAhead bytes ahead: start the stream
       const uint8_t* first = j.w + static_cast<uint64_t>(r0) * j.row_bytes;
       const int64_t len = std::min<int64_t>(kPrefetchAhead, (r1 - r0) * static_cast<int64_t>(j.row_bytes));
@@ -310,13 +487,16 @@ void run(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
     }
     for (int64_t r = r0; r < r1; r += kPanelRows) {
       const uint8_t* panel = j.w + static_cast<uint64_t>(r) * j.row_bytes;
-      if constexpr (!Y::kSigned)
+      if constexpr (!Y::kSigned && !is_kquant(kType))
         if (widened) widen<kType>(panel, nb, scr.panel.data());
       for (int64_t p = 0; p < parts; ++p) {
         const int nt = static_cast<int>(part(p + 1) - part(p));
         const uint8_t* acts = scr.acts.data() + (part(p) - tc) * per_token;
         float* y = j.y + part(p) * j.y_stride + r;
-        if constexpr (!Y::kSigned) {
+        if constexpr (is_kquant(kType)) {
+          panel_ktiles<kType>(nt, panel, nb / 8, acts, y, j.y_stride, p == 0);
+          continue;
+        } else if constexpr (!Y::kSigned) {
           if (widened) {
             panel_tiles<kType, true>(nt, scr.panel.data(), nb, acts, y, j.y_stride, false);
             continue;
@@ -340,6 +520,8 @@ void matmul_rows_panels_avx2(const MatmulJob& j, int64_t r0, int64_t r1, int64_t
     case DType::kQ5_1: run<DType::kQ5_1>(j, r0, r1, t0, t1); return;
     case DType::kQ8_0: run<DType::kQ8_0>(j, r0, r1, t0, t1); return;
     case DType::kIQ4_NL: run<DType::kIQ4_NL>(j, r0, r1, t0, t1); return;
+    case DType::kQ4_K: run<DType::kQ4_K>(j, r0, r1, t0, t1); return;
+    case DType::kQ6_K: run<DType::kQ6_K>(j, r0, r1, t0, t1); return;
     default: fail("no AVX2 panel kernels for ", dtype_name(j.type));
   }
 }

@@ -715,9 +715,9 @@ TEST(EngineTest, EquivalenceSyntheticGemma3WithShortWindow) {
 // AVX-512 its matrices are re-laid at load (kernels/lane_layout.h; Q5_0 and Q8_0 with whole
 // panels of rows into kernels/panel_layout.h, the tied output among them, so the embedding
 // lookup reads its rows from panels), and those kernels give a token the same bits alone,
-// batched, chunked or with its prefix cached. On AVX2 the Q5_0 and Q8_0 matrices go into panels
-// (its panel kernels), the K-quants stay in GGUF blocks. (The GGUF-block kernels are invariant
-// below AVX-512 anyway.)
+// batched, chunked or with its prefix cached. On AVX2 the matrices of the types its panel kernels
+// run go into panels (Q5_0, Q8_0, Q4_K, Q6_K here), nothing into lanes. (The GGUF-block kernels
+// are invariant below AVX-512 anyway.)
 TEST(EngineTest, EquivalenceQuantizedWithoutBatchInvariantMode) {
   LOAD_OR_SKIP(m, synthetic_path("gemma3_q4_k_m.gguf"));
   ASSERT_FALSE(kernels::matmul_batch_invariant_requested());
