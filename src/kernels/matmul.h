@@ -76,10 +76,12 @@ void matmul_experts_pair(const ExpertProducts& e, const void* const* data2, cons
                          float* y2, int64_t y_stride, float* gather, ThreadPool& pool);
 
 // Whether the kernels of ISA `level` run weights of type `t` in the panel layout
-// (kernels/panel_layout.h) themselves: AVX-512 every panel type, AVX2 Q4_0, Q4_1, Q5_0, Q5_1,
-// Q8_0, IQ4_NL, Q4_K and Q6_K. Panels of other types still multiply correctly there,
-// laid back into GGUF blocks on the fly (slowly): the load-time re-layout asks this first.
+// (kernels/panel_layout.h) themselves: AVX-512 and AVX2 every panel type, scalar none. Panels
+// elsewhere still multiply correctly, laid back into GGUF blocks on the fly (slowly).
 bool matmul_runs_panels(IsaLevel level, DType t);
+// Whether the load-time re-layout puts `t` into panels for `level`: where its panel kernels run
+// and beat its GGUF-block kernels at every token count (not Q5_K on AVX2: slower for one token).
+bool matmul_prefers_panels(IsaLevel level, DType t);
 
 // Batch invariance: whether a token's output row is bitwise the same whatever else shares the
 // call (the number of tokens, the thread count). The scalar and AVX2 kernels always are, and so

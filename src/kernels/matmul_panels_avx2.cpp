@@ -1,7 +1,7 @@
 // AVX2 (FMA, F16C) kernels for weights in the panel layout (panel_layout.h): Q4_0, Q4_1, Q5_0,
-// Q5_1, Q8_0, IQ4_NL, Q4_K and Q6_K in panels of 16 rows, every token count through one tile, so
-// a row's bits never depend on the batch. (Q5_K and IQ4_XS keep their GGUF blocks on AVX2:
-// matmul_runs_panels.)
+// Q5_1, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K and IQ4_XS in panels of 16 rows (every type the AVX-512
+// panel kernels run), every token count through one tile, so a row's bits never depend on the
+// batch. (Q5_K's are not chosen at load: matmul_prefers_panels.)
 //
 // The AVX-512 panel kernels (matmul_panels_avx512.cpp) with 8 rows per 256-bit vector and
 // without VNNI: lane r of every vector is row 8h + r of half h of the panel. For each block b
@@ -43,7 +43,9 @@ inline void prefetch_ahead(const uint8_t* p, int64_t bytes) {
   for (int64_t l = 0; l < bytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchAhead + l), _MM_HINT_T1);
 }
 
-constexpr bool is_kquant(DType t) { return t == DType::kQ4_K || t == DType::kQ6_K; }
+constexpr bool is_kquant(DType t) {
+  return t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K || t == DType::kIQ4_XS;
+}
 
 template <DType kType>
 struct Type {
@@ -253,12 +255,14 @@ void panel_tiles(int n, const uint8_t* panel, int64_t nb, const uint8_t* acts, f
 // act_block_bytes(T) each). The AVX-512 kernels' arithmetic (matmul_panels_avx512.cpp q45k_block,
 // q6k_block), so both give the same bits.
 
-// Q4_K: per chunk c, sub-blocks 2c (low nibbles) and 2c + 1 (high), codes <= 15: eight pair sums
-// added in int16 (8 * 2 * 15 * 128 < 2^15), one vpmaddwd per sub-block; then per sub-block g:
-// acc += isum * fl(fl(d * sc_g) * dx) and acc -= fl(dmin * mn_g) * xs.
-template <int T, int NH>
-__attribute__((always_inline)) inline void q4k_block(const uint8_t* blk, int h0, const uint8_t* a, __m256 (&acc)[NH][T]) {
+// Q4_K / Q5_K (kFifth): per chunk c, sub-blocks 2c (low nibbles) and 2c + 1 (high; Q5_K: the
+// fifth bits ORed in from its masks). Q4_K's codes <= 15: eight pair sums added in int16
+// (8 * 2 * 15 * 128 < 2^15), one vpmaddwd per sub-block; Q5_K's <= 31: four, two vpmaddwd. Then
+// per sub-block g: acc += isum * fl(fl(d * sc_g) * dx) and acc -= fl(dmin * mn_g) * xs.
+template <int T, int NH, bool kFifth>
+__attribute__((always_inline)) inline void q45k_block(const uint8_t* blk, int h0, const uint8_t* a, __m256 (&acc)[NH][T]) {
   constexpr int64_t kAB = act_block_bytes(T);
+  constexpr int64_t kAt = kFifth ? 512 : 0;  // the scales follow Q5_K's masks
   const __m256i lo4 = _mm256_set1_epi8(0x0F), hi2 = _mm256_set1_epi8(0x30), ones = _mm256_set1_epi16(1);
   // The 8 sub-blocks' 6-bit scales and minimums, byte 16g + r of sc / mn.
   alignas(32) uint8_t sc[128], mn[128];
@@ -267,7 +271,7 @@ __attribute__((always_inline)) inline void q4k_block(const uint8_t* blk, int h0,
     auto st = [&](uint8_t* o, __m256i low4, __m256i high_at_4) {
       _mm256_store_si256(reinterpret_cast<__m256i*>(o + 32 * q), _mm256_or_si256(low4, _mm256_and_si256(high_at_4, hi2)));
     };
-    const __m256i l03 = ld(2048), l47 = ld(2112), hg = ld(2176);
+    const __m256i l03 = ld(kAt + 2048), l47 = ld(kAt + 2112), hg = ld(kAt + 2176);
     st(sc, _mm256_and_si256(l03, lo4), _mm256_slli_epi16(hg, 4));
     st(sc + 64, _mm256_and_si256(l47, lo4), hg);
     st(mn, _mm256_and_si256(_mm256_srli_epi16(l03, 4), lo4), _mm256_slli_epi16(hg, 2));
@@ -282,11 +286,20 @@ __attribute__((always_inline)) inline void q4k_block(const uint8_t* blk, int h0,
 #pragma GCC unroll 2
     for (int hh = 0; hh < NH; ++hh) {
       const int h = h0 + hh;
-      __m256i s0[T], s1[T];
+      __m256i s0[T], s1[T];    // int16 pair sums
+      __m256i is0[T], is1[T];  // Q5_K: the first four vectors' sums, int32
 #pragma GCC unroll 8
       for (int v = 0; v < 8; ++v) {
         const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 512 * c + 64 * v + 32 * h));
-        const __m256i lo = _mm256_and_si256(q, lo4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), lo4);
+        __m256i lo = _mm256_and_si256(q, lo4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), lo4);
+        if constexpr (kFifth) {
+          uint64_t mlo, mhi;
+          std::memcpy(&mlo, blk + 2048 + 64 * (2 * c) + 8 * v, 8);
+          std::memcpy(&mhi, blk + 2048 + 64 * (2 * c + 1) + 8 * v, 8);
+          lo = _mm256_or_si256(lo, bits_to_0x10(static_cast<uint32_t>(mlo >> (32 * h))));
+          hi = _mm256_or_si256(hi, bits_to_0x10(static_cast<uint32_t>(mhi >> (32 * h))));
+        }
+        const bool first = kFifth ? v % 4 == 0 : v == 0;
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) {
           int32_t x0, x1;
@@ -294,25 +307,36 @@ __attribute__((always_inline)) inline void q4k_block(const uint8_t* blk, int h0,
           std::memcpy(&x1, a1 + 32 * t + 4 * v, 4);
           const __m256i p0 = _mm256_maddubs_epi16(lo, _mm256_set1_epi32(x0));
           const __m256i p1 = _mm256_maddubs_epi16(hi, _mm256_set1_epi32(x1));
-          s0[t] = v == 0 ? p0 : _mm256_add_epi16(s0[t], p0);
-          s1[t] = v == 0 ? p1 : _mm256_add_epi16(s1[t], p1);
+          s0[t] = first ? p0 : _mm256_add_epi16(s0[t], p0);
+          s1[t] = first ? p1 : _mm256_add_epi16(s1[t], p1);
+        }
+        if constexpr (kFifth) {
+          if (v == 3) {
+#pragma GCC unroll 4
+            for (int t = 0; t < T; ++t) {
+              is0[t] = _mm256_madd_epi16(s0[t], ones);
+              is1[t] = _mm256_madd_epi16(s1[t], ones);
+            }
+          }
         }
       }
-      const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2240 + 16 * h)));
-      const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2272 + 16 * h)));
-      auto add = [&](int g, const uint8_t* ag, const __m256i (&s)[T]) {
+      const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kAt + 2240 + 16 * h)));
+      const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kAt + 2272 + 16 * h)));
+      auto add = [&](int g, const uint8_t* ag, const __m256i (&s)[T], const __m256i (&first4)[T]) {
         const __m256 ws = _mm256_mul_ps(d, lanes(sc + 16 * g + 8 * h)), wm = _mm256_mul_ps(dmin, lanes(mn + 16 * g + 8 * h));
         const float* dx = reinterpret_cast<const float*>(ag + 36 * T);
         const float* xs = reinterpret_cast<const float*>(ag + 40 * T);
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) {
-          const __m256 is = _mm256_cvtepi32_ps(_mm256_madd_epi16(s[t], ones));
+          __m256i sum = _mm256_madd_epi16(s[t], ones);
+          if constexpr (kFifth) sum = _mm256_add_epi32(first4[t], sum);
+          const __m256 is = _mm256_cvtepi32_ps(sum);
           acc[hh][t] = _mm256_fmadd_ps(is, _mm256_mul_ps(ws, _mm256_set1_ps(dx[t])), acc[hh][t]);
           acc[hh][t] = _mm256_fnmadd_ps(wm, _mm256_set1_ps(xs[t]), acc[hh][t]);
         }
       };
-      add(2 * c, a0, s0);
-      add(2 * c + 1, a1, s1);
+      add(2 * c, a0, s0, is0);
+      add(2 * c + 1, a1, s1, is1);
     }
   }
 }
@@ -381,6 +405,61 @@ __attribute__((always_inline)) inline void q6k_block(const uint8_t* codes, const
   }
 }
 
+// IQ4_XS: per sub-block g (a 32-block), as IQ4_NL's tiles (the nibbles looked up as signed
+// values, vpmaddubsw(|w|, sign(xq, w))) with ws = fl(d * (ls_g - 32)).
+template <int T, int NH>
+__attribute__((always_inline)) inline void iq4xs_block(const uint8_t* blk, int h0, const uint8_t* a, __m256 (&acc)[NH][T]) {
+  constexpr int64_t kAB = act_block_bytes(T);
+  const __m256i lo4 = _mm256_set1_epi8(0x0F), hi2 = _mm256_set1_epi8(0x30), ones = _mm256_set1_epi16(1);
+  alignas(32) uint8_t ls[128];  // byte 16g + r: row r's ls_g
+  {
+    auto ld = [&](int64_t o) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + o)); };
+    auto st = [&](int64_t o, __m256i low4, __m256i high_at_4) {
+      _mm256_store_si256(reinterpret_cast<__m256i*>(ls + o), _mm256_or_si256(low4, _mm256_and_si256(high_at_4, hi2)));
+    };
+    const __m256i l0 = ld(2048), l1 = ld(2080), hg = ld(2112);
+    st(0, _mm256_and_si256(l0, lo4), _mm256_slli_epi16(hg, 4));   // g = 0, 1
+    st(32, _mm256_and_si256(l1, lo4), _mm256_slli_epi16(hg, 2));  // g = 2, 3
+    st(64, _mm256_and_si256(_mm256_srli_epi16(l0, 4), lo4), hg);  // g = 4, 5
+    st(96, _mm256_and_si256(_mm256_srli_epi16(l1, 4), lo4), _mm256_srli_epi16(hg, 2));  // g = 6, 7
+  }
+  const __m256 bias = _mm256_set1_ps(32.f);
+#pragma GCC unroll 2
+  for (int hh = 0; hh < NH; ++hh) {
+    const int h = h0 + hh;
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2144 + 16 * h)));
+    for (int g = 0; g < 8; ++g) {
+      const uint8_t* ag = a + g * kAB;
+      const float* dx = reinterpret_cast<const float*>(ag + 36 * T);
+      __m256i is[T];
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) is[t] = _mm256_setzero_si256();
+      auto dot = [&](int k, __m256i w) {
+        const __m256i wa = _mm256_abs_epi8(w);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          int32_t x;
+          std::memcpy(&x, ag + 32 * t + 4 * k, 4);
+          is[t] = _mm256_add_epi32(is[t], _mm256_madd_epi16(_mm256_maddubs_epi16(wa, _mm256_sign_epi8(_mm256_set1_epi32(x), w)), ones));
+        }
+      };
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) {
+        __m256i lo, hi;
+        nibble_vectors<DType::kIQ4_NL>(blk + 256 * g, nullptr, v, h, lo, hi);
+        dot(v, lo);
+        dot(v + 4, hi);
+      }
+      const __m256 ws = _mm256_mul_ps(
+          d, _mm256_sub_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(ls + 16 * g + 8 * h)))),
+                           bias));
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t)
+        acc[hh][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[t]), _mm256_mul_ps(ws, _mm256_set1_ps(dx[t])), acc[hh][t]);
+    }
+  }
+}
+
 // Rows 8 h0 .. 8 (h0 + NH) of one K-quant panel x T tokens (ns super-blocks).
 template <int T, int NH, DType kType>
 void ktile(const uint8_t* panel, int64_t ns, int h0, const uint8_t* acts, float* y, int64_t ys, bool prefetch) {
@@ -391,10 +470,16 @@ void ktile(const uint8_t* panel, int64_t ns, int h0, const uint8_t* acts, float*
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) acc[hh][t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < ns; ++b) {
-    if constexpr (kType == DType::kQ4_K) {
-      const uint8_t* blk = panel + kQ4kPanelBlock * b;
-      if (prefetch) prefetch_ahead(blk, kQ4kPanelBlock);
-      q4k_block<T, NH>(blk, h0, acts + b * kSB, acc);
+    if constexpr (kType == DType::kQ4_K || kType == DType::kQ5_K) {
+      constexpr bool kFifth = kType == DType::kQ5_K;
+      constexpr int64_t kBlock = kFifth ? kQ5kPanelBlock : kQ4kPanelBlock;
+      const uint8_t* blk = panel + kBlock * b;
+      if (prefetch) prefetch_ahead(blk, kBlock);
+      q45k_block<T, NH, kFifth>(blk, h0, acts + b * kSB, acc);
+    } else if constexpr (kType == DType::kIQ4_XS) {
+      const uint8_t* blk = panel + kIq4xsPanelBlock * b;
+      if (prefetch) prefetch_ahead(blk, kIq4xsPanelBlock);
+      iq4xs_block<T, NH>(blk, h0, acts + b * kSB, acc);
     } else {
       const int64_t u = b / 2, n = std::min<int64_t>(2, ns - 2 * u), i = b - 2 * u;
       const uint8_t* unit = panel + 2 * kQ6kPanelBlock * u;
@@ -478,7 +563,7 @@ void run(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
     auto part = [&](int64_t p) { return tc + p * n / parts; };
     for (int64_t p = 0; p < parts; ++p)
       gather(j, part(p), static_cast<int>(part(p + 1) - part(p)), kType == DType::kQ6_K ? 32 : Y::kOff,
-             Y::kMins || kType == DType::kQ4_K, kType == DType::kQ6_K, scr.acts.data() + (part(p) - tc) * per_token);
+             Y::kMins || kType == DType::kQ4_K || kType == DType::kQ5_K, kType == DType::kQ6_K, scr.acts.data() + (part(p) - tc) * per_token);
     const bool widened = !Y::kSigned && !is_kquant(kType) && parts > 1;
     {  // the first passes prefetch kPrefetchAhead bytes ahead: start the stream
       const uint8_t* first = j.w + static_cast<uint64_t>(r0) * j.row_bytes;
@@ -521,7 +606,9 @@ void matmul_rows_panels_avx2(const MatmulJob& j, int64_t r0, int64_t r1, int64_t
     case DType::kQ8_0: run<DType::kQ8_0>(j, r0, r1, t0, t1); return;
     case DType::kIQ4_NL: run<DType::kIQ4_NL>(j, r0, r1, t0, t1); return;
     case DType::kQ4_K: run<DType::kQ4_K>(j, r0, r1, t0, t1); return;
+    case DType::kQ5_K: run<DType::kQ5_K>(j, r0, r1, t0, t1); return;
     case DType::kQ6_K: run<DType::kQ6_K>(j, r0, r1, t0, t1); return;
+    case DType::kIQ4_XS: run<DType::kIQ4_XS>(j, r0, r1, t0, t1); return;
     default: fail("no AVX2 panel kernels for ", dtype_name(j.type));
   }
 }

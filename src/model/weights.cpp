@@ -222,10 +222,10 @@ ModelWeights::Relayout ModelWeights::relayout(const gguf::GgufFile& f, IsaLevel 
   }
   Relayout result;
   if (level == IsaLevel::kScalar) return result;
-  // AVX-512 runs every layout; AVX2 only panels, of the types its panel kernels run.
+  // AVX-512 runs every layout; AVX2 only panels (kernels::matmul_prefers_panels).
   const bool lanes_too = level == IsaLevel::kAvx512;
-  auto runs_panels = [&](const kernels::WeightMatrix& m) {
-    return kernels::matmul_runs_panels(level, m.type) && kernels::panel_layout_fits(m.type, m.rows);
+  auto into_panels = [&](const kernels::WeightMatrix& m) {
+    return kernels::matmul_prefers_panels(level, m.type) && kernels::panel_layout_fits(m.type, m.rows);
   };
   ThreadPool pool(std::max(1, threads));
   // Copies move weights from file pages (which the kernel may drop and read again) into
@@ -295,7 +295,7 @@ ModelWeights::Relayout ModelWeights::relayout(const gguf::GgufFile& f, IsaLevel 
   for (NamedMatrix& nm : todo) {
     kernels::WeightMatrix& m = *nm.matrix;
     if (m.data == nullptr || m.lanes || m.panels || !kernels::lane_layout_supported(m.type)) continue;
-    if (!lanes_too && !runs_panels(m)) continue;  // AVX2: only what its panel kernels run
+    if (!lanes_too && !into_panels(m)) continue;  // AVX2: only panels, where they serve best
     const uint64_t bytes = row_bytes(m.type, static_cast<uint64_t>(m.cols)) * static_cast<uint64_t>(m.rows);
     Job j;
     j.m = &m;
@@ -329,7 +329,7 @@ ModelWeights::Relayout ModelWeights::relayout(const gguf::GgufFile& f, IsaLevel 
       kernels::WeightMatrix& m = *j.m;
       auto* src = static_cast<const uint8_t*>(m.data);
       uint8_t* dst = j.in_place ? const_cast<uint8_t*>(src) : buf + j.offset;
-      const bool panels = runs_panels(m);
+      const bool panels = into_panels(m);
       relay(m.type, m.rows, m.cols, src, dst, panels);
       if (!j.in_place)
         if (const gguf::TensorInfo* ti = f.find_tensor(*j.name)) f.release_pages(*ti);

@@ -715,8 +715,8 @@ TEST(EngineTest, EquivalenceSyntheticGemma3WithShortWindow) {
 // AVX-512 its matrices are re-laid at load (kernels/lane_layout.h; Q5_0 and Q8_0 with whole
 // panels of rows into kernels/panel_layout.h, the tied output among them, so the embedding
 // lookup reads its rows from panels), and those kernels give a token the same bits alone,
-// batched, chunked or with its prefix cached. On AVX2 the matrices of the types its panel kernels
-// run go into panels (Q5_0, Q8_0, Q4_K, Q6_K here), nothing into lanes. (The GGUF-block kernels
+// batched, chunked or with its prefix cached. On AVX2 the matrices with whole panels of rows go
+// into panels (its panel kernels), nothing into lanes. (The GGUF-block kernels
 // are invariant below AVX-512 anyway.)
 TEST(EngineTest, EquivalenceQuantizedWithoutBatchInvariantMode) {
   LOAD_OR_SKIP(m, synthetic_path("gemma3_q4_k_m.gguf"));
@@ -727,7 +727,7 @@ TEST(EngineTest, EquivalenceQuantizedWithoutBatchInvariantMode) {
       for (const kernels::WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
         panels += w->panels;
         lanes += w->lanes;
-        EXPECT_EQ(w->panels, kernels::matmul_runs_panels(IsaLevel::kAvx2, w->type) &&
+        EXPECT_EQ(w->panels, kernels::matmul_prefers_panels(IsaLevel::kAvx2, w->type) &&
                                  kernels::panel_layout_fits(w->type, w->rows));
       }
     EXPECT_EQ(0, lanes) << "AVX2 has no lane kernels";
