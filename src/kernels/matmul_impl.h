@@ -48,7 +48,7 @@ struct MatmulJob {
   const uint8_t* w = nullptr;  // row r at w + r * row_bytes
   uint64_t row_bytes = 0;
   bool lanes = false;  // quantized rows in the lane layout (lane_layout.h): AVX-512 kernels only
-  bool panels = false;  // quantized rows in 16-row panels (panel_layout.h): AVX-512 kernels, AVX2 for some types
+  bool panels = false;  // quantized rows in 16-row panels (panel_layout.h): AVX-512 and AVX2 kernels
   int64_t rows = 0, cols = 0, n_tokens = 0;
   // F32 / F16 weights: the caller's activations.
   const float* x = nullptr;

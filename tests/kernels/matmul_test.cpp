@@ -259,7 +259,7 @@ TEST(MatmulTest, TableOfShapesOnEveryIsa) {
 
     // The same weights in the lane layout (lane_layout.h) and in panels (panel_layout.h), where
     // the type has them: every level must give what it gives on the GGUF blocks within the same
-    // bound (AVX-512 runs their kernels, AVX2 the panels of the 32-element block types; where a
+    // bound (AVX-512 runs their kernels, AVX2 their panels too; where a
     // level has no kernel for a layout it lays the rows back: bitwise its block results). The
     // AVX2 and AVX-512 panel kernels do the same arithmetic: bitwise equal.
     const std::vector<uint8_t> wl = lane_layout_supported(c.type) ? lanes_of(c.type, w, c.rows, c.cols)
