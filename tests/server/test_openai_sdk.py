@@ -278,9 +278,9 @@ def test_completions_stream(server):
 # ---- errors
 
 
-def raw(s, path, body, headers=None):
+def raw(s, path, body, headers=None, timeout=30):
     return httpx.post(s.base + path, content=body if isinstance(body, (bytes, str)) else json.dumps(body),
-                      headers={"Content-Type": "application/json", **(headers or {})}, timeout=30)
+                      headers={"Content-Type": "application/json", **(headers or {})}, timeout=timeout)
 
 
 def check_error(resp, status, code=None, param=None):
