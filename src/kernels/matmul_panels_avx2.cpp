@@ -548,7 +548,10 @@ void run(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
   TRIAD_CHECK(r0 % kPanelRows == 0 && r1 % kPanelRows == 0, "panel rows [", r0, ", ", r1, ") are not whole panels");
   const int64_t nb = j.cols / 32;
   PanelScratch& scr = panel_scratch();
-  if constexpr (!Y::kSigned && !is_kquant(kType)) {
+  // The unsigned 32-block types widen panels of several token tiles; the signed types and the
+  // K-quants decode their codes in every tile.
+  constexpr bool kWidens = !Y::kSigned && !is_kquant(kType);
+  if constexpr (kWidens) {
     const int64_t wide = nb * Y::kWideBlock;
     if (static_cast<int64_t>(scr.panel.size()) < wide) scr.panel.resize(static_cast<size_t>(wide));
   }
@@ -564,7 +567,7 @@ void run(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
     for (int64_t p = 0; p < parts; ++p)
       gather(j, part(p), static_cast<int>(part(p + 1) - part(p)), kType == DType::kQ6_K ? 32 : Y::kOff,
              Y::kMins || kType == DType::kQ4_K || kType == DType::kQ5_K, kType == DType::kQ6_K, scr.acts.data() + (part(p) - tc) * per_token);
-    const bool widened = !Y::kSigned && !is_kquant(kType) && parts > 1;
+    const bool widened = kWidens && parts > 1;
     {  // the first passes prefetch kPrefetchAhead bytes ahead: start the stream
       const uint8_t* first = j.w + static_cast<uint64_t>(r0) * j.row_bytes;
       const int64_t len = std::min<int64_t>(kPrefetchAhead, (r1 - r0) * static_cast<int64_t>(j.row_bytes));
@@ -572,7 +575,7 @@ void run(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
     }
     for (int64_t r = r0; r < r1; r += kPanelRows) {
       const uint8_t* panel = j.w + static_cast<uint64_t>(r) * j.row_bytes;
-      if constexpr (!Y::kSigned && !is_kquant(kType))
+      if constexpr (kWidens)
         if (widened) widen<kType>(panel, nb, scr.panel.data());
       for (int64_t p = 0; p < parts; ++p) {
         const int nt = static_cast<int>(part(p + 1) - part(p));
@@ -580,14 +583,11 @@ void run(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
         float* y = j.y + part(p) * j.y_stride + r;
         if constexpr (is_kquant(kType)) {
           panel_ktiles<kType>(nt, panel, nb / 8, acts, y, j.y_stride, p == 0);
-          continue;
-        } else if constexpr (!Y::kSigned) {
-          if (widened) {
-            panel_tiles<kType, true>(nt, scr.panel.data(), nb, acts, y, j.y_stride, false);
-            continue;
-          }
+        } else if (widened) {
+          if constexpr (kWidens) panel_tiles<kType, true>(nt, scr.panel.data(), nb, acts, y, j.y_stride, false);
+        } else {
+          panel_tiles<kType, false>(nt, panel, nb, acts, y, j.y_stride, p == 0);
         }
-        panel_tiles<kType, false>(nt, panel, nb, acts, y, j.y_stride, p == 0);
       }
     }
   }
