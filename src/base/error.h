@@ -32,6 +32,10 @@ template <typename... Args>
   throw Error(detail::concat(std::forward<Args>(args)...));
 }
 
+// Throws triad::Error(message). Not inline: code compiled with ISA flags the CPU may lack calls
+// this (through kernels/isa_error.h) so that it instantiates none of the templates above.
+[[noreturn]] void fail_message(const char* message);
+
 }  // namespace triad
 
 #define TRIAD_CHECK(cond, ...)                       \

@@ -25,7 +25,7 @@
 #include <cstring>
 
 #include "base/aligned_buffer.h"
-#include "base/error.h"
+#include "kernels/isa_error.h"
 #include "kernels/matmul_impl.h"
 #include "kernels/panel_gather.h"
 #include "kernels/panel_layout.h"
@@ -246,7 +246,7 @@ void panel_tiles(int n, const uint8_t* panel, int64_t nb, const uint8_t* acts, f
       tile<4, 1, kType, kWide>(panel, nb, 0, acts, y, ys, prefetch);
       tile<4, 1, kType, kWide>(panel, nb, 1, acts, y + 8, ys, false);
       return;
-    default: fail("panel tile of ", n, " tokens");
+    default: isa_fail("panel tile of %d tokens", int(n));
   }
 }
 
@@ -506,7 +506,7 @@ void panel_ktiles(int n, const uint8_t* panel, int64_t ns, const uint8_t* acts, 
       ktile<4, 1, kType>(panel, ns, 0, acts, y, ys, prefetch);
       ktile<4, 1, kType>(panel, ns, 1, acts, y + 8, ys, false);
       return;
-    default: fail("panel tile of ", n, " tokens");
+    default: isa_fail("panel tile of %d tokens", int(n));
   }
 }
 
@@ -545,7 +545,8 @@ PanelScratch& panel_scratch() {
 template <DType kType>
 void run(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
   using Y = Type<kType>;
-  TRIAD_CHECK(r0 % kPanelRows == 0 && r1 % kPanelRows == 0, "panel rows [", r0, ", ", r1, ") are not whole panels");
+  if (r0 % kPanelRows != 0 || r1 % kPanelRows != 0) [[unlikely]]
+    isa_fail("panel rows [%lld, %lld) are not whole panels", (long long)r0, (long long)r1);
   const int64_t nb = j.cols / 32;
   PanelScratch& scr = panel_scratch();
   // The unsigned 32-block types widen panels of several token tiles; the signed types and the
@@ -609,7 +610,10 @@ void matmul_rows_panels_avx2(const MatmulJob& j, int64_t r0, int64_t r1, int64_t
     case DType::kQ5_K: run<DType::kQ5_K>(j, r0, r1, t0, t1); return;
     case DType::kQ6_K: run<DType::kQ6_K>(j, r0, r1, t0, t1); return;
     case DType::kIQ4_XS: run<DType::kIQ4_XS>(j, r0, r1, t0, t1); return;
-    default: fail("no AVX2 panel kernels for ", dtype_name(j.type));
+    default: {
+      const std::string_view name = dtype_name(j.type);
+      isa_fail("no AVX2 panel kernels for %.*s", int(name.size()), name.data());
+    }
   }
 }
 

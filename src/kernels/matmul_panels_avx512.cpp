@@ -32,8 +32,8 @@
 #include <cstring>
 
 #include "base/aligned_buffer.h"
-#include "base/error.h"
 #include "kernels/matmul_avx512_common.h"
+#include "kernels/isa_error.h"
 #include "kernels/matmul_impl.h"
 #include "kernels/panel_gather.h"
 #include "kernels/panel_layout.h"
@@ -443,7 +443,7 @@ void ktile_n(int n, const uint8_t* panel, int64_t ns, const uint8_t* acts, float
     TRIAD_KPANEL_TILE(1) TRIAD_KPANEL_TILE(2) TRIAD_KPANEL_TILE(3) TRIAD_KPANEL_TILE(4)
     TRIAD_KPANEL_TILE(5) TRIAD_KPANEL_TILE(6) TRIAD_KPANEL_TILE(7) TRIAD_KPANEL_TILE(8)
 #undef TRIAD_KPANEL_TILE
-    default: fail("panel tile of ", n, " tokens");
+    default: isa_fail("panel tile of %d tokens", int(n));
   }
 }
 
@@ -455,7 +455,7 @@ void tile_n(int n, const uint8_t* panel, int64_t nb, const uint8_t* acts, float*
     TRIAD_PANEL_TILE(1) TRIAD_PANEL_TILE(2) TRIAD_PANEL_TILE(3) TRIAD_PANEL_TILE(4)
     TRIAD_PANEL_TILE(5) TRIAD_PANEL_TILE(6) TRIAD_PANEL_TILE(7) TRIAD_PANEL_TILE(8)
 #undef TRIAD_PANEL_TILE
-    default: fail("panel tile of ", n, " tokens");
+    default: isa_fail("panel tile of %d tokens", int(n));
   }
 }
 
@@ -483,7 +483,8 @@ void widen(const uint8_t* panel, int64_t nb, uint8_t* out) {
 
 template <DType kType>
 void run(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
-  TRIAD_CHECK(r0 % kPanelRows == 0 && r1 % kPanelRows == 0, "panel rows [", r0, ", ", r1, ") are not whole panels");
+  if (r0 % kPanelRows != 0 || r1 % kPanelRows != 0) [[unlikely]]
+    isa_fail("panel rows [%lld, %lld) are not whole panels", (long long)r0, (long long)r1);
   const int64_t nb = j.cols / 32;
   PanelScratch& scr = panel_scratch();
   // The nibble types widen panels of many token tiles into the wide format; Q8_0 tiles read
@@ -546,7 +547,10 @@ void matmul_rows_panels(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, 
     case DType::kQ5_K: run<DType::kQ5_K>(j, r0, r1, t0, t1); return;
     case DType::kIQ4_XS: run<DType::kIQ4_XS>(j, r0, r1, t0, t1); return;
     case DType::kQ6_K: run<DType::kQ6_K>(j, r0, r1, t0, t1); return;
-    default: fail("no panel kernels for ", dtype_name(j.type));
+    default: {
+      const std::string_view name = dtype_name(j.type);
+      isa_fail("no panel kernels for %.*s", int(name.size()), name.data());
+    }
   }
 }
 

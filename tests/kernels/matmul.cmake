@@ -2,3 +2,10 @@
 # product of the dequantized weights (tests/kernels/matmul_test.cpp).
 triad_gtest(matmul_test SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/kernels/matmul_test.cpp
   DEPS triad_kernels)
+
+# The ISA objects define no weak code the linker could keep for baseline callers
+# (src/kernels/isa_error.h).
+add_test(NAME isa_objects_test
+  COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/kernels/isa_objects_test.py
+          $<TARGET_OBJECTS:triad_kernels>)
+set_tests_properties(isa_objects_test PROPERTIES LABELS python)
