@@ -157,19 +157,19 @@ __attribute__((always_inline)) inline void block(const uint8_t* unit, int64_t n,
         }
       }
     } else if constexpr (kWide) {
-      // Token by token (the codes are memory operands, read again from L1 for each): code
-      // vectors 0..3 and 4..7, four pair sums added in int16 each, then one vpmaddwd each.
+      // Code vectors 0..3, then 4..7, held in registers while every token's broadcasts meet
+      // them: four pair sums added in int16, one vpmaddwd per token and group.
       auto w = [&](int k) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 64 * k + 32 * h)); };
-#pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) {
-        __m256i s[2];
 #pragma GCC unroll 2
-        for (int g = 0; g < 2; ++g) {
-          const int k = 4 * g;
-          s[g] = _mm256_add_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(w(k), x4(t, k)), _mm256_maddubs_epi16(w(k + 1), x4(t, k + 1))),
-                                  _mm256_add_epi16(_mm256_maddubs_epi16(w(k + 2), x4(t, k + 2)), _mm256_maddubs_epi16(w(k + 3), x4(t, k + 3))));
+      for (int g = 0; g < 2; ++g) {
+        const int k = 4 * g;
+        const __m256i w0 = w(k), w1 = w(k + 1), w2 = w(k + 2), w3 = w(k + 3);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          const __m256i s = _mm256_add_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(w0, x4(t, k)), _mm256_maddubs_epi16(w1, x4(t, k + 1))),
+                                             _mm256_add_epi16(_mm256_maddubs_epi16(w2, x4(t, k + 2)), _mm256_maddubs_epi16(w3, x4(t, k + 3))));
+          is[t] = _mm256_add_epi32(is[t], _mm256_madd_epi16(s, ones));
         }
-        is[t] = _mm256_add_epi32(is[t], _mm256_add_epi32(_mm256_madd_epi16(s[0], ones), _mm256_madd_epi16(s[1], ones)));
       }
     } else {
       // Nibble vectors {0, 1}, then {2, 3}: code vectors v and v + 4 each, four pair sums.
