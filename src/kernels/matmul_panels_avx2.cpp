@@ -60,6 +60,11 @@ struct Type {
   static constexpr int64_t kWideBlock = 512 + 32 + (kMins ? 32 : 0);
 };
 
+// Pins an accumulator in its register at this point. Integer adds are associative, so GCC
+// otherwise reassociates a tile's int32 sums into a tree: it computed every product of a Q8_0 block
+// first and spilled them (182 stack operands in the 4-token tile).
+__attribute__((always_inline)) inline void pin(__m256i& v) { asm("" : "+x"(v)); }
+
 // IQ4_NL's values (signed bytes): a vpshufb table in both lanes.
 inline __m256i iq4nl_table() {
   return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
@@ -139,8 +144,10 @@ __attribute__((always_inline)) inline void block(const uint8_t* unit, int64_t n,
       auto dot = [&](int k, __m256i w) {
         const __m256i wa = _mm256_abs_epi8(w);
 #pragma GCC unroll 4
-        for (int t = 0; t < T; ++t)
+        for (int t = 0; t < T; ++t) {
           is[t] = _mm256_add_epi32(is[t], _mm256_madd_epi16(_mm256_maddubs_epi16(wa, _mm256_sign_epi8(x4(t, k), w)), ones));
+          pin(is[t]);
+        }
       };
       if constexpr (kType == DType::kQ8_0) {
 #pragma GCC unroll 8
@@ -169,6 +176,7 @@ __attribute__((always_inline)) inline void block(const uint8_t* unit, int64_t n,
           const __m256i s = _mm256_add_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(w0, x4(t, k)), _mm256_maddubs_epi16(w1, x4(t, k + 1))),
                                              _mm256_add_epi16(_mm256_maddubs_epi16(w2, x4(t, k + 2)), _mm256_maddubs_epi16(w3, x4(t, k + 3))));
           is[t] = _mm256_add_epi32(is[t], _mm256_madd_epi16(s, ones));
+          pin(is[t]);
         }
       }
     } else {
@@ -185,10 +193,14 @@ __attribute__((always_inline)) inline void block(const uint8_t* unit, int64_t n,
           for (int t = 0; t < T; ++t) {
             const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, x4(t, v)), _mm256_maddubs_epi16(hi, x4(t, v + 4)));
             s[t] = v == 2 * g ? p : _mm256_add_epi16(s[t], p);
+            pin(s[t]);
           }
         }
 #pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) is[t] = _mm256_add_epi32(is[t], _mm256_madd_epi16(s[t], ones));
+        for (int t = 0; t < T; ++t) {
+          is[t] = _mm256_add_epi32(is[t], _mm256_madd_epi16(s[t], ones));
+          pin(is[t]);
+        }
       }
     }
     const __m256 ws = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(P::d(unit, n, i) + 16 * h)));
@@ -309,6 +321,8 @@ __attribute__((always_inline)) inline void q45k_block(const uint8_t* blk, int h0
           const __m256i p1 = _mm256_maddubs_epi16(hi, _mm256_set1_epi32(x1));
           s0[t] = first ? p0 : _mm256_add_epi16(s0[t], p0);
           s1[t] = first ? p1 : _mm256_add_epi16(s1[t], p1);
+          pin(s0[t]);
+          pin(s1[t]);
         }
         if constexpr (kFifth) {
           if (v == 3) {
@@ -441,6 +455,7 @@ __attribute__((always_inline)) inline void iq4xs_block(const uint8_t* blk, int h
           int32_t x;
           std::memcpy(&x, ag + 32 * t + 4 * k, 4);
           is[t] = _mm256_add_epi32(is[t], _mm256_madd_epi16(_mm256_maddubs_epi16(wa, _mm256_sign_epi8(_mm256_set1_epi32(x), w)), ones));
+          pin(is[t]);
         }
       };
 #pragma GCC unroll 4
