@@ -70,10 +70,13 @@ inline __m256i iq4nl_table() {
   return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
 }
 
-// 0x10 in byte i where bit i of `bits` is set.
-inline __m256i bits_to_0x10(uint32_t bits) {
+// 0x10 in byte i where bit i of the 32 bits at p (little-endian) is set. The bits are
+// broadcast straight from memory (vpbroadcastd m32: a load, no vector ALU op).
+inline __m256i bits_to_0x10(const uint8_t* p) {
+  int32_t bits;
+  std::memcpy(&bits, p, 4);
   const __m256i spread = _mm256_shuffle_epi8(
-      _mm256_set1_epi32(static_cast<int>(bits)),
+      _mm256_set1_epi32(bits),
       _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
   const __m256i sel = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
   return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, sel), sel), _mm256_set1_epi8(0x10));
@@ -108,11 +111,9 @@ __attribute__((always_inline)) inline void nibble_vectors(const uint8_t* codes, 
     hi = _mm256_shuffle_epi8(iq4nl_table(), hi);
   }
   if constexpr (Type<kType>::kFifth) {
-    uint64_t mlo, mhi;
-    std::memcpy(&mlo, masks + 8 * v, 8);
-    std::memcpy(&mhi, masks + 8 * (v + 4), 8);
-    lo = _mm256_or_si256(lo, bits_to_0x10(static_cast<uint32_t>(mlo >> (32 * h))));
-    hi = _mm256_or_si256(hi, bits_to_0x10(static_cast<uint32_t>(mhi >> (32 * h))));
+    // Code vector v's 64 fifth bits: half h's are bits 32h.. (bytes 4h..4h+3).
+    lo = _mm256_or_si256(lo, bits_to_0x10(masks + 8 * v + 4 * h));
+    hi = _mm256_or_si256(hi, bits_to_0x10(masks + 8 * (v + 4) + 4 * h));
   }
 }
 
@@ -305,11 +306,8 @@ __attribute__((always_inline)) inline void q45k_block(const uint8_t* blk, int h0
         const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 512 * c + 64 * v + 32 * h));
         __m256i lo = _mm256_and_si256(q, lo4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), lo4);
         if constexpr (kFifth) {
-          uint64_t mlo, mhi;
-          std::memcpy(&mlo, blk + 2048 + 64 * (2 * c) + 8 * v, 8);
-          std::memcpy(&mhi, blk + 2048 + 64 * (2 * c + 1) + 8 * v, 8);
-          lo = _mm256_or_si256(lo, bits_to_0x10(static_cast<uint32_t>(mlo >> (32 * h))));
-          hi = _mm256_or_si256(hi, bits_to_0x10(static_cast<uint32_t>(mhi >> (32 * h))));
+          lo = _mm256_or_si256(lo, bits_to_0x10(blk + 2048 + 64 * (2 * c) + 8 * v + 4 * h));
+          hi = _mm256_or_si256(hi, bits_to_0x10(blk + 2048 + 64 * (2 * c + 1) + 8 * v + 4 * h));
         }
         const bool first = kFifth ? v % 4 == 0 : v == 0;
 #pragma GCC unroll 4
