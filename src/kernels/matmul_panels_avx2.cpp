@@ -453,7 +453,6 @@ __attribute__((always_inline)) inline void iq4xs_block(const uint8_t* blk, int h
           int32_t x;
           std::memcpy(&x, ag + 32 * t + 4 * k, 4);
           is[t] = _mm256_add_epi32(is[t], _mm256_madd_epi16(_mm256_maddubs_epi16(wa, _mm256_sign_epi8(_mm256_set1_epi32(x), w)), ones));
-          pin(is[t]);
         }
       };
 #pragma GCC unroll 4
