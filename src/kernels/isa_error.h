@@ -20,7 +20,7 @@
 namespace triad::kernels {
 namespace {
 
-[[noreturn, gnu::format(printf, 1, 2), gnu::cold]] void isa_fail(const char* fmt, ...) {
+[[noreturn, gnu::format(printf, 1, 2), gnu::cold]] inline void isa_fail(const char* fmt, ...) {
   char message[256];
   va_list args;
   va_start(args, fmt);

@@ -16,8 +16,9 @@
 // in block order: the AVX-512 panel kernels' arithmetic, so both give the same bits.
 // A tile is T <= 4 tokens x one half panel, or x both halves when T <= 2. The unsigned types'
 // codes are decoded in registers when a panel has one token tile (decode), else the panel is
-// widened once (512 code bytes per block, then d and m) into the thread's scratch, which every
-// tile reads as memory operands (batched decode, prompts); the signed types decode in registers.
+// widened once (512 code bytes per block, then d and m) into the thread's scratch, from which
+// every tile loads four code vectors at a time and holds them in registers across its tokens
+// (batched decode, prompts); the signed types decode in registers.
 // Thread-safety: writes only the outputs of its rows and tokens; scratch is thread-local.
 #include <immintrin.h>
 
