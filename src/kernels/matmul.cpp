@@ -50,6 +50,13 @@ float* kernel_scratch(int64_t floats) {
   return buf.data();
 }
 
+uint8_t* kernel_scratch_bytes(ScratchSlot slot, int64_t bytes) {
+  thread_local AlignedBuffer<uint8_t> bufs[2];
+  AlignedBuffer<uint8_t>& buf = bufs[slot == ScratchSlot::kPanel ? 0 : 1];
+  if (buf.size() < static_cast<size_t>(bytes)) buf.resize(static_cast<size_t>(bytes));
+  return buf.data();
+}
+
 namespace {
 
 // The AVX-512 kernels whose rows depend on the batch (see set_matmul_batch_invariant): the

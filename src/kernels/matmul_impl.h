@@ -82,6 +82,11 @@ struct MatmulJob {
 // (the K-blocked prompt order packs a panel's block of weights there; matmul_tiles.h).
 // Defined in matmul.cpp, outside the ISA-flagged files.
 float* kernel_scratch(int64_t floats);
+// The same for bytes, in two slots of their own: the panel kernels' widened panel and their
+// gathered activations. Growing does not keep the contents. Out of the ISA files so that these
+// instantiate no AlignedBuffer members there (kernels/isa_error.h says why that matters).
+enum class ScratchSlot { kPanel, kActs };
+uint8_t* kernel_scratch_bytes(ScratchSlot slot, int64_t bytes);
 
 // Whether a kernel's weight decoder D (any ISA) pairs its minimums with the activation sums per
 // 16 (MatmulJob::axs16; a decoder says so with `static constexpr bool kSums16 = true`, Q2_K)

@@ -25,7 +25,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "base/aligned_buffer.h"
 #include "kernels/isa_error.h"
 #include "kernels/matmul_impl.h"
 #include "kernels/panel_gather.h"
@@ -546,41 +545,28 @@ void widen(const uint8_t* panel, int64_t nb, uint8_t* out) {
   }
 }
 
-struct PanelScratch {
-  AlignedBuffer<uint8_t> panel;  // a widened panel (the wide format)
-  AlignedBuffer<uint8_t> acts;   // the call's token tiles, gathered
-};
-PanelScratch& panel_scratch() {
-  thread_local PanelScratch s;
-  return s;
-}
-
 template <DType kType>
 void run(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
   using Y = Type<kType>;
   if (r0 % kPanelRows != 0 || r1 % kPanelRows != 0) [[unlikely]]
     isa_fail("panel rows [%lld, %lld) are not whole panels", (long long)r0, (long long)r1);
   const int64_t nb = j.cols / 32;
-  PanelScratch& scr = panel_scratch();
-  // The unsigned 32-block types widen panels of several token tiles; the signed types and the
-  // K-quants decode their codes in every tile.
+  // The unsigned 32-block types widen panels of several token tiles (into the thread's
+  // kPanel scratch); the signed types and the K-quants decode their codes in every tile.
   constexpr bool kWidens = !Y::kSigned && !is_kquant(kType);
-  if constexpr (kWidens) {
-    const int64_t wide = nb * Y::kWideBlock;
-    if (static_cast<int64_t>(scr.panel.size()) < wide) scr.panel.resize(static_cast<size_t>(wide));
-  }
+  uint8_t* const wide_panel = kWidens ? kernel_scratch_bytes(ScratchSlot::kPanel, nb * Y::kWideBlock) : nullptr;
   // Token chunks whose gathered activations stay in L2 (~256 KiB) while every panel passes.
   const int64_t per_token = act_block_bytes(1) * nb;
   const int64_t chunk = std::max<int64_t>(kMaxT, (int64_t{256} << 10) / per_token / kMaxT * kMaxT);
   const int64_t abytes = std::min(chunk, t1 - t0) * per_token;
-  if (static_cast<int64_t>(scr.acts.size()) < abytes) scr.acts.resize(static_cast<size_t>(abytes));
+  uint8_t* const gathered = kernel_scratch_bytes(ScratchSlot::kActs, abytes);
   for (int64_t tc = t0; tc < t1; tc += chunk) {
     const int64_t te = std::min(t1, tc + chunk), n = te - tc;
     const int64_t parts = (n + kMaxT - 1) / kMaxT;  // token tiles of sizes within one of each other
     auto part = [&](int64_t p) { return tc + p * n / parts; };
     for (int64_t p = 0; p < parts; ++p)
       gather(j, part(p), static_cast<int>(part(p + 1) - part(p)), kType == DType::kQ6_K ? 32 : Y::kOff,
-             Y::kMins || kType == DType::kQ4_K || kType == DType::kQ5_K, kType == DType::kQ6_K, scr.acts.data() + (part(p) - tc) * per_token);
+             Y::kMins || kType == DType::kQ4_K || kType == DType::kQ5_K, kType == DType::kQ6_K, gathered + (part(p) - tc) * per_token);
     const bool widened = kWidens && parts > 1;
     {  // the first passes prefetch kPrefetchAhead bytes ahead: start the stream
       const uint8_t* first = j.w + static_cast<uint64_t>(r0) * j.row_bytes;
@@ -590,15 +576,15 @@ void run(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
     for (int64_t r = r0; r < r1; r += kPanelRows) {
       const uint8_t* panel = j.w + static_cast<uint64_t>(r) * j.row_bytes;
       if constexpr (kWidens)
-        if (widened) widen<kType>(panel, nb, scr.panel.data());
+        if (widened) widen<kType>(panel, nb, wide_panel);
       for (int64_t p = 0; p < parts; ++p) {
         const int nt = static_cast<int>(part(p + 1) - part(p));
-        const uint8_t* acts = scr.acts.data() + (part(p) - tc) * per_token;
+        const uint8_t* acts = gathered + (part(p) - tc) * per_token;
         float* y = j.y + part(p) * j.y_stride + r;
         if constexpr (is_kquant(kType)) {
           panel_ktiles<kType>(nt, panel, nb / 8, acts, y, j.y_stride, p == 0);
         } else if (widened) {
-          if constexpr (kWidens) panel_tiles<kType, true>(nt, scr.panel.data(), nb, acts, y, j.y_stride, false);
+          if constexpr (kWidens) panel_tiles<kType, true>(nt, wide_panel, nb, acts, y, j.y_stride, false);
         } else {
           panel_tiles<kType, false>(nt, panel, nb, acts, y, j.y_stride, p == 0);
         }

@@ -31,7 +31,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "base/aligned_buffer.h"
 #include "kernels/matmul_avx512_common.h"
 #include "kernels/isa_error.h"
 #include "kernels/matmul_impl.h"
@@ -97,17 +96,6 @@ struct Format {
 static_assert(Format<DType::kQ8_0, false>::kUnitBytes == 32 * 34 && Format<DType::kQ5_0, false>::kUnitBytes == 32 * 22 &&
               Format<DType::kQ4_0, false>::kUnitBytes == 32 * 18 && Format<DType::kQ4_1, false>::kUnitBytes == 32 * 20 &&
               Format<DType::kQ5_1, false>::kUnitBytes == 32 * 24 && Format<DType::kIQ4_NL, false>::kUnitBytes == 32 * 18);
-
-// A token tile's activations: gathered block by block (panel_gather.h).
-
-struct PanelScratch {
-  AlignedBuffer<uint8_t> panel;  // a widened nibble-type panel (the wide format)
-  AlignedBuffer<uint8_t> acts;   // the call's token tiles, gathered
-};
-PanelScratch& panel_scratch() {
-  thread_local PanelScratch s;
-  return s;
-}
 
 // IQ4_NL's values plus 128 (unsigned bytes): a vpshufb table.
 struct Iq4nlU8 {
@@ -486,26 +474,23 @@ void run(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
   if (r0 % kPanelRows != 0 || r1 % kPanelRows != 0) [[unlikely]]
     isa_fail("panel rows [%lld, %lld) are not whole panels", (long long)r0, (long long)r1);
   const int64_t nb = j.cols / 32;
-  PanelScratch& scr = panel_scratch();
-  // The nibble types widen panels of many token tiles into the wide format; Q8_0 tiles read
-  // codes where they lie, the K-quants' tiles decode theirs in registers.
+  // The nibble types widen panels of many token tiles into the wide format (the thread's kPanel
+  // scratch); Q8_0 tiles read codes where they lie, the K-quants' tiles decode theirs in registers.
   constexpr bool kWidens = kType != DType::kQ8_0 && !is_kquant(kType);
-  if constexpr (kWidens) {
-    const int64_t wide = (nb + 1) / 2 * Format<kType, true>::kUnitBytes;
-    if (static_cast<int64_t>(scr.panel.size()) < wide) scr.panel.resize(static_cast<size_t>(wide));
-  }
+  uint8_t* const wide_panel =
+      kWidens ? kernel_scratch_bytes(ScratchSlot::kPanel, (nb + 1) / 2 * Format<kType, true>::kUnitBytes) : nullptr;
   // Token chunks whose gathered activations stay in L2 (~256 KiB) while every panel passes.
   const int64_t per_token = act_block_bytes(1) * nb;
   const int64_t chunk = std::max<int64_t>(kMaxT, (int64_t{256} << 10) / per_token / kMaxT * kMaxT);
   const int64_t abytes = std::min(chunk, t1 - t0) * per_token;
-  if (static_cast<int64_t>(scr.acts.size()) < abytes) scr.acts.resize(static_cast<size_t>(abytes));
+  uint8_t* const gathered = kernel_scratch_bytes(ScratchSlot::kActs, abytes);
   for (int64_t tc = t0; tc < t1; tc += chunk) {
     const int64_t te = std::min(t1, tc + chunk), n = te - tc;
     const int64_t parts = (n + kMaxT - 1) / kMaxT;  // token tiles of sizes within one of each other
     auto part = [&](int64_t p) { return tc + p * n / parts; };
     for (int64_t p = 0; p < parts; ++p)
       gather(j, part(p), static_cast<int>(part(p + 1) - part(p)), code_offset(kType), has_mins(kType), kType == DType::kQ6_K,
-             scr.acts.data() + (part(p) - tc) * per_token);
+             gathered + (part(p) - tc) * per_token);
     // Few token tiles widen codes in registers for each; more widen each panel once.
     const bool widened = kWidens && parts > kInlineWidenTiles;
     {  // the first passes prefetch kPrefetchAhead bytes ahead: start the stream
@@ -516,15 +501,15 @@ void run(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
     for (int64_t r = r0; r < r1; r += kPanelRows) {
       const uint8_t* panel = j.w + static_cast<uint64_t>(r) * j.row_bytes;
       if constexpr (kWidens)
-        if (widened) widen<kType>(panel, nb, scr.panel.data());
+        if (widened) widen<kType>(panel, nb, wide_panel);
       for (int64_t p = 0; p < parts; ++p) {
         const int nt = static_cast<int>(part(p + 1) - part(p));
-        const uint8_t* acts = scr.acts.data() + (part(p) - tc) * per_token;
+        const uint8_t* acts = gathered + (part(p) - tc) * per_token;
         float* y = j.y + part(p) * j.y_stride + r;
         if constexpr (is_kquant(kType)) {
           ktile_n<kType>(nt, panel, nb / 8, acts, y, j.y_stride, p == 0);
         } else if (widened) {
-          tile_n<kType, true>(nt, scr.panel.data(), nb, acts, y, j.y_stride, false);
+          tile_n<kType, true>(nt, wide_panel, nb, acts, y, j.y_stride, false);
         } else {
           tile_n<kType, false>(nt, panel, nb, acts, y, j.y_stride, p == 0);
         }
