@@ -211,7 +211,8 @@ void prepare_activations(IsaLevel level, MatmulJob& j, int slot, ThreadPool& poo
 
 bool matmul_runs_panels(IsaLevel level, DType t) {
   switch (level) {
-    case IsaLevel::kAvx512:
+    // AVX-512 runs Q2_K and Q3_K in the lane layout (no panel tiles for them).
+    case IsaLevel::kAvx512: return panel_layout_supported(t) && t != DType::kQ2_K && t != DType::kQ3_K;
     case IsaLevel::kAvx2: return panel_layout_supported(t);
     case IsaLevel::kScalar: break;
   }

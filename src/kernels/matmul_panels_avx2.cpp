@@ -44,7 +44,8 @@ inline void prefetch_ahead(const uint8_t* p, int64_t bytes) {
 }
 
 constexpr bool is_kquant(DType t) {
-  return t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K || t == DType::kIQ4_XS;
+  return t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K || t == DType::kIQ4_XS || t == DType::kQ2_K ||
+         t == DType::kQ3_K;
 }
 
 template <DType kType>
@@ -472,6 +473,120 @@ __attribute__((always_inline)) inline void iq4xs_block(const uint8_t* blk, int h
   }
 }
 
+// ---- Q2_K and Q3_K (panel_layout.h): one super-block of a tile of T tokens x NH halves from
+// half h0, 32-block by 32-block (s = 4n + k: the codes are bits 2k of the qs bytes of half n).
+// Each sub-block's four pair sums are added in int16 (codes <= 7: 4 * 2 * 7 * 128 < 2^15) and
+// one vpmaddwd with the sub-block's scale in both int16 of every row's lane makes the row's
+// sc * isum, so a 32-block's scaled sum is one exact integer (the reference multiplies each
+// sub-block's isum by fl(d * sc) in float: the same sum up to rounding):
+// - Q3_K: I = sum over both sub-blocks of (sc - 32) * (sum code * xq - 4 * sum xq), the offset
+//   term one vpmaddwd of the scale pair with the gathered (-4 S0, -4 S1); acc += I * fl(d * dx).
+// - Q2_K: I = sum sc * (sum code * xq), M = -(mn0 S0 + mn1 S1) (one vpmaddwd of the minimum pair
+//   with the gathered (-S0, -S1)); acc += I * fl(d * dx), then acc += M * fl(dmin * dx).
+
+// The int16 pairs of a 32-block's two sub-block values (row 8h + q's in lane q), from the 16
+// bytes of panel_layout.h's (s, h) group; dup0 / dup1: sub-block 0's / 1's in both int16.
+struct ScalePairs {
+  __m256i pair, dup0, dup1;
+};
+__attribute__((always_inline)) inline ScalePairs scale_pairs(__m128i bytes, bool sign) {
+  ScalePairs p;
+  p.pair = sign ? _mm256_cvtepi8_epi16(bytes) : _mm256_cvtepu8_epi16(bytes);
+  const __m256i even = _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13, 0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8,
+                                        9, 12, 13, 12, 13);
+  p.dup0 = _mm256_shuffle_epi8(p.pair, even);
+  p.dup1 = _mm256_shuffle_epi8(p.pair, _mm256_add_epi8(even, _mm256_set1_epi8(2)));
+  return p;
+}
+
+template <int T, int NH, bool kQ3>
+__attribute__((always_inline)) inline void q23k_block(const uint8_t* blk, int h0, const uint8_t* a, __m256 (&acc)[NH][T]) {
+  constexpr int64_t kAB = act_block_bytes(T);
+  const __m256i three = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
+  const __m128i lo4 = _mm_set1_epi8(0x0F);
+#pragma GCC unroll 2
+  for (int hh = 0; hh < NH; ++hh) {
+    const int h = h0 + hh;
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + (kQ3 ? 1728 : 1280) + 16 * h)));
+    [[maybe_unused]] __m256 dmin;
+    if constexpr (!kQ3) dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 1312 + 16 * h)));
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s) {
+      const int n = s / 4, k = s % 4;
+      const uint8_t* ab = a + s * kAB;
+      const int32_t* start = reinterpret_cast<const int32_t*>(ab + 32 * T);
+      const float* dx = reinterpret_cast<const float*>(ab + 36 * T);
+      auto ld128 = [&](int64_t o) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + o + 16 * h)); };
+      ScalePairs sp;
+      [[maybe_unused]] __m256i mins;
+      if constexpr (kQ3) {  // the 6-bit scale: 4 bits of the lows, 2 of the highs (panel_layout.h)
+        const __m128i l = _mm_and_si128(_mm_srli_epi16(ld128(1536 + 32 * (s % 4)), 4 * (s / 4)), lo4);
+        const __m128i hb = ld128(1664 + 32 * (s % 2));
+        const int up = 4 - 2 * (s / 2);  // bits 2 (s / 2) of a highs byte to bit 4
+        const __m128i hi = _mm_and_si128(up >= 0 ? _mm_slli_epi16(hb, up) : _mm_srli_epi16(hb, -up), _mm_set1_epi8(0x30));
+        sp = scale_pairs(_mm_sub_epi8(_mm_or_si128(l, hi), _mm_set1_epi8(32)), true);
+      } else {
+        const __m128i raw = ld128(1024 + 32 * s);
+        sp = scale_pairs(_mm_and_si128(raw, lo4), false);
+        mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), lo4));
+      }
+      // Code vector v (0..7) of this 32-block: elements 4v .. 4v + 3 of every row.
+      auto code = [&](int v) {
+        const uint8_t* qs = blk + (kQ3 ? 512 : 0) + 64 * (8 * n + v) + 32 * h;
+        __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs));
+        c = _mm256_and_si256(k ? _mm256_srli_epi16(c, 2 * k) : c, three);
+        if constexpr (kQ3) {  // bit 4n + k of the hmask bytes to bit 2
+          const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * v + 32 * h));
+          const int up = 2 - (4 * n + k);
+          c = _mm256_or_si256(c, _mm256_and_si256(up >= 0 ? _mm256_slli_epi16(hm, up) : _mm256_srli_epi16(hm, -up), four));
+        }
+        return c;
+      };
+      __m256i is[T];
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        if constexpr (kQ3) {
+          is[t] = _mm256_madd_epi16(sp.pair, _mm256_set1_epi32(start[t]));
+        } else {
+          is[t] = _mm256_setzero_si256();
+        }
+      }
+#pragma GCC unroll 2
+      for (int sub = 0; sub < 2; ++sub) {
+        __m256i s16[T];
+#pragma GCC unroll 2
+        for (int v = 4 * sub; v < 4 * sub + 4; v += 2) {
+          const __m256i c0 = code(v), c1 = code(v + 1);
+#pragma GCC unroll 4
+          for (int t = 0; t < T; ++t) {
+            int32_t x0, x1;
+            std::memcpy(&x0, ab + 32 * t + 4 * v, 4);
+            std::memcpy(&x1, ab + 32 * t + 4 * v + 4, 4);
+            const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(c0, _mm256_set1_epi32(x0)),
+                                               _mm256_maddubs_epi16(c1, _mm256_set1_epi32(x1)));
+            s16[t] = v == 4 * sub ? p : _mm256_add_epi16(s16[t], p);
+            pin(s16[t]);
+          }
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          is[t] = _mm256_add_epi32(is[t], _mm256_madd_epi16(s16[t], sub ? sp.dup1 : sp.dup0));
+          pin(is[t]);
+        }
+      }
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        const __m256 x = _mm256_set1_ps(dx[t]);
+        acc[hh][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[t]), _mm256_mul_ps(d, x), acc[hh][t]);
+        if constexpr (!kQ3) {
+          const __m256i m = _mm256_madd_epi16(mins, _mm256_set1_epi32(start[t]));
+          acc[hh][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dmin, x), acc[hh][t]);
+        }
+      }
+    }
+  }
+}
+
 // Rows 8 h0 .. 8 (h0 + NH) of one K-quant panel x T tokens (ns super-blocks).
 template <int T, int NH, DType kType>
 void ktile(const uint8_t* panel, int64_t ns, int h0, const uint8_t* acts, float* y, int64_t ys, bool prefetch) {
@@ -488,6 +603,12 @@ void ktile(const uint8_t* panel, int64_t ns, int h0, const uint8_t* acts, float*
       const uint8_t* blk = panel + kBlock * b;
       if (prefetch) prefetch_ahead(blk, kBlock);
       q45k_block<T, NH, kFifth>(blk, h0, acts + b * kSB, acc);
+    } else if constexpr (kType == DType::kQ2_K || kType == DType::kQ3_K) {
+      constexpr bool kQ3 = kType == DType::kQ3_K;
+      constexpr int64_t kBlock = kQ3 ? kQ3kPanelBlock : kQ2kPanelBlock;
+      const uint8_t* blk = panel + kBlock * b;
+      if (prefetch) prefetch_ahead(blk, kBlock);
+      q23k_block<T, NH, kQ3>(blk, h0, acts + b * kSB, acc);
     } else if constexpr (kType == DType::kIQ4_XS) {
       const uint8_t* blk = panel + kIq4xsPanelBlock * b;
       if (prefetch) prefetch_ahead(blk, kIq4xsPanelBlock);
@@ -555,6 +676,11 @@ void run(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
   // kPanel scratch); the signed types and the K-quants decode their codes in every tile.
   constexpr bool kWidens = !Y::kSigned && !is_kquant(kType);
   uint8_t* const wide_panel = kWidens ? kernel_scratch_bytes(ScratchSlot::kPanel, nb * Y::kWideBlock) : nullptr;
+  // The offsets the gathered starts remove (Q2_K: its minimums, subtracted; panel_gather.h).
+  constexpr int code_offset = kType == DType::kQ6_K ? 32 : kType == DType::kQ3_K ? 4 : kType == DType::kQ2_K ? 1 : Y::kOff;
+  constexpr Starts starts = kType == DType::kQ6_K                              ? Starts::kHalves
+                            : kType == DType::kQ2_K || kType == DType::kQ3_K ? Starts::kPairs16
+                                                                              : Starts::kBlock;
   // Token chunks whose gathered activations stay in L2 (~256 KiB) while every panel passes.
   const int64_t per_token = act_block_bytes(1) * nb;
   const int64_t chunk = std::max<int64_t>(kMaxT, (int64_t{256} << 10) / per_token / kMaxT * kMaxT);
@@ -565,8 +691,8 @@ void run(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
     const int64_t parts = (n + kMaxT - 1) / kMaxT;  // token tiles of sizes within one of each other
     auto part = [&](int64_t p) { return tc + p * n / parts; };
     for (int64_t p = 0; p < parts; ++p)
-      gather(j, part(p), static_cast<int>(part(p + 1) - part(p)), kType == DType::kQ6_K ? 32 : Y::kOff,
-             Y::kMins || kType == DType::kQ4_K || kType == DType::kQ5_K, kType == DType::kQ6_K, gathered + (part(p) - tc) * per_token);
+      gather(j, part(p), static_cast<int>(part(p + 1) - part(p)), code_offset, Y::kMins || kType == DType::kQ4_K || kType == DType::kQ5_K,
+             starts, gathered + (part(p) - tc) * per_token);
     const bool widened = kWidens && parts > 1;
     {  // the first passes prefetch kPrefetchAhead bytes ahead: start the stream
       const uint8_t* first = j.w + static_cast<uint64_t>(r0) * j.row_bytes;
@@ -609,6 +735,8 @@ void matmul_rows_panels_avx2(const MatmulJob& j, int64_t r0, int64_t r1, int64_t
     case DType::kQ5_K: run<DType::kQ5_K>(j, r0, r1, t0, t1); return;
     case DType::kQ6_K: run<DType::kQ6_K>(j, r0, r1, t0, t1); return;
     case DType::kIQ4_XS: run<DType::kIQ4_XS>(j, r0, r1, t0, t1); return;
+    case DType::kQ2_K: run<DType::kQ2_K>(j, r0, r1, t0, t1); return;
+    case DType::kQ3_K: run<DType::kQ3_K>(j, r0, r1, t0, t1); return;
     default: {
       const std::string_view name = dtype_name(j.type);
       isa_fail("no AVX2 panel kernels for %.*s", int(name.size()), name.data());

@@ -489,7 +489,8 @@ void run(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
     const int64_t parts = (n + kMaxT - 1) / kMaxT;  // token tiles of sizes within one of each other
     auto part = [&](int64_t p) { return tc + p * n / parts; };
     for (int64_t p = 0; p < parts; ++p)
-      gather(j, part(p), static_cast<int>(part(p + 1) - part(p)), code_offset(kType), has_mins(kType), kType == DType::kQ6_K,
+      gather(j, part(p), static_cast<int>(part(p + 1) - part(p)), code_offset(kType), has_mins(kType),
+             kType == DType::kQ6_K ? Starts::kHalves : Starts::kBlock,
              gathered + (part(p) - tc) * per_token);
     // Few token tiles widen codes in registers for each; more widen each panel once.
     const bool widened = kWidens && parts > kInlineWidenTiles;

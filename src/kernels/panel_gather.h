@@ -4,8 +4,10 @@
 //
 // Format, block b at b * act_block_bytes(T): T x 32 codes (token t's at 32t), then T int32
 // starts (-off * the sum of the block's codes: the code offset the tile removes), T float
-// scales dx and T float block sums xs (only where the type has minimums). With `halves` (Q6_K:
-// sub-blocks of 16) the starts are per 16 codes, the second half's in the block sums' place.
+// scales dx and T float block sums xs (only where the type has minimums). The starts, by
+// `Starts`: kBlock as above; kHalves (Q6_K: sub-blocks of 16) per 16 codes, the second half's
+// in the block sums' place; kPairs16 (Q2_K, Q3_K) both halves' as an int16 pair (first half
+// low) in one int32, for a vpmaddwd with a pair of sub-block scales or minimums.
 //
 // Internal linkage (an unnamed namespace): each ISA's file compiles its own copy with its flags.
 // Thread-safety: writes only `out`.
@@ -23,8 +25,11 @@ namespace {
 
 constexpr int64_t act_block_bytes(int t) { return 44 * static_cast<int64_t>(t); }
 
+enum class Starts { kBlock, kHalves, kPairs16 };
+
 // Tokens [t0, t0 + n) of the job gathered for a tile of n tokens (format above).
-[[maybe_unused]] void gather(const MatmulJob& j, int64_t t0, int n, int off, bool mins, bool halves, uint8_t* out) {
+[[maybe_unused]] void gather(const MatmulJob& j, int64_t t0, int n, int off, bool mins, Starts starts, uint8_t* out) {
+  const bool halves = starts == Starts::kHalves;
   const int64_t nb = j.cols / 32, ab = act_block_bytes(n);
   for (int t = 0; t < n; ++t) {
     const int8_t* q = j.aq + (t0 + t) * j.aq_stride;
@@ -41,7 +46,10 @@ constexpr int64_t act_block_bytes(int t) { return 44 * static_cast<int64_t>(t); 
       _mm256_store_si256(reinterpret_cast<__m256i*>(part), sad);
       const int32_t first = static_cast<int32_t>(part[0] + part[1]) - 16 * 128;
       const int32_t sum = first + static_cast<int32_t>(part[2] + part[3]) - 16 * 128;
-      const int32_t start = -off * (halves ? first : sum), second = -off * (sum - first);
+      int32_t start = -off * (halves ? first : sum);
+      const int32_t second = -off * (sum - first);
+      // |off| <= 4, |sum of 16 codes| <= 2032: each half fits an int16.
+      if (starts == Starts::kPairs16) start = static_cast<int32_t>(static_cast<uint16_t>(-off * first) | static_cast<uint32_t>(second) << 16);
       std::memcpy(o + 32 * n + 4 * t, &start, 4);
       if (halves) std::memcpy(o + 40 * n + 4 * t, &second, 4);
       std::memcpy(o + 36 * n + 4 * t, d + b, 4);

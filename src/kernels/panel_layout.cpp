@@ -199,13 +199,61 @@ void move_q6k(int64_t nb, int64_t b, int r, uint8_t* blk, uint8_t* panel, bool t
   move_word<uint16_t>(blk + 208, unit + 3328 * n + 32 * i + 2 * r, to_panel);  // d
 }
 
+// Bits [at, at + n) of byte `b` <-> the low n bits of `v`, in the direction `to_panel` (b is the
+// panel's byte, v the GGUF side's value).
+inline void move_field(uint8_t& b, int at, int n, int& v, bool to_panel) {
+  const int mask = (1 << n) - 1;
+  if (to_panel) {
+    b = static_cast<uint8_t>((b & ~(mask << at)) | (v & mask) << at);
+  } else {
+    v = (b >> at) & mask;
+  }
+}
+
+// Q2_K (panel_layout.h): super-block b of row r <-> its panel bytes (units of one block).
+void move_q2k(int64_t b, int r, uint8_t* blk, uint8_t* panel, bool to_panel) {
+  uint8_t* at = panel + kQ2kPanelBlock * b;
+  for (int v = 0; v < 16; ++v) move_word<uint32_t>(blk + 16 + 4 * v, at + 64 * v + 4 * r, to_panel);
+  for (int g = 0; g < 16; ++g) move_word<uint8_t>(blk + g, at + 1024 + 32 * (g / 2) + 16 * (r / 8) + 2 * (r % 8) + g % 2, to_panel);
+  move_word<uint16_t>(blk + 80, at + 1280 + 2 * r, to_panel);  // d
+  move_word<uint16_t>(blk + 82, at + 1312 + 2 * r, to_panel);  // dmin
+}
+
+// Q3_K (panel_layout.h): super-block b of row r <-> its panel bytes (units of one block).
+void move_q3k(int64_t b, int r, uint8_t* blk, uint8_t* panel, bool to_panel) {
+  uint8_t* at = panel + kQ3kPanelBlock * b;
+  for (int v = 0; v < 8; ++v) move_word<uint32_t>(blk + 4 * v, at + 64 * v + 4 * r, to_panel);  // hmask
+  for (int v = 0; v < 16; ++v) move_word<uint32_t>(blk + 32 + 4 * v, at + 512 + 64 * v + 4 * r, to_panel);  // qs
+  move_word<uint16_t>(blk + 108, at + 1728 + 2 * r, to_panel);  // d
+  uint8_t sc[16] = {};
+  if (to_panel) get_scales_q3k(blk + 96, sc);
+  const int pair = 16 * (r / 8) + 2 * (r % 8);  // row r's place in a 32-byte group
+  for (int g = 0; g < 16; ++g) {  // sub-block g = 2s + i of 32-block s
+    const int s = g / 2, i = g % 2;
+    int lo = sc[g] & 15, hi = sc[g] >> 4;
+    move_field(at[1536 + 32 * (s % 4) + pair + i], 4 * (s / 4), 4, lo, to_panel);
+    move_field(at[1664 + 32 * (s % 2) + pair + i], 2 * (s / 2), 2, hi, to_panel);
+    sc[g] = static_cast<uint8_t>(lo | hi << 4);
+  }
+  if (to_panel) return;
+  uint8_t* q = blk + 96;  // get_scales_q3k's packing (quant_blocks.h)
+  for (int j = 0; j < 8; ++j) q[j] = static_cast<uint8_t>((sc[j] & 15) | (sc[j + 8] & 15) << 4);
+  for (int j = 0; j < 4; ++j)
+    q[8 + j] = static_cast<uint8_t>(sc[j] >> 4 | (sc[j + 4] >> 4) << 2 | (sc[j + 8] >> 4) << 4 | (sc[j + 12] >> 4) << 6);
+}
+
 void move_row(DType t, int64_t cols, int r, uint8_t* row, uint8_t* panel, bool to_panel) {
-  if (t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K || t == DType::kIQ4_XS) {
+  if (t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K || t == DType::kIQ4_XS || t == DType::kQ2_K ||
+      t == DType::kQ3_K) {
     TRIAD_CHECK(cols % 256 == 0, "panel layout: cols ", cols, " is not a multiple of 256");
     const int64_t nb = cols / 256;
     for (int64_t b = 0; b < nb; ++b) {
       if (t == DType::kQ6_K) {
         move_q6k(nb, b, r, row + 210 * b, panel, to_panel);
+      } else if (t == DType::kQ2_K) {
+        move_q2k(b, r, row + 84 * b, panel, to_panel);
+      } else if (t == DType::kQ3_K) {
+        move_q3k(b, r, row + 110 * b, panel, to_panel);
       } else if (t == DType::kIQ4_XS) {
         move_iq4xs(b, r, row + 136 * b, panel, to_panel);
       } else {
@@ -225,7 +273,7 @@ void move_row(DType t, int64_t cols, int r, uint8_t* row, uint8_t* panel, bool t
 bool panel_layout_supported(DType t) {
   return t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kQ5_0 || t == DType::kQ5_1 || t == DType::kQ8_0 ||
          t == DType::kIQ4_NL || t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K ||
-         t == DType::kIQ4_XS;
+         t == DType::kIQ4_XS || t == DType::kQ2_K || t == DType::kQ3_K;
 }
 
 bool panel_layout_fits(DType t, int64_t rows) {

@@ -1,8 +1,8 @@
 // The panel layout: quantized weights of the 32-element block types Q4_0, Q4_1, Q5_0, Q5_1,
-// Q8_0 and IQ4_NL (laid out as Q4_0: its nibbles index kIq4nlValues), and of Q4_K, Q5_K, Q6_K and IQ4_XS, re-laid
-// once, at load time, 16 rows at a time ("a panel"), for the AVX-512 VNNI panel kernels
-// (matmul_panels_avx512.cpp), in exactly the bytes of the GGUF blocks (no memory overhead; the
-// GGUF layout is not kept).
+// Q8_0 and IQ4_NL (laid out as Q4_0: its nibbles index kIq4nlValues), and of Q4_K, Q5_K, Q6_K,
+// IQ4_XS, Q2_K and Q3_K, re-laid once, at load time, 16 rows at a time ("a panel"), for the panel
+// kernels (matmul_panels_avx512.cpp, matmul_panels_avx2.cpp), in exactly the bytes of the GGUF
+// blocks (no memory overhead; the GGUF layout is not kept).
 //
 // Why: the lane layout (lane_layout.h) puts 16 scale groups of one row in the 16 int32 lanes,
 // so every output ends in a 16-lane horizontal sum, and a row of 896 columns (28 blocks) fills
@@ -55,6 +55,25 @@
 //     scales  at 3072n + 256i: byte 16g + r = row r's int8 scale of sub-block g (0..15);
 //     d       at 3328n + 32i: 16 fp16, row r's at r.
 //
+//   Q2_K and Q3_K (AVX2 panel kernels only; AVX-512 keeps them in the lane layout), units of one
+//   block. Their sub-block scales are grouped by 32-block s (0..7) and half h (rows 8h .. 8h+7):
+//   16 bytes per (s, h), byte 2q + i for row 8h + q's sub-block 2s + i, so one 16-byte load and
+//   a widening give a half panel's int16 scale pairs of one 32-block.
+//   Q2_K, block b at 1344 * b (16 x 84 bytes):
+//     codes   1024 bytes: vector v (0..15) at 64v, byte 4r + j = row r's qs[4v + j] (2-bit
+//             code k of a byte: element 128 (v / 8) + 32k + 4 (v % 8) + j);
+//     scales  at 1024, 256 bytes: byte 32s + 16h + 2q + i = row 8h + q's scales[2s + i] (low
+//             nibble scale, high nibble minimum, as in GGUF);
+//     d at 1280, dmin at 1312: 16 fp16 each, row r's at r.
+//   Q3_K, block b at 1760 * b (16 x 110 bytes):
+//     hmask   512 bytes: vector v (0..7) at 64v, byte 4r + j = row r's hmask[4v + j];
+//     qs      at 512, 1024 bytes: vector v (0..15) at 512 + 64v, byte 4r + j = row r's qs[4v + j];
+//     lows    at 1536, 128 bytes: byte 32s + 16h + 2q + i (s 0..3), bits 4(s' / 4) .. + 3 =
+//             the low 4 bits of row 8h + q's 6-bit scale of sub-block 2s' + i, s' = s and s + 4;
+//     highs   at 1664, 64 bytes: byte 32s + 16h + 2q + i (s 0..1), bits 2(s' / 2) .. + 1 = the
+//             top 2 bits of that scale, s' = s, s + 2, s + 4, s + 6;
+//     d       at 1728: 16 fp16, row r's at r.
+//
 // Thread-safety: pure functions.
 #pragma once
 
@@ -69,6 +88,8 @@ inline constexpr int64_t kQ4kPanelBlock = 2304;  // a Q4_K super-block of a pane
 inline constexpr int64_t kQ5kPanelBlock = 2816;  // a Q5_K super-block of a panel (16 x 176 bytes)
 inline constexpr int64_t kIq4xsPanelBlock = 2176;  // an IQ4_XS super-block of a panel (16 x 136 bytes)
 inline constexpr int64_t kQ6kPanelBlock = 3360;  // a Q6_K super-block of a panel (16 x 210 bytes)
+inline constexpr int64_t kQ2kPanelBlock = 1344;  // a Q2_K super-block of a panel (16 x 84 bytes)
+inline constexpr int64_t kQ3kPanelBlock = 1760;  // a Q3_K super-block of a panel (16 x 110 bytes)
 
 // Whether `t` has a panel layout.
 bool panel_layout_supported(DType t);

@@ -418,17 +418,17 @@ TEST(MatmulTest, PanelLayoutRoundTripsAndMatchesItsSpecification) {
       }
     }
   }
-  EXPECT_FALSE(panel_layout_supported(DType::kQ3_K));
+  EXPECT_FALSE(panel_layout_supported(DType::kMXFP4));
   EXPECT_THROW(row_from_panel(DType::kQ8_0, nullptr, 16, 32, nullptr), Error);
 }
 
-// The K-quant panels (Q4_K, Q5_K, Q6_K, IQ4_XS) are a bijection too (one super-block, odd and even counts: a
-// lone last Q6_K block), and a few bytes are where panel_layout.h says they are: a nibble byte,
+// The K-quant panels (Q4_K, Q5_K, Q6_K, IQ4_XS, Q2_K, Q3_K) are a bijection too (one super-block, odd and even
+// counts: a lone last Q6_K block), and a few bytes are where panel_layout.h says they are: a nibble byte,
 // a sub-block's 6-bit scale and minimum split into lows and highs, a Q5_K fifth bit, a Q6_K qh byte and int8
-// scale, the fp16 scales, the units.
+// scale, Q2_K / Q3_K code bytes, scale pairs and Q3_K's split 6-bit scales, the fp16 scales, the units.
 TEST(MatmulTest, KQuantPanelLayoutRoundTripsAndMatchesItsSpecification) {
   std::mt19937 rng(7);
-  for (DType t : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kIQ4_XS}) {
+  for (DType t : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kIQ4_XS, DType::kQ2_K, DType::kQ3_K}) {
     ASSERT_TRUE(panel_layout_supported(t));
     EXPECT_TRUE(panel_layout_fits(t, 16));
     for (int64_t cols : {int64_t{256}, int64_t{768}, int64_t{1792}}) {
@@ -440,6 +440,33 @@ TEST(MatmulTest, KQuantPanelLayoutRoundTripsAndMatchesItsSpecification) {
       const uint64_t rb = row_bytes(t, static_cast<uint64_t>(cols));
       if (cols < 1792) continue;
       const int64_t r = 5;
+      if (t == DType::kQ2_K) {  // row 5, block 2: qs[4 * 11 + 3], scales[9] (32-block 4, i = 1), d, dmin
+        const uint8_t* blk = w.data() + r * rb + 2 * 84;
+        const uint8_t* pb = p.data() + 2 * kQ2kPanelBlock;
+        EXPECT_EQ(pb[64 * 11 + 4 * r + 3], blk[16 + 4 * 11 + 3]);
+        EXPECT_EQ(pb[1024 + 32 * 4 + 2 * r + 1], blk[9]);
+        const uint8_t* blk13 = w.data() + 13 * rb + 2 * 84;  // row 13: half 1, q = 5
+        EXPECT_EQ(pb[1024 + 32 * 4 + 16 + 2 * 5 + 1], blk13[9]);
+        EXPECT_EQ(pb[1280 + 2 * r + 1], blk[81]);
+        EXPECT_EQ(pb[1312 + 2 * r], blk[82]);
+        continue;
+      }
+      if (t == DType::kQ3_K) {  // row 5, block 4: hmask[4 * 6 + 1], qs[4 * 9 + 2], every scale, d
+        const uint8_t* blk = w.data() + r * rb + 4 * 110;
+        const uint8_t* pb = p.data() + 4 * kQ3kPanelBlock;
+        EXPECT_EQ(pb[64 * 6 + 4 * r + 1], blk[4 * 6 + 1]);
+        EXPECT_EQ(pb[512 + 64 * 9 + 4 * r + 2], blk[32 + 4 * 9 + 2]);
+        uint8_t sc[16];
+        get_scales_q3k(blk + 96, sc);
+        for (int g = 0; g < 16; ++g) {  // sub-block g = 2s + i
+          const int s = g / 2, i = g % 2;
+          const int lo = (pb[1536 + 32 * (s % 4) + 2 * r + i] >> (4 * (s / 4))) & 15;
+          const int hi = (pb[1664 + 32 * (s % 2) + 2 * r + i] >> (2 * (s / 2))) & 3;
+          EXPECT_EQ(sc[g], lo | hi << 4) << "sub-block " << g;
+        }
+        EXPECT_EQ(pb[1728 + 2 * r], blk[108]);
+        continue;
+      }
       if (t == DType::kIQ4_XS) {  // row 5, block 1: qs[16 * 6 + 9], sub-block 5's scale, d
         const uint8_t* blk = w.data() + r * rb + 136;
         const uint8_t* pb = p.data() + kIq4xsPanelBlock;
