@@ -475,30 +475,15 @@ __attribute__((always_inline)) inline void iq4xs_block(const uint8_t* blk, int h
 
 // ---- Q2_K and Q3_K (panel_layout.h): one super-block of a tile of T tokens x NH halves from
 // half h0, 32-block by 32-block (s = 4n + k: the codes are bits 2k of the qs bytes of half n).
-// Each sub-block's four pair sums are added in int16 (codes <= 7: 4 * 2 * 7 * 128 < 2^15) and
-// one vpmaddwd with the sub-block's scale in both int16 of every row's lane makes the row's
-// sc * isum, so a 32-block's scaled sum is one exact integer (the reference multiplies each
-// sub-block's isum by fl(d * sc) in float: the same sum up to rounding):
+// The codes and gathered activations go in pairs (panel_layout.h), so the 8 vpmaddubsw of a
+// 32-block add up in int16 (codes <= 7: 8 * 2 * 7 * 128 < 2^15) into each row's sum over its
+// first sub-block (even int16) and over its second (odd), and one vpmaddwd with the row's scale
+// pair makes sc0 * isum0 + sc1 * isum1: a 32-block's scaled sum is one exact integer (the
+// reference multiplies each sub-block's isum by fl(d * sc) in float: the same sum up to rounding):
 // - Q3_K: I = sum over both sub-blocks of (sc - 32) * (sum code * xq - 4 * sum xq), the offset
 //   term one vpmaddwd of the scale pair with the gathered (-4 S0, -4 S1); acc += I * fl(d * dx).
-// - Q2_K: I = sum sc * (sum code * xq), M = -(mn0 S0 + mn1 S1) (one vpmaddwd of the minimum pair
+// - Q2_K: I = sc0 isum0 + sc1 isum1, M = -(mn0 S0 + mn1 S1) (one vpmaddwd of the minimum pair
 //   with the gathered (-S0, -S1)); acc += I * fl(d * dx), then acc += M * fl(dmin * dx).
-
-// The int16 pairs of a 32-block's two sub-block values (row 8h + q's in lane q), from the 16
-// bytes of panel_layout.h's (s, h) group; dup0 / dup1: sub-block 0's / 1's in both int16.
-struct ScalePairs {
-  __m256i pair, dup0, dup1;
-};
-__attribute__((always_inline)) inline ScalePairs scale_pairs(__m128i bytes, bool sign) {
-  ScalePairs p;
-  p.pair = sign ? _mm256_cvtepi8_epi16(bytes) : _mm256_cvtepu8_epi16(bytes);
-  const __m256i even = _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13, 0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8,
-                                        9, 12, 13, 12, 13);
-  p.dup0 = _mm256_shuffle_epi8(p.pair, even);
-  p.dup1 = _mm256_shuffle_epi8(p.pair, _mm256_add_epi8(even, _mm256_set1_epi8(2)));
-  return p;
-}
-
 template <int T, int NH, bool kQ3>
 __attribute__((always_inline)) inline void q23k_block(const uint8_t* blk, int h0, const uint8_t* a, __m256 (&acc)[NH][T]) {
   constexpr int64_t kAB = act_block_bytes(T);
@@ -517,20 +502,21 @@ __attribute__((always_inline)) inline void q23k_block(const uint8_t* blk, int h0
       const int32_t* start = reinterpret_cast<const int32_t*>(ab + 32 * T);
       const float* dx = reinterpret_cast<const float*>(ab + 36 * T);
       auto ld128 = [&](int64_t o) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + o + 16 * h)); };
-      ScalePairs sp;
+      // Row 8h + q's two sub-block scales (Q3_K: less 32) as the int16 pair of lane q.
+      __m256i scales;
       [[maybe_unused]] __m256i mins;
       if constexpr (kQ3) {  // the 6-bit scale: 4 bits of the lows, 2 of the highs (panel_layout.h)
         const __m128i l = _mm_and_si128(_mm_srli_epi16(ld128(1536 + 32 * (s % 4)), 4 * (s / 4)), lo4);
         const __m128i hb = ld128(1664 + 32 * (s % 2));
         const int up = 4 - 2 * (s / 2);  // bits 2 (s / 2) of a highs byte to bit 4
         const __m128i hi = _mm_and_si128(up >= 0 ? _mm_slli_epi16(hb, up) : _mm_srli_epi16(hb, -up), _mm_set1_epi8(0x30));
-        sp = scale_pairs(_mm_sub_epi8(_mm_or_si128(l, hi), _mm_set1_epi8(32)), true);
+        scales = _mm256_cvtepi8_epi16(_mm_sub_epi8(_mm_or_si128(l, hi), _mm_set1_epi8(32)));
       } else {
         const __m128i raw = ld128(1024 + 32 * s);
-        sp = scale_pairs(_mm_and_si128(raw, lo4), false);
+        scales = _mm256_cvtepu8_epi16(_mm_and_si128(raw, lo4));
         mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), lo4));
       }
-      // Code vector v (0..7) of this 32-block: elements 4v .. 4v + 3 of every row.
+      // Code vector v (0..7) of this 32-block.
       auto code = [&](int v) {
         const uint8_t* qs = blk + (kQ3 ? 512 : 0) + 64 * (8 * n + v) + 32 * h;
         __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs));
@@ -542,42 +528,27 @@ __attribute__((always_inline)) inline void q23k_block(const uint8_t* blk, int h0
         }
         return c;
       };
-      __m256i is[T];
+      __m256i s16[T];
 #pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) {
-        if constexpr (kQ3) {
-          is[t] = _mm256_madd_epi16(sp.pair, _mm256_set1_epi32(start[t]));
-        } else {
-          is[t] = _mm256_setzero_si256();
-        }
-      }
-#pragma GCC unroll 2
-      for (int sub = 0; sub < 2; ++sub) {
-        __m256i s16[T];
-#pragma GCC unroll 2
-        for (int v = 4 * sub; v < 4 * sub + 4; v += 2) {
-          const __m256i c0 = code(v), c1 = code(v + 1);
-#pragma GCC unroll 4
-          for (int t = 0; t < T; ++t) {
-            int32_t x0, x1;
-            std::memcpy(&x0, ab + 32 * t + 4 * v, 4);
-            std::memcpy(&x1, ab + 32 * t + 4 * v + 4, 4);
-            const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(c0, _mm256_set1_epi32(x0)),
-                                               _mm256_maddubs_epi16(c1, _mm256_set1_epi32(x1)));
-            s16[t] = v == 4 * sub ? p : _mm256_add_epi16(s16[t], p);
-            pin(s16[t]);
-          }
-        }
+      for (int v = 0; v < 8; v += 2) {
+        const __m256i c0 = code(v), c1 = code(v + 1);
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) {
-          is[t] = _mm256_add_epi32(is[t], _mm256_madd_epi16(s16[t], sub ? sp.dup1 : sp.dup0));
-          pin(is[t]);
+          int32_t x0, x1;
+          std::memcpy(&x0, ab + 32 * t + 4 * v, 4);
+          std::memcpy(&x1, ab + 32 * t + 4 * v + 4, 4);
+          const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(c0, _mm256_set1_epi32(x0)),
+                                             _mm256_maddubs_epi16(c1, _mm256_set1_epi32(x1)));
+          s16[t] = v == 0 ? p : _mm256_add_epi16(s16[t], p);
+          pin(s16[t]);
         }
       }
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
+        __m256i is = _mm256_madd_epi16(s16[t], scales);
+        if constexpr (kQ3) is = _mm256_add_epi32(is, _mm256_madd_epi16(scales, _mm256_set1_epi32(start[t])));
         const __m256 x = _mm256_set1_ps(dx[t]);
-        acc[hh][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[t]), _mm256_mul_ps(d, x), acc[hh][t]);
+        acc[hh][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(d, x), acc[hh][t]);
         if constexpr (!kQ3) {
           const __m256i m = _mm256_madd_epi16(mins, _mm256_set1_epi32(start[t]));
           acc[hh][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dmin, x), acc[hh][t]);

@@ -7,7 +7,9 @@
 // scales dx and T float block sums xs (only where the type has minimums). The starts, by
 // `Starts`: kBlock as above; kHalves (Q6_K: sub-blocks of 16) per 16 codes, the second half's
 // in the block sums' place; kPairs16 (Q2_K, Q3_K) both halves' as an int16 pair (first half
-// low) in one int32, for a vpmaddwd with a pair of sub-block scales or minimums.
+// low) in one int32, for a vpmaddwd with a pair of sub-block scales or minimums, and the codes
+// interleaved in pairs as those types' panels hold their weights (panel_layout.h): bytes 4u,
+// 4u + 1 are codes 2u, 2u + 1 and bytes 4u + 2, 4u + 3 codes 16 + 2u, 17 + 2u.
 //
 // Internal linkage (an unnamed namespace): each ISA's file compiles its own copy with its flags.
 // Thread-safety: writes only `out`.
@@ -37,9 +39,15 @@ enum class Starts { kBlock, kHalves, kPairs16 };
     const float* xs = j.axs + (t0 + t) * j.as_stride;
     for (int64_t b = 0; b < nb; ++b) {
       uint8_t* o = out + b * ab;
-      std::memcpy(o + 32 * t, q + 32 * b, 32);
       // The two halves' code sums: byte sums of the codes plus 128 (vpsadbw), less 16 * 128 each.
       const __m256i codes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * b));
+      if (starts == Starts::kPairs16) {
+        const __m128i lo = _mm256_castsi256_si128(codes), hi = _mm256_extracti128_si256(codes, 1);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 32 * t),
+                            _mm256_setr_m128i(_mm_unpacklo_epi16(lo, hi), _mm_unpackhi_epi16(lo, hi)));
+      } else {
+        std::memcpy(o + 32 * t, q + 32 * b, 32);
+      }
       const __m256i sad = _mm256_sad_epu8(_mm256_xor_si256(codes, _mm256_set1_epi8(static_cast<char>(0x80))),
                                           _mm256_setzero_si256());
       alignas(32) uint64_t part[4];

@@ -210,10 +210,21 @@ inline void move_field(uint8_t& b, int at, int n, int& v, bool to_panel) {
   }
 }
 
+// Q2_K / Q3_K code bytes (panel_layout.h): `groups` groups of 32 bytes from `src` of row r <->
+// vectors v = 8g + u at 64v, bytes 4r .. 4r + 3 = src[32g + 2u, + 1] and src[32g + 16 + 2u, + 1].
+void move_pairs(uint8_t* src, uint8_t* vectors, int r, int groups, bool to_panel) {
+  for (int g = 0; g < groups; ++g)
+    for (int u = 0; u < 8; ++u) {
+      uint8_t* v = vectors + 64 * (8 * g + u) + 4 * r;
+      move_word<uint16_t>(src + 32 * g + 2 * u, v, to_panel);
+      move_word<uint16_t>(src + 32 * g + 16 + 2 * u, v + 2, to_panel);
+    }
+}
+
 // Q2_K (panel_layout.h): super-block b of row r <-> its panel bytes (units of one block).
 void move_q2k(int64_t b, int r, uint8_t* blk, uint8_t* panel, bool to_panel) {
   uint8_t* at = panel + kQ2kPanelBlock * b;
-  for (int v = 0; v < 16; ++v) move_word<uint32_t>(blk + 16 + 4 * v, at + 64 * v + 4 * r, to_panel);
+  move_pairs(blk + 16, at, r, 2, to_panel);
   for (int g = 0; g < 16; ++g) move_word<uint8_t>(blk + g, at + 1024 + 32 * (g / 2) + 16 * (r / 8) + 2 * (r % 8) + g % 2, to_panel);
   move_word<uint16_t>(blk + 80, at + 1280 + 2 * r, to_panel);  // d
   move_word<uint16_t>(blk + 82, at + 1312 + 2 * r, to_panel);  // dmin
@@ -222,8 +233,8 @@ void move_q2k(int64_t b, int r, uint8_t* blk, uint8_t* panel, bool to_panel) {
 // Q3_K (panel_layout.h): super-block b of row r <-> its panel bytes (units of one block).
 void move_q3k(int64_t b, int r, uint8_t* blk, uint8_t* panel, bool to_panel) {
   uint8_t* at = panel + kQ3kPanelBlock * b;
-  for (int v = 0; v < 8; ++v) move_word<uint32_t>(blk + 4 * v, at + 64 * v + 4 * r, to_panel);  // hmask
-  for (int v = 0; v < 16; ++v) move_word<uint32_t>(blk + 32 + 4 * v, at + 512 + 64 * v + 4 * r, to_panel);  // qs
+  move_pairs(blk, at, r, 1, to_panel);             // hmask
+  move_pairs(blk + 32, at + 512, r, 2, to_panel);  // qs
   move_word<uint16_t>(blk + 108, at + 1728 + 2 * r, to_panel);  // d
   uint8_t sc[16] = {};
   if (to_panel) get_scales_q3k(blk + 96, sc);

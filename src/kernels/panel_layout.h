@@ -56,18 +56,23 @@
 //     d       at 3328n + 32i: 16 fp16, row r's at r.
 //
 //   Q2_K and Q3_K (AVX2 panel kernels only; AVX-512 keeps them in the lane layout), units of one
-//   block. Their sub-block scales are grouped by 32-block s (0..7) and half h (rows 8h .. 8h+7):
-//   16 bytes per (s, h), byte 2q + i for row 8h + q's sub-block 2s + i, so one 16-byte load and
-//   a widening give a half panel's int16 scale pairs of one 32-block.
+//   block. Their code bytes go in pairs: with p(u, j) = 16 (j / 2) + 2u + j % 2, bytes 4r, 4r + 1
+//   of a code vector hold two elements of a 32-block's first sub-block of 16 and bytes 4r + 2,
+//   4r + 3 the same two of its second, so a vpmaddubsw sums each sub-block in its own int16 (the
+//   gathered activations are interleaved to match, panel_gather.h). Their sub-block scales are
+//   grouped by 32-block s (0..7) and half h (rows 8h .. 8h+7): 16 bytes per (s, h), byte 2q + i
+//   for row 8h + q's sub-block 2s + i, so one 16-byte load and a widening give a half panel's
+//   int16 scale pairs of one 32-block.
 //   Q2_K, block b at 1344 * b (16 x 84 bytes):
-//     codes   1024 bytes: vector v (0..15) at 64v, byte 4r + j = row r's qs[4v + j] (2-bit
-//             code k of a byte: element 128 (v / 8) + 32k + 4 (v % 8) + j);
+//     codes   1024 bytes: vector v (0..15) at 64v, byte 4r + j = row r's qs[32 (v / 8) +
+//             p(v % 8, j)] (2-bit code k of a byte: element 128 (v / 8) + 32k + p(v % 8, j));
 //     scales  at 1024, 256 bytes: byte 32s + 16h + 2q + i = row 8h + q's scales[2s + i] (low
 //             nibble scale, high nibble minimum, as in GGUF);
 //     d at 1280, dmin at 1312: 16 fp16 each, row r's at r.
 //   Q3_K, block b at 1760 * b (16 x 110 bytes):
-//     hmask   512 bytes: vector v (0..7) at 64v, byte 4r + j = row r's hmask[4v + j];
-//     qs      at 512, 1024 bytes: vector v (0..15) at 512 + 64v, byte 4r + j = row r's qs[4v + j];
+//     hmask   512 bytes: vector v (0..7) at 64v, byte 4r + j = row r's hmask[p(v, j)];
+//     qs      at 512, 1024 bytes: vector v (0..15) at 512 + 64v, byte 4r + j = row r's
+//             qs[32 (v / 8) + p(v % 8, j)];
 //     lows    at 1536, 128 bytes: byte 32s + 16h + 2q + i (s 0..3), bits 4(s' / 4) .. + 3 =
 //             the low 4 bits of row 8h + q's 6-bit scale of sub-block 2s' + i, s' = s and s + 4;
 //     highs   at 1664, 64 bytes: byte 32s + 16h + 2q + i (s 0..1), bits 2(s' / 2) .. + 1 = the

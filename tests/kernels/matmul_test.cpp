@@ -440,10 +440,11 @@ TEST(MatmulTest, KQuantPanelLayoutRoundTripsAndMatchesItsSpecification) {
       const uint64_t rb = row_bytes(t, static_cast<uint64_t>(cols));
       if (cols < 1792) continue;
       const int64_t r = 5;
-      if (t == DType::kQ2_K) {  // row 5, block 2: qs[4 * 11 + 3], scales[9] (32-block 4, i = 1), d, dmin
+      if (t == DType::kQ2_K) {  // row 5, block 2: vector 11 (qs[32 + p(3, j)]), scales[9] (32-block 4, i = 1), d, dmin
         const uint8_t* blk = w.data() + r * rb + 2 * 84;
         const uint8_t* pb = p.data() + 2 * kQ2kPanelBlock;
-        EXPECT_EQ(pb[64 * 11 + 4 * r + 3], blk[16 + 4 * 11 + 3]);
+        EXPECT_EQ(pb[64 * 11 + 4 * r + 1], blk[16 + 32 + 7]);
+        EXPECT_EQ(pb[64 * 11 + 4 * r + 3], blk[16 + 32 + 16 + 7]);
         EXPECT_EQ(pb[1024 + 32 * 4 + 2 * r + 1], blk[9]);
         const uint8_t* blk13 = w.data() + 13 * rb + 2 * 84;  // row 13: half 1, q = 5
         EXPECT_EQ(pb[1024 + 32 * 4 + 16 + 2 * 5 + 1], blk13[9]);
@@ -451,11 +452,11 @@ TEST(MatmulTest, KQuantPanelLayoutRoundTripsAndMatchesItsSpecification) {
         EXPECT_EQ(pb[1312 + 2 * r], blk[82]);
         continue;
       }
-      if (t == DType::kQ3_K) {  // row 5, block 4: hmask[4 * 6 + 1], qs[4 * 9 + 2], every scale, d
+      if (t == DType::kQ3_K) {  // row 5, block 4: hmask[p(6, 1)], qs[32 + p(1, 2)], every scale, d
         const uint8_t* blk = w.data() + r * rb + 4 * 110;
         const uint8_t* pb = p.data() + 4 * kQ3kPanelBlock;
-        EXPECT_EQ(pb[64 * 6 + 4 * r + 1], blk[4 * 6 + 1]);
-        EXPECT_EQ(pb[512 + 64 * 9 + 4 * r + 2], blk[32 + 4 * 9 + 2]);
+        EXPECT_EQ(pb[64 * 6 + 4 * r + 1], blk[13]);
+        EXPECT_EQ(pb[512 + 64 * 9 + 4 * r + 2], blk[32 + 32 + 16 + 2]);
         uint8_t sc[16];
         get_scales_q3k(blk + 96, sc);
         for (int g = 0; g < 16; ++g) {  // sub-block g = 2s + i
