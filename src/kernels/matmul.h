@@ -76,7 +76,8 @@ void matmul_experts_pair(const ExpertProducts& e, const void* const* data2, cons
                          float* y2, int64_t y_stride, float* gather, ThreadPool& pool);
 
 // Whether the kernels of ISA `level` run weights of type `t` in the panel layout
-// (kernels/panel_layout.h) themselves: AVX-512 and AVX2 every panel type, scalar none. Panels
+// (kernels/panel_layout.h) themselves: AVX2 every panel type, AVX-512 all but Q2_K and Q3_K
+// (which it runs in the lane layout), scalar none. Panels
 // elsewhere still multiply correctly, laid back into GGUF blocks on the fly (slowly).
 bool matmul_runs_panels(IsaLevel level, DType t);
 // Whether the load-time re-layout puts `t` into panels for `level`: where its panel kernels run

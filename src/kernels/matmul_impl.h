@@ -26,8 +26,10 @@
 //                 isum = sum w_c * xq_c an exact integer (|isum| < 2^31 for cols <= 131072,
 //                 checked); every level, the reference included, computes exactly this
 // So the SIMD kernels and matmul_ref differ only by float rounding in the accumulation (and in
-// one association: the Q6_K panel tiles multiply by dx_b once per 32-block, the sum of its two
-// groups' fl(ws_g * isum_g) products).
+// two associations: the Q6_K panel tiles multiply by dx_b once per 32-block, the sum of its two
+// groups' fl(ws_g * isum_g) products; the AVX2 Q2_K / Q3_K panel tiles sum sc_g * isum_g over a
+// 32-block's two groups exactly in int32 and multiply by fl(d * dx_b) once, Q2_K's minimums
+// likewise by fl(dmin * dx_b)).
 //
 // Thread-safety: MatmulJob is read-only to the kernels; each kernel call writes only
 // y[t * y_stride + r] for its own row and token range, so disjoint ranges may run concurrently.

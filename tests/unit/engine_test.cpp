@@ -736,7 +736,9 @@ TEST(EngineTest, EquivalenceQuantizedWithoutBatchInvariantMode) {
   if (best_isa() == IsaLevel::kAvx512) {
     EXPECT_FALSE(m->weights().has_gguf_layout_quant()) << "quantized matrices should be re-laid on AVX-512";
     const kernels::WeightMatrix& out = m->weights().output;
-    EXPECT_TRUE(kernels::panel_layout_fits(out.type, out.rows) ? out.panels : out.lanes);
+    EXPECT_TRUE(kernels::matmul_prefers_panels(IsaLevel::kAvx512, out.type) && kernels::panel_layout_fits(out.type, out.rows)
+                    ? out.panels
+                    : out.lanes);
     int panels = 0;
     for (const auto& L : m->weights().layers)
       for (const kernels::WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
