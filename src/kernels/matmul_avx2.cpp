@@ -4,10 +4,13 @@
 // matmul_isa_supported(kAvx2).
 //
 // Same algorithm as the AVX-512 kernels (matmul_impl.h), 32 elements per step in 256-bit
-// registers (16 of them, so tiles are smaller: 4 rows x 2 tokens for float weights, 2 x 3 for
+// registers (16 of them, so tiles are smaller: 4 rows x 3 tokens for float weights, 2 x 3 for
 // quantized ones):
 // - F32 / F16 / BF16: f32 FMA; F16 widened with vcvtph2ps, BF16 (weights and the bf16-rounded
-//   activations) widened by a 16-bit shift, both exact. Tails go through a zero-padded copy.
+//   activations) widened by a 16-bit shift, both exact. Rows are summed in column blocks
+//   (matmul_tiles.h), and from 32 tokens on in the K-blocked order with F16 / BF16 weights
+//   widened to f32 once per panel block, as the AVX-512 kernels do. Tails go through a
+//   zero-padded copy.
 // - Quantized: per 32 weights an unsigned code vector (a 32-block or K-quant sub-block in
 //   natural order) and an 8-lane scale vector; vpmaddubsw (codes <= 63, so no int16
 //   saturation) + vpmaddwd(1) give exact int32 sums of 4 products, the code offset is removed
@@ -39,15 +42,19 @@ namespace {
 
 // ---- Float weights ----
 
-// kKind: 0 = F32, 1 = F16, 2 = BF16.
+// kKind: 0 = F32, 1 = F16, 2 = BF16, 3 = BF16 weights widened to f32 (PackBf16) against the
+// bf16 activations. Summed in column blocks (matmul_tiles.h block_cols), 8 lanes of partial
+// sums per block: one token (tiles::run, row tiles outer) and a prompt (the K-blocked order,
+// run_float) give the same bits.
 template <int kKind>
 struct KFloat {
-  static constexpr int kR = 4, kT = 2, kActBytes = kKind == 2 ? 2 : 4;
-  static constexpr int kWBytes = kKind == 0 ? 4 : 2;
+  static constexpr bool kBf16Acts = kKind == 2 || kKind == 3;
+  static constexpr int kR = 4, kT = 3, kActBytes = kBf16Acts ? 2 : 4, kKStep = 8;
+  static constexpr int kWBytes = kKind == 0 || kKind == 3 ? 4 : 2;
 
   // 8 weights at p as f32.
   static inline __m256 load_w(const uint8_t* p) {
-    if constexpr (kKind == 0) {
+    if constexpr (kKind == 0 || kKind == 3) {
       return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
     } else if constexpr (kKind == 1) {
       return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
@@ -58,7 +65,7 @@ struct KFloat {
   }
   // 8 activations of token row x (f32, or bf16 for BF16 weights) from element c.
   static inline __m256 load_x(const void* x, int64_t c) {
-    if constexpr (kKind == 2) {
+    if constexpr (kBf16Acts) {
       const uint16_t* p = static_cast<const uint16_t*>(x) + c;
       const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
       return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
@@ -67,15 +74,17 @@ struct KFloat {
     }
   }
 
+  // Columns [p.c0, p.c1) of an R x T tile (tiles::run_kblocked, tiles::tile_blocks). Software
+  // prefetch where asked (not in the K-blocked prompt order: its weights come from L2).
   template <int R, int T>
-  static void tile(const MatmulJob& j, int64_t r, int64_t t) {
-    const uint8_t* w[R];
+  static void tile_part(const MatmulJob& j, int64_t r, int64_t t, const tiles::Part& p) {
+    const uint8_t* w[R];  // row r + i's column c at w[i] + (c - p.w_c0) * kWBytes
 #pragma GCC unroll 8
-    for (int i = 0; i < R; ++i) w[i] = j.w + static_cast<uint64_t>(r + i) * j.row_bytes;
+    for (int i = 0; i < R; ++i) w[i] = p.w + static_cast<uint64_t>(r + i - p.w_r0) * p.w_rs;
     const void* x[T];
 #pragma GCC unroll 8
     for (int k = 0; k < T; ++k) {
-      if constexpr (kKind == 2) {
+      if constexpr (kBf16Acts) {
         x[k] = j.xb + (t + k) * j.xb_stride;
       } else {
         x[k] = j.x + (t + k) * j.x_stride;
@@ -86,14 +95,15 @@ struct KFloat {
     for (int i = 0; i < R; ++i)
 #pragma GCC unroll 8
       for (int k = 0; k < T; ++k) acc[i][k] = _mm256_setzero_ps();
-    const int64_t K = j.cols;
+    const int64_t K = p.c1;
     const int64_t tile_bytes = R * static_cast<int64_t>(j.row_bytes);
-    int64_t c = 0;
+    const bool pf = p.prefetch;
+    int64_t c = p.c0;
     for (; c + 8 <= K; c += 8) {
-      tiles::prefetch_ahead(w[0], tile_bytes, c * R * kWBytes, (c + 8) * R * kWBytes);
+      if (pf) tiles::prefetch_ahead(w[0], tile_bytes, c * R * kWBytes, (c + 8) * R * kWBytes);
       __m256 wv[R];
 #pragma GCC unroll 8
-      for (int i = 0; i < R; ++i) wv[i] = load_w(w[i] + c * kWBytes);
+      for (int i = 0; i < R; ++i) wv[i] = load_w(w[i] + (c - p.w_c0) * kWBytes);
 #pragma GCC unroll 8
       for (int k = 0; k < T; ++k) {
         const __m256 xv = load_x(x[k], c);
@@ -108,22 +118,71 @@ struct KFloat {
 #pragma GCC unroll 8
       for (int i = 0; i < R; ++i) {
         std::memset(wbuf[i], 0, sizeof(wbuf[i]));
-        std::memcpy(wbuf[i], w[i] + c * kWBytes, static_cast<size_t>(n * kWBytes));
+        std::memcpy(wbuf[i], w[i] + (c - p.w_c0) * kWBytes, static_cast<size_t>(n * kWBytes));
         wv[i] = load_w(wbuf[i]);
       }
 #pragma GCC unroll 8
       for (int k = 0; k < T; ++k) {
         alignas(32) uint8_t xbuf[32] = {};
-        const int xb = kKind == 2 ? 2 : 4;
+        const int xb = kBf16Acts ? 2 : 4;
         std::memcpy(xbuf, static_cast<const uint8_t*>(x[k]) + c * xb, static_cast<size_t>(n * xb));
         const __m256 xv = load_x(xbuf, 0);
 #pragma GCC unroll 8
         for (int i = 0; i < R; ++i) acc[i][k] = _mm256_fmadd_ps(wv[i], xv, acc[i][k]);
       }
     }
-    store_tile<R, T>(acc, j.y, j.y_stride, r, t);
+    if (p.first) {
+      store_tile<R, T>(acc, j.y, j.y_stride, r, t);
+    } else {
+      add_tile<R, T>(acc, j.y, j.y_stride, r, t);
+    }
+  }
+
+  template <int R, int T>
+  static void tile(const MatmulJob& j, int64_t r, int64_t t) {
+    tiles::tile_blocks<KFloat, R, T>(j, r, t);
   }
 };
+
+// F16 (kKind 1) or BF16 (2) weights widened to f32 once per K-blocked panel block (exact,
+// KFloat's widening), for KFloat<0> / KFloat<3>: a prompt's tiles then run f32 FMA alone
+// (vcvtph2ps is two uops per 8 weights on Zen 3: widened in every tile it held F16 prompts to
+// 76-102 GFLOP/s, against 106-151 so).
+template <int kKind>
+struct PackHalf {
+  static constexpr int64_t kBytes = 4;
+  static void pack(const MatmulJob& j, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint8_t* dst, uint64_t rs) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* src = j.w + static_cast<uint64_t>(r) * j.row_bytes + c0 * 2;
+      float* d = reinterpret_cast<float*>(dst + static_cast<uint64_t>(r - r0) * rs);
+      const int64_t n = c1 - c0;
+      int64_t c = 0;
+      for (; c + 8 <= n; c += 8) _mm256_store_ps(d + c, KFloat<kKind>::load_w(src + 2 * c));
+      if (c < n) {
+        alignas(32) uint8_t buf[16] = {};
+        std::memcpy(buf, src + 2 * c, static_cast<size_t>(2 * (n - c)));
+        alignas(32) float f[8];
+        _mm256_store_ps(f, KFloat<kKind>::load_w(buf));
+        std::memcpy(d + c, f, static_cast<size_t>(4 * (n - c)));
+      }
+    }
+  }
+};
+
+// Few tokens: the weights stream from memory once per call, row tiles outer (tiles::run, with
+// software prefetch). From kKBlockedMinTokens on the product is compute-bound: the K-blocked
+// order (F16 and BF16 widened once per panel block). Both compute every output alike (bitwise).
+inline constexpr int64_t kKBlockedMinTokens = 32;
+template <int kKind>
+void run_float(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+  if (t1 - t0 < kKBlockedMinTokens) {
+    tiles::run<KFloat<kKind>>(j, r0, r1, t0, t1);
+  } else if constexpr (kKind == 0) {
+    tiles::run_kblocked<KFloat<0>>(j, r0, r1, t0, t1);
+  } else {
+    tiles::run_kblocked<KFloat<kKind == 1 ? 0 : 3>, PackHalf<kKind>>(j, r0, r1, t0, t1);
+  }
+}
 
 // ---- Quantized weights: decoders produce, per 32-element step, codes (or signed weights for
 // Q8_0 and the table types), an 8-lane scale vector, and (types with mins) the step's 32-block
@@ -594,9 +653,9 @@ void matmul_rows_avx2(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, in
     return;
   }
   switch (j.type) {
-    case DType::kF32: tiles::run<KFloat<0>>(j, r0, r1, t0, t1); return;
-    case DType::kF16: tiles::run<KFloat<1>>(j, r0, r1, t0, t1); return;
-    case DType::kBF16: tiles::run<KFloat<2>>(j, r0, r1, t0, t1); return;
+    case DType::kF32: run_float<0>(j, r0, r1, t0, t1); return;
+    case DType::kF16: run_float<1>(j, r0, r1, t0, t1); return;
+    case DType::kBF16: run_float<2>(j, r0, r1, t0, t1); return;
     case DType::kQ4_0: tiles::run<KQuant<D32<DType::kQ4_0>>>(j, r0, r1, t0, t1); return;
     case DType::kQ4_1: tiles::run<KQuant<D32<DType::kQ4_1>>>(j, r0, r1, t0, t1); return;
     case DType::kQ5_0: tiles::run<KQuant<D32<DType::kQ5_0>>>(j, r0, r1, t0, t1); return;

@@ -27,6 +27,14 @@ inline void store_tile(const __m256 (&acc)[R][T], float* y, int64_t ys, int64_t 
 #pragma GCC unroll 8
     for (int i = 0; i < R; ++i) y[(t + k) * ys + r + i] = hsum8(acc[i][k]);
 }
+// The same, added to y (a column block after the first, matmul_tiles.h).
+template <int R, int T>
+inline void add_tile(const __m256 (&acc)[R][T], float* y, int64_t ys, int64_t r, int64_t t) {
+#pragma GCC unroll 8
+  for (int k = 0; k < T; ++k)
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) y[(t + k) * ys + r + i] += hsum8(acc[i][k]);
+}
 
 // The tile prologue shared by the quantized kernels: the R weight rows from row r, the Q8
 // activation codes and scales of T tokens from token t, and a zeroed accumulator tile.
