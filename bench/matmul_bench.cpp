@@ -211,6 +211,9 @@ int main(int argc, char** argv) {
     std::printf("  per-core peaks (measured): FMA %.1f GFLOP/s (%.2f GHz x 32), "
                 "VNNI %.1f GOP/s (x128), BF16 dot %.1f GFLOP/s (x64)\n",
                 p.fma * 32e-9, p.fma * 1e-9, p.vnni * 128e-9, p.bf16 * 64e-9);
+  } else if (triad::kernels::matmul_isa_supported(triad::IsaLevel::kAvx2)) {
+    const double fma = triad::bench::measure_fma_peak_avx2(20000000);
+    std::printf("  per-core peak (measured): 256-bit FMA %.1f GFLOP/s (%.2f G/s x 16)\n", fma * 16e-9, fma * 1e-9);
   }
   const std::string batch_col = "n=" + std::to_string(batch) + " GFLOP/s";
   std::printf("\n%-8s %-11s %3s %9s %8s %6s %14s\n", "type", "rows x cols", "thr", "n=1 GB/s",

@@ -13,4 +13,8 @@ struct PeakRates {
 // Runs `iters` iterations of 12 independent instructions of each kind (AVX-512 CPUs only).
 PeakRates measure_peak_avx512(long iters);
 
+// 256-bit vfmadd231ps per second on one core (16 flop each), from 12 independent chains (AVX2 +
+// FMA CPUs; peak_avx2.cpp).
+double measure_fma_peak_avx2(long iters);
+
 }  // namespace triad::bench
