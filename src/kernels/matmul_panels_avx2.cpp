@@ -354,6 +354,15 @@ __attribute__((always_inline)) inline void q45k_block(const uint8_t* blk, int h0
   }
 }
 
+// Code vectors c0, c1 against token t's activation bytes 4v .. 4v + 7 of a gathered block ab
+// (panel_gather.h): their two vpmaddubsw, added in int16.
+__attribute__((always_inline)) inline __m256i pair_products(__m256i c0, __m256i c1, const uint8_t* ab, int t, int v) {
+  int32_t x0, x1;
+  std::memcpy(&x0, ab + 32 * t + 4 * v, 4);
+  std::memcpy(&x1, ab + 32 * t + 4 * v + 4, 4);
+  return _mm256_add_epi16(_mm256_maddubs_epi16(c0, _mm256_set1_epi32(x0)), _mm256_maddubs_epi16(c1, _mm256_set1_epi32(x1)));
+}
+
 // Q6_K code vector v (0..7) of 32-block 4 hq + 2 hi + p, rows of half h (the AVX-512 q6k_code).
 __attribute__((always_inline)) inline __m256i q6k_code(const uint8_t* codes, int hq, int p, int hi, int v, int h) {
   const __m256i lo4 = _mm256_set1_epi8(0x0F), hi2 = _mm256_set1_epi8(0x30);
@@ -395,14 +404,8 @@ __attribute__((always_inline)) inline void q6k_block(const uint8_t* codes, const
             for (int v = 4 * sub; v < 4 * sub + 4; v += 2) {
               const __m256i c0 = q6k_code(codes, hq, p, hi, v, h), c1 = q6k_code(codes, hq, p, hi, v + 1, h);
 #pragma GCC unroll 4
-              for (int t = 0; t < T; ++t) {
-                int32_t x0, x1;
-                std::memcpy(&x0, ab + 32 * t + 4 * v, 4);
-                std::memcpy(&x1, ab + 32 * t + 4 * v + 4, 4);
-                const __m256i s = _mm256_add_epi16(_mm256_maddubs_epi16(c0, _mm256_set1_epi32(x0)),
-                                                   _mm256_maddubs_epi16(c1, _mm256_set1_epi32(x1)));
-                is[t] = _mm256_add_epi32(is[t], _mm256_madd_epi16(s, ones));
-              }
+              for (int t = 0; t < T; ++t)
+                is[t] = _mm256_add_epi32(is[t], _mm256_madd_epi16(pair_products(c0, c1, ab, t, v), ones));
             }
             const __m256 ws = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
                                                    _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 32 * b + 16 * sub + 8 * h)))));
@@ -534,11 +537,7 @@ __attribute__((always_inline)) inline void q23k_block(const uint8_t* blk, int h0
         const __m256i c0 = code(v), c1 = code(v + 1);
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) {
-          int32_t x0, x1;
-          std::memcpy(&x0, ab + 32 * t + 4 * v, 4);
-          std::memcpy(&x1, ab + 32 * t + 4 * v + 4, 4);
-          const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(c0, _mm256_set1_epi32(x0)),
-                                             _mm256_maddubs_epi16(c1, _mm256_set1_epi32(x1)));
+          const __m256i p = pair_products(c0, c1, ab, t, v);
           s16[t] = v == 0 ? p : _mm256_add_epi16(s16[t], p);
           pin(s16[t]);
         }
