@@ -82,12 +82,15 @@ bool avx512_batch_dependent(DType t) {
   }
 }
 
-// relaid: the weights are in the lane or the panel layout (not GGUF blocks).
-MatmulRowsFn rows_fn(IsaLevel level, DType t, bool relaid) {
+// The row kernels for weights of type t in the lane layout, in panels, or (neither) in GGUF blocks.
+MatmulRowsFn rows_fn(IsaLevel level, DType t, bool lanes, bool panels) {
   switch (level) {
     case IsaLevel::kAvx512:
+      // Panels of a type only the AVX2 panel kernels run (Q2_K, Q3_K): those, which are
+      // invariant (laid back, the AVX-512 GGUF kernels would not be).
+      if (panels && !matmul_runs_panels(IsaLevel::kAvx512, t)) return matmul_rows_avx2;
       // The lane and panel layouts run one kernel for every token count: invariant as they are.
-      if (!relaid && avx512_batch_dependent(t) && g_batch_invariant.load(std::memory_order_relaxed))
+      if (!lanes && !panels && avx512_batch_dependent(t) && g_batch_invariant.load(std::memory_order_relaxed))
         return matmul_rows_avx2;
       return matmul_rows_avx512;
     case IsaLevel::kAvx2: return matmul_rows_avx2;
@@ -313,7 +316,7 @@ Product make_product(IsaLevel level, const WeightMatrix& w, const float* x, int6
   j.row_scale = w.row_scale;
   j.lanes = w.lanes;
   j.panels = w.panels;
-  p.rows = rows_fn(level, w.type, w.lanes || w.panels);
+  p.rows = rows_fn(level, w.type, w.lanes, w.panels);
   const IsaLevel runs = p.rows == matmul_rows_avx512 ? IsaLevel::kAvx512
                         : p.rows == matmul_rows_avx2 ? IsaLevel::kAvx2
                                                      : IsaLevel::kScalar;

@@ -77,7 +77,8 @@ void matmul_experts_pair(const ExpertProducts& e, const void* const* data2, cons
 
 // Whether the kernels of ISA `level` run weights of type `t` in the panel layout
 // (kernels/panel_layout.h) themselves: AVX2 every panel type, AVX-512 all but Q2_K and Q3_K
-// (which it runs in the lane layout), scalar none. Panels
+// (it loads those into the lane layout, and runs their panels, where given, with the AVX2 panel
+// kernels), scalar none. Panels
 // elsewhere still multiply correctly, laid back into GGUF blocks on the fly (slowly).
 bool matmul_runs_panels(IsaLevel level, DType t);
 // Whether the load-time re-layout puts `t` into panels for `level`: where its panel kernels run

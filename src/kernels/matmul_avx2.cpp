@@ -42,7 +42,7 @@ namespace {
 
 // ---- Float weights ----
 
-// kKind: 0 = F32, 1 = F16, 2 = BF16, 3 = BF16 weights widened to f32 (PackBf16) against the
+// kKind: 0 = F32, 1 = F16, 2 = BF16, 3 = BF16 weights widened to f32 (PackHalf<2>) against the
 // bf16 activations. Summed in column blocks (matmul_tiles.h block_cols), 8 lanes of partial
 // sums per block: one token (tiles::run, row tiles outer) and a prompt (the K-blocked order,
 // run_float) give the same bits.

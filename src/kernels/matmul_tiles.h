@@ -118,8 +118,9 @@ void run(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
 
 // Column blocks, for the float kernels (F32 / F16 / BF16 weights; Kern::kKStep columns per
 // step, Kern::tile_part<R, T>(job, r, t, Part)). A row's dot product is summed in blocks of
-// block_cols(K) columns: 16 lanes of partial sums within a block, reduced at its end and added
-// to the output (y = block 0, y += block 1, ...). The block size depends only on K, so one
+// block_cols(K) columns: a vector of partial sums (16 lanes; AVX2: 8) within a block, reduced
+// at its end and added to the output (y = block 0, y += block 1, ...). The block size depends
+// only on K, so one
 // token and many compute every output alike (bitwise), whichever loop order runs.
 //
 // The K-blocked prompt order. The order above keeps a tile's R weight rows in L1 while its T

@@ -27,7 +27,8 @@
 // A unit of two blocks is 32 * bb bytes: a multiple of 64 for every type (bb = 34, 24, 22, 20, 18),
 // so a 64-byte aligned panel keeps every code vector aligned (a panel of odd nb ends 32 bytes
 // past a multiple of 64: the next panel's vectors are then read unaligned; so does a Q6_K panel
-// of an odd super-block count, 3360 bytes being 52.5 lines).
+// of an odd super-block count, 3360 bytes being 52.5 lines, and every odd Q3_K super-block,
+// 1760 bytes being 27.5 lines).
 //
 // The K-quants Q4_K, Q5_K, Q6_K and IQ4_XS: nb = cols / 256 super-blocks, sub-block scales unpacked into
 // 16-row vectors so a tile reads them as it reads codes, in the same bytes as the GGUF blocks.

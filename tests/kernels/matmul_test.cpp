@@ -294,7 +294,9 @@ TEST(MatmulTest, TableOfShapesOnEveryIsa) {
           }
           for (int64_t r = c.rows; r < ys; ++r) ASSERT_EQ(y[t * ys + r], kSentinel) << "stride gap";
         }
-        const bool panel_kernels = layout == kPanels && matmul_runs_panels(level, c.type);
+        // (AVX-512 runs the panels of Q2_K and Q3_K with the AVX2 panel kernels.)
+        const bool panel_kernels = layout == kPanels && (matmul_runs_panels(level, c.type) ||
+                                                         (level == IsaLevel::kAvx512 && matmul_runs_panels(IsaLevel::kAvx2, c.type)));
         if (layout == kBlocks) {
           yb = y;
         } else if ((lanes && level != IsaLevel::kAvx512) || (layout == kPanels && !panel_kernels) ||
