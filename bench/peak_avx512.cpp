@@ -10,6 +10,7 @@
 
 #include <chrono>
 
+#include "base/cpu_features.h"
 #include "peak.h"
 
 namespace triad::bench {
@@ -55,6 +56,7 @@ PeakRates measure_peak_avx512(long iters) {
     _mm512_storeu_si512(sink, s);
     __asm__ volatile("" : : "r"(sink) : "memory");
   });
+  if (!triad::cpu_features().avx512bf16) return r;
   r.bf16 = per_second(iters, [](long n) {
     __m512 a[12];
     const __m512bh b = (__m512bh)_mm512_set1_epi16(0x3f80), c = (__m512bh)_mm512_set1_epi16(0x3a83);

@@ -61,7 +61,7 @@ std::string system_fingerprint(const Model& model, const std::string& weight_typ
       add(buf.data(), static_cast<size_t>(exe.gcount()));
     }
   }
-  add_str(isa_name(best_isa()));
+  add_str(cpu_summary());  // the level and its optional features (BF16 native or emulated)
   add_str(kernels::matmul_is_batch_invariant() ? "invariant" : "batch-dependent");
   add_str(model.weights().has_gguf_layout_quant() ? "gguf layout" : "re-laid layout");  // (--no-repack)
   add_str(weight_type);

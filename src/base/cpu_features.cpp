@@ -31,14 +31,22 @@ const CpuFeatures& cpu_features() {
   return f;
 }
 
+bool cpu_supports(IsaLevel level) {
+  const CpuFeatures& f = cpu_features();
+  const bool avx2 = f.avx2 && f.fma && f.f16c;
+  switch (level) {
+    case IsaLevel::kScalar: return true;
+    case IsaLevel::kAvx2: return avx2;
+    case IsaLevel::kAvx512: return avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni;
+  }
+  return false;
+}
+
 IsaLevel best_isa() {
   static const IsaLevel level = [] {
-    const CpuFeatures& f = cpu_features();
     IsaLevel l = IsaLevel::kScalar;
-    if (f.avx2 && f.fma && f.f16c) l = IsaLevel::kAvx2;
-    if (l == IsaLevel::kAvx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq &&
-        f.avx512vnni && f.avx512bf16)
-      l = IsaLevel::kAvx512;
+    if (cpu_supports(IsaLevel::kAvx2)) l = IsaLevel::kAvx2;
+    if (cpu_supports(IsaLevel::kAvx512)) l = IsaLevel::kAvx512;
     if (const char* env = std::getenv("TRIAD_ISA")) {
       IsaLevel cap = l;
       if (std::strcmp(env, "scalar") == 0) cap = IsaLevel::kScalar;
@@ -55,12 +63,16 @@ const char* isa_name(IsaLevel level) {
   switch (level) {
     case IsaLevel::kScalar: return "scalar";
     case IsaLevel::kAvx2: return "AVX2 (FMA, F16C)";
-    case IsaLevel::kAvx512: return "AVX-512 (VNNI, BF16)";
+    case IsaLevel::kAvx512: return "AVX-512 (VNNI)";
   }
   return "?";
 }
 
-std::string cpu_summary() { return isa_name(best_isa()); }
+std::string cpu_summary() {
+  const IsaLevel l = best_isa();
+  if (l != IsaLevel::kAvx512) return isa_name(l);
+  return cpu_features().avx512bf16 ? "AVX-512 (VNNI, BF16)" : "AVX-512 (VNNI; no BF16: emulated)";
+}
 
 int physical_cores() {
   // Count distinct (physical id, core id) pairs in /proc/cpuinfo.

@@ -233,18 +233,7 @@ void set_matmul_batch_invariant(bool on) { g_batch_invariant.store(on); }
 bool matmul_batch_invariant_requested() { return g_batch_invariant.load(); }
 bool matmul_is_batch_invariant() { return best_isa() != IsaLevel::kAvx512 || g_batch_invariant.load(); }
 
-bool matmul_isa_supported(IsaLevel level) {
-  const CpuFeatures& f = cpu_features();
-  const bool avx2 = f.avx2 && f.fma && f.f16c;
-  switch (level) {
-    case IsaLevel::kScalar: return true;
-    case IsaLevel::kAvx2: return avx2;
-    case IsaLevel::kAvx512:
-      return avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni &&
-             f.avx512bf16;
-  }
-  return false;
-}
+bool matmul_isa_supported(IsaLevel level) { return cpu_supports(level); }
 
 void check_matmul_args(const WeightMatrix& w, const float* x, int64_t n_tokens, int64_t x_stride,
                        const float* y, int64_t y_stride) {

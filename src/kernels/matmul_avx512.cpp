@@ -21,7 +21,9 @@
 //   Xeon VM vdpbf16ps runs at half the FMA rate: 103-114 GFLOP/s.) Products of two
 //   bf16 are exact; only the activation rounding (2^-8 relative) differs from f32 arithmetic,
 //   and matmul_ref applies the same rounding. (vdpbf16ps also treats bf16 subnormal weights as
-//   zero; activations are flushed before rounding on every path, act_quant.h.)
+//   zero; activations are flushed before rounding on every path, act_quant.h.) AVX-512 CPUs
+//   without BF16 (Ice Lake, Cascade Lake, VMs that mask it) compute the same sums with two FMAs
+//   per pair (KBf16<false>).
 // - Token generation streams the weights with software prefetch (matmul_tiles.h).
 // Tails (cols not a multiple of 16 / 32) use masked loads, so no byte past a row is read.
 // Thread-safety: writes only the outputs of the given rows and tokens.
@@ -128,9 +130,53 @@ struct KFloat {
   }
 };
 
-// BF16 weights against bf16-rounded activations, 32 products per vdpbf16ps.
+// BF16 weights against bf16-rounded activations, 32 products per vdpbf16ps (kNative), or on
+// AVX-512 CPUs without BF16 the same sums with two FMAs per pair of products: vdpbf16ps adds
+// lane i's odd product and then its even one to the accumulator, each rounded once (products of
+// two bf16 are exact in f32), which is what fma(odd) then fma(even) computes. (Only subnormals
+// differ: vdpbf16ps reads bf16 subnormal weights as zero and flushes subnormal sums.) The
+// emulation runs the tile's odd products first and then its even ones, so that an R x T tile
+// holds its accumulators and one half of each operand in the 32 registers.
+template <bool kNative>
 struct KBf16 {
   static constexpr int kR = 4, kT = 6, kActBytes = 2, kKStep = 32;
+
+  // 32 bf16 of one row (c - p.w_c0 onward; masked at the tail) and of each token, into acc.
+  template <int R, int T>
+  static inline void step(const uint16_t* const (&w)[R], const uint16_t* const (&x)[T], int64_t wc, int64_t c,
+                          __mmask32 m, __m512 (&acc)[R][T]) {
+    auto load_w = [&](int i) {
+      return m == static_cast<__mmask32>(~0u) ? _mm512_loadu_si512(w[i] + wc) : _mm512_maskz_loadu_epi16(m, w[i] + wc);
+    };
+    if constexpr (kNative) {
+      __m512bh wv[R];
+#pragma GCC unroll 8
+      for (int i = 0; i < R; ++i) wv[i] = (__m512bh)load_w(i);
+#pragma GCC unroll 16
+      for (int k = 0; k < T; ++k) {
+        const __m512bh xv = (__m512bh)_mm512_load_si512(x[k] + c);
+#pragma GCC unroll 8
+        for (int i = 0; i < R; ++i) acc[i][k] = _mm512_dpbf16_ps(acc[i][k], wv[i], xv);
+      }
+    } else {
+      const __m512i hi = _mm512_set1_epi32(static_cast<int32_t>(0xFFFF0000u));
+      auto odd = [&](__m512i v) { return _mm512_castsi512_ps(_mm512_and_si512(v, hi)); };
+      auto even = [](__m512i v) { return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)); };
+      auto half = [&](auto split) {
+        __m512 wv[R];
+#pragma GCC unroll 8
+        for (int i = 0; i < R; ++i) wv[i] = split(load_w(i));
+#pragma GCC unroll 16
+        for (int k = 0; k < T; ++k) {
+          const __m512 xv = split(_mm512_load_si512(x[k] + c));
+#pragma GCC unroll 8
+          for (int i = 0; i < R; ++i) acc[i][k] = _mm512_fmadd_ps(wv[i], xv, acc[i][k]);
+        }
+      };
+      half(odd);
+      half(even);
+    }
+  }
 
   template <int R, int T>
   static void tile_part(const MatmulJob& j, int64_t r, int64_t t, const tiles::Part& p) {
@@ -147,29 +193,10 @@ struct KBf16 {
     int64_t c = p.c0;
     for (; c + 32 <= K; c += 32) {
       if (pf) tiles::prefetch_ahead(reinterpret_cast<const uint8_t*>(w[0]), tile_bytes, c * R * 2, (c + 32) * R * 2);
-      __m512bh wv[R];
-#pragma GCC unroll 8
-      for (int i = 0; i < R; ++i) wv[i] = (__m512bh)_mm512_loadu_si512(w[i] + (c - p.w_c0));
-#pragma GCC unroll 16
-      for (int k = 0; k < T; ++k) {
-        const __m512bh xv = (__m512bh)_mm512_load_si512(x[k] + c);
-#pragma GCC unroll 8
-        for (int i = 0; i < R; ++i) acc[i][k] = _mm512_dpbf16_ps(acc[i][k], wv[i], xv);
-      }
+      step(w, x, c - p.w_c0, c, static_cast<__mmask32>(~0u), acc);
     }
-    if (c < K) {
-      // Activation rows are zero padded to a multiple of 32; weights are masked.
-      const __mmask32 m = static_cast<__mmask32>((uint64_t{1} << (K - c)) - 1);
-      __m512bh wv[R];
-#pragma GCC unroll 8
-      for (int i = 0; i < R; ++i) wv[i] = (__m512bh)_mm512_maskz_loadu_epi16(m, w[i] + (c - p.w_c0));
-#pragma GCC unroll 16
-      for (int k = 0; k < T; ++k) {
-        const __m512bh xv = (__m512bh)_mm512_load_si512(x[k] + c);
-#pragma GCC unroll 8
-        for (int i = 0; i < R; ++i) acc[i][k] = _mm512_dpbf16_ps(acc[i][k], wv[i], xv);
-      }
-    }
+    // Activation rows are zero padded to a multiple of 32; weights are masked.
+    if (c < K) step(w, x, c - p.w_c0, c, static_cast<__mmask32>((uint64_t{1} << (K - c)) - 1), acc);
     finish_part(acc, p, j, r, t);
   }
 
@@ -220,7 +247,10 @@ void matmul_rows_avx512(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, 
   switch (j.type) {
     case DType::kF32: avx512::run_float<avx512::KFloat<false>>(j, r0, r1, t0, t1); return;
     case DType::kF16: avx512::run_float<avx512::KFloat<true>>(j, r0, r1, t0, t1); return;
-    case DType::kBF16: avx512::run_float<avx512::KBf16>(j, r0, r1, t0, t1); return;
+    case DType::kBF16:
+      if (cpu_features().avx512bf16) avx512::run_float<avx512::KBf16<true>>(j, r0, r1, t0, t1);
+      else avx512::run_float<avx512::KBf16<false>>(j, r0, r1, t0, t1);
+      return;
     case DType::kF8_E4M3: avx512::matmul_rows_fp8(j, r0, r1, t0, t1); return;
     case DType::kI8: avx512::matmul_rows_i8(j, r0, r1, t0, t1); return;
     default: avx512::matmul_rows_quant(j, r0, r1, t0, t1); return;

@@ -18,17 +18,7 @@
 
 namespace triad::kernels {
 
-bool isa_supported(IsaLevel level) {
-  const CpuFeatures& f = cpu_features();
-  switch (level) {
-    case IsaLevel::kScalar: return true;
-    case IsaLevel::kAvx2: return f.avx2 && f.fma && f.f16c;
-    case IsaLevel::kAvx512:
-      return f.avx2 && f.fma && f.f16c && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq &&
-             f.avx512vnni && f.avx512bf16;
-  }
-  return false;
-}
+bool isa_supported(IsaLevel level) { return cpu_supports(level); }
 
 const OpsTable& ops_for(IsaLevel level) {
   TRIAD_CHECK(isa_supported(level), "ops_for: this CPU cannot run ISA level ", isa_name(level));

@@ -41,8 +41,7 @@ std::vector<Variant> variants() {
   std::vector<Variant> v;
   v.push_back({"ref", dequantize_row_ref});
   v.push_back({"dispatch", dequantize_row});
-  const CpuFeatures& f = cpu_features();
-  if (f.avx2 && f.fma && f.f16c) {
+  if (cpu_supports(IsaLevel::kAvx2)) {
     v.push_back({"avx2", [](DType t, const void* s, float* d, int64_t n) {
                    detail::check_dequant_args(t, s, d, n);
                    if (!detail::dequantize_row_avx2(t, s, d, n)) dequantize_row_ref(t, s, d, n);

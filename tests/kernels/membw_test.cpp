@@ -27,11 +27,10 @@ TEST(MemBw, ReadLoopsSumTheData) {
     want += buf[i];
   }
   EXPECT_EQ(detail::read_sum_scalar(buf.data(), kBytes), want);
-  const CpuFeatures& f = cpu_features();
-  if (f.avx2) {
+  if (cpu_supports(IsaLevel::kAvx2)) {
     EXPECT_EQ(detail::read_sum_avx2(buf.data(), kBytes), want);
   }
-  if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq) {
+  if (cpu_supports(IsaLevel::kAvx512)) {
     EXPECT_EQ(detail::read_sum_avx512(buf.data(), kBytes), want);
   }
 }
