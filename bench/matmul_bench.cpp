@@ -238,12 +238,14 @@ int main(int argc, char** argv) {
       triad::AlignedBuffer<uint8_t> w(mbytes * ncopies);
       fill_weights(t, w.data(), mbytes, rng);
       for (uint64_t c = 1; c < ncopies; ++c) std::memcpy(w.data() + c * mbytes, w.data(), mbytes);
-      std::vector<float> x(static_cast<size_t>(std::max<int64_t>(512, batch) * s.cols)),
+      // 64-byte aligned, as the engine's activations are (a vector's large allocation starts 16
+      // bytes into a page, so every 512-bit load would split two cache lines).
+      triad::AlignedBuffer<float> x(static_cast<size_t>(std::max<int64_t>(512, batch) * s.cols)),
           y(static_cast<size_t>(std::max<int64_t>(512, batch) * s.rows));
       // Row scales for the online types (null for the GGUF ones).
       std::vector<float> scales(triad::dtype_has_row_scale(t) ? static_cast<size_t>(s.rows) : 0, 0.01f);
       const float* rs = scales.empty() ? nullptr : scales.data();
-      for (auto& v : x) v = rng.uniform();
+      for (size_t i = 0; i < x.size(); ++i) x.data()[i] = rng.uniform();
       std::string held = "gguf";  // the layout w is in
       for (const std::string& layout : layouts) {
       const bool lanes = layout == "lanes", panels = layout == "panels";

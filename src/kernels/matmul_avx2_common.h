@@ -21,7 +21,8 @@ inline float hsum8(__m256 v) {
 }
 
 template <int R, int T>
-inline void store_tile(const __m256 (&acc)[R][T], float* y, int64_t ys, int64_t r, int64_t t) {
+__attribute__((always_inline)) inline void store_tile(const __m256 (&acc)[R][T], float* y, int64_t ys,
+                                                      int64_t r, int64_t t) {
 #pragma GCC unroll 8
   for (int k = 0; k < T; ++k)
 #pragma GCC unroll 8
@@ -29,7 +30,8 @@ inline void store_tile(const __m256 (&acc)[R][T], float* y, int64_t ys, int64_t 
 }
 // The same, added to y (a column block after the first, matmul_tiles.h).
 template <int R, int T>
-inline void add_tile(const __m256 (&acc)[R][T], float* y, int64_t ys, int64_t r, int64_t t) {
+__attribute__((always_inline)) inline void add_tile(const __m256 (&acc)[R][T], float* y, int64_t ys,
+                                                    int64_t r, int64_t t) {
 #pragma GCC unroll 8
   for (int k = 0; k < T; ++k)
 #pragma GCC unroll 8
@@ -52,7 +54,7 @@ inline void tile_acts(const MatmulJob& j, int64_t t, const int8_t* (&xq)[T], con
   }
 }
 template <int R, int T>
-inline void zero_tile(__m256 (&acc)[R][T]) {
+__attribute__((always_inline)) inline void zero_tile(__m256 (&acc)[R][T]) {
 #pragma GCC unroll 8
   for (int i = 0; i < R; ++i)
 #pragma GCC unroll 8

@@ -52,9 +52,12 @@ inline void part_rows(const tiles::Part& p, int64_t r, const W* (&w)[R]) {
   for (int i = 0; i < R; ++i) w[i] = reinterpret_cast<const W*>(p.w + static_cast<uint64_t>(r + i - p.w_r0) * p.w_rs);
 }
 
-// A block's sums into y: stored for the first block, added to y after it (tiles::Part).
+// A block's sums into y: stored for the first block, added to y after it (tiles::Part). Always
+// inlined: were acc's address passed to a call, GCC would have the tile's loads alias it and
+// store every accumulator after every step.
 template <int R, int T>
-inline void finish_part(const __m512 (&acc)[R][T], const tiles::Part& p, const MatmulJob& j, int64_t r, int64_t t) {
+__attribute__((always_inline)) inline void finish_part(const __m512 (&acc)[R][T], const tiles::Part& p,
+                                                       const MatmulJob& j, int64_t r, int64_t t) {
   if (p.first) store_tile<R, T>(acc, j.y, j.y_stride, r, t);
   else store_tile<R, T, true>(acc, j.y, j.y_stride, r, t);
 }
@@ -143,8 +146,9 @@ struct KBf16 {
 
   // 32 bf16 of one row (c - p.w_c0 onward; masked at the tail) and of each token, into acc.
   template <int R, int T>
-  static inline void step(const uint16_t* const (&w)[R], const uint16_t* const (&x)[T], int64_t wc, int64_t c,
-                          __mmask32 m, __m512 (&acc)[R][T]) {
+  __attribute__((always_inline)) static inline void step(const uint16_t* const (&w)[R],
+                                                         const uint16_t* const (&x)[T], int64_t wc, int64_t c,
+                                                         __mmask32 m, __m512 (&acc)[R][T]) {
     auto load_w = [&](int i) {
       return m == static_cast<__mmask32>(~0u) ? _mm512_loadu_si512(w[i] + wc) : _mm512_maskz_loadu_epi16(m, w[i] + wc);
     };

@@ -65,7 +65,7 @@ __attribute__((always_inline)) inline __m512 hsum_lanes(const __m512 (&v)[N]) {
 
 // Zeroes a tile of accumulators (float or int32 lanes).
 template <typename V, int R, int T>
-inline void zero_tile(V (&acc)[R][T]) {
+__attribute__((always_inline)) inline void zero_tile(V (&acc)[R][T]) {
 #pragma GCC unroll 8
   for (int i = 0; i < R; ++i)
 #pragma GCC unroll 8
@@ -77,7 +77,8 @@ inline void zero_tile(V (&acc)[R][T]) {
 // not depend on the tile it falls in (the thread split and the token count choose tiles).
 // kAdd: y += the sums instead (the float kernels' later column blocks, matmul_tiles.h).
 template <int R, int T, bool kAdd = false>
-inline void store_tile(const __m512 (&acc)[R][T], float* y, int64_t ys, int64_t r, int64_t t) {
+__attribute__((always_inline)) inline void store_tile(const __m512 (&acc)[R][T], float* y, int64_t ys,
+                                                      int64_t r, int64_t t) {
 #pragma GCC unroll 16
   for (int k = 0; k < T; ++k) {
     float* dst = y + (t + k) * ys + r;
