@@ -31,8 +31,7 @@ const CpuFeatures& cpu_features() {
   return f;
 }
 
-bool cpu_supports(IsaLevel level) {
-  const CpuFeatures& f = cpu_features();
+bool features_support(const CpuFeatures& f, IsaLevel level) {
   const bool avx2 = f.avx2 && f.fma && f.f16c;
   switch (level) {
     case IsaLevel::kScalar: return true;
@@ -41,6 +40,8 @@ bool cpu_supports(IsaLevel level) {
   }
   return false;
 }
+
+bool cpu_supports(IsaLevel level) { return features_support(cpu_features(), level); }
 
 IsaLevel best_isa() {
   static const IsaLevel level = [] {

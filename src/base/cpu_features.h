@@ -29,6 +29,8 @@ struct CpuFeatures {
 
 // What this CPU supports (detected once).
 const CpuFeatures& cpu_features();
+// Whether a CPU with features f can run the kernels of `level` (pure; unit-tested).
+bool features_support(const CpuFeatures& f, IsaLevel level);
 // Whether this CPU can run the kernels of `level` (regardless of TRIAD_ISA): the one test
 // every dispatcher uses.
 bool cpu_supports(IsaLevel level);

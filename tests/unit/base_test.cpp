@@ -456,6 +456,26 @@ TEST(Fp8, E5M2) {
   EXPECT_TRUE(std::isinf(e5m2_to_f32(0x7c)));
 }
 
+TEST(Cpu, Avx512LevelNeedsVnniButNotBf16) {
+  CpuFeatures f;
+  EXPECT_TRUE(features_support(f, IsaLevel::kScalar));
+  EXPECT_FALSE(features_support(f, IsaLevel::kAvx2));
+  f.avx2 = f.fma = f.f16c = true;  // Haswell .. Zen 3
+  EXPECT_TRUE(features_support(f, IsaLevel::kAvx2));
+  EXPECT_FALSE(features_support(f, IsaLevel::kAvx512));
+  f.avx512f = f.avx512bw = f.avx512vl = f.avx512dq = true;  // Skylake-SP: no VNNI
+  EXPECT_FALSE(features_support(f, IsaLevel::kAvx512));
+  f.avx512vnni = true;  // Ice Lake, Cascade Lake, VMs that hide BF16: the AVX-512 kernels
+  EXPECT_TRUE(features_support(f, IsaLevel::kAvx512));
+  f.avx512bf16 = true;  // Zen 4, Sapphire Rapids
+  EXPECT_TRUE(features_support(f, IsaLevel::kAvx512));
+  f.fma = false;  // every level needs the one below it
+  EXPECT_FALSE(features_support(f, IsaLevel::kAvx512));
+  // This CPU: the chosen level is one it supports.
+  EXPECT_TRUE(cpu_supports(best_isa()));
+  EXPECT_NE(cpu_summary(), "?");
+}
+
 TEST(Cpu, ReportsALevel) {
   const IsaLevel l = best_isa();
   EXPECT_NE(std::string(isa_name(l)), "?");
