@@ -134,7 +134,7 @@ struct KFloat {
     if (p.first) {
       store_tile<R, T>(acc, j.y, j.y_stride, r, t);
     } else {
-      add_tile<R, T>(acc, j.y, j.y_stride, r, t);
+      store_tile<R, T, true>(acc, j.y, j.y_stride, r, t);
     }
   }
 

@@ -20,22 +20,17 @@ inline float hsum8(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-template <int R, int T>
+// kAdd: added to y (a column block after the first, matmul_tiles.h), as the AVX-512 store_tile.
+template <int R, int T, bool kAdd = false>
 __attribute__((always_inline)) inline void store_tile(const __m256 (&acc)[R][T], float* y, int64_t ys,
                                                       int64_t r, int64_t t) {
 #pragma GCC unroll 8
   for (int k = 0; k < T; ++k)
 #pragma GCC unroll 8
-    for (int i = 0; i < R; ++i) y[(t + k) * ys + r + i] = hsum8(acc[i][k]);
-}
-// The same, added to y (a column block after the first, matmul_tiles.h).
-template <int R, int T>
-__attribute__((always_inline)) inline void add_tile(const __m256 (&acc)[R][T], float* y, int64_t ys,
-                                                    int64_t r, int64_t t) {
-#pragma GCC unroll 8
-  for (int k = 0; k < T; ++k)
-#pragma GCC unroll 8
-    for (int i = 0; i < R; ++i) y[(t + k) * ys + r + i] += hsum8(acc[i][k]);
+    for (int i = 0; i < R; ++i) {
+      float& out = y[(t + k) * ys + r + i];
+      out = kAdd ? out + hsum8(acc[i][k]) : hsum8(acc[i][k]);
+    }
 }
 
 // The tile prologue shared by the quantized kernels: the R weight rows from row r, the Q8
