@@ -12,6 +12,15 @@
 // step costs about 1.2-1.7 one-token steps), and from the draft model also a draft-model step,
 // about half a target step when the draft has a third of the target's bytes. The floors are where
 // drafting stops paying by those costs.
+// The verifying rows' price depends on the batch (step_cost.h): a draft's token j is verified
+// only when the j - 1 before it were accepted, so it yields a token with probability p^j (p: the
+// source's running per-token acceptance, accepted / (accepted + refusals) over about the last 3
+// drafts, starting at 1 with the weight of 3 tokens so that one early refusal does not silence
+// a source), and it is worth its row when p^j exceeds the step's row share. length(src,
+// row_share) cuts the draft there, to none when even its first token does not pay; a source cut
+// to none for kPauseSteps steps in a row drafts one token (a probe: its acceptance is measured
+// again). On two cores a lookup accepted 40% of the time pays for one stream and costs 16
+// streams up to a fifth of their throughput (BENCHMARKS.md).
 // Thread-safety: a plain value, owned by the engine loop's state of one request.
 #pragma once
 
@@ -33,6 +42,12 @@ class DraftPolicy {
   bool ready(int src);
   // How far `src` drafts now.
   int32_t length(int src) const;
+  // The same, cut to the tokens whose chance of acceptance (p^j) exceeds row_share (a step's
+  // row share, StepCost::row_share): may be 0 (no draft this step), except for the probe after
+  // kPauseSteps such steps in a row. Call once per step that could draft.
+  int32_t length(int src, double row_share);
+  // The running per-token acceptance of `src` (1 before its first draft).
+  float acceptance(int src) const { return taken_[src] / tried_[src]; }
   // Pauses `src` for kPauseSteps steps (e.g. the draft model's cache had no room).
   void pause(int src) { pause_[src] = kPauseSteps; }
   // The source of this step's draft (-1: none), set when the draft is handed to the scheduler.
@@ -44,6 +59,8 @@ class DraftPolicy {
  private:
   int32_t k_;
   float share_[2] = {1.f, 1.f};
+  float taken_[2] = {3.f, 3.f}, tried_[2] = {3.f, 3.f};  // decayed accepted / (accepted + refusals)
+  int32_t cut_[2] = {0, 0};  // consecutive steps cut to no draft
   int32_t pause_[2] = {0, 0};
   int source_ = -1;
 };

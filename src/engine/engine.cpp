@@ -22,6 +22,7 @@
 #include "gguf/gguf_file.h"
 #include "engine/model_runner.h"
 #include "engine/ngram_lookup.h"
+#include "engine/step_cost.h"
 #include "engine/request_intake.h"
 #include "model/model.h"
 
@@ -89,6 +90,7 @@ struct Engine::Impl {
   std::shared_ptr<ThreadPool> pool;  // own, or shared with other engines
   ModelRunner runner;
   std::unique_ptr<DraftModel> draft;  // draft-model speculation, when configured
+  StepCost step_cost;                 // what a decode step's rows cost: the price of a draft token
 
   using Live = LiveRequest;
   std::unordered_map<RequestId, Live> live;
@@ -253,13 +255,17 @@ struct Engine::Impl {
     e.spec_lookup_accepted_tokens = spec_accepted_by_source[DraftPolicy::kLookup];
     e.spec_model_draft_tokens = spec_draft_by_source[DraftPolicy::kModel];
     e.spec_model_accepted_tokens = spec_accepted_by_source[DraftPolicy::kModel];
+    e.spec_row_cost_share = step_cost.row_share(std::max(scheduler.n_running(), 1));
   }
 
   // Drafts for the decoding requests that speculate, unless too many run: a lookup in the
   // request's prediction and its context (free); where that finds nothing, the draft model's,
-  // unless its drafts for this request have been accepted too rarely to pay lately.
+  // unless its drafts for this request have been accepted too rarely to pay lately. Each draft
+  // is cut to the tokens likely enough to be accepted to pay for their rows in a step of this
+  // many requests (DraftPolicy::length, StepCost::row_share).
   void propose_drafts() {
     if (scheduler.n_running() > config.spec_max_running) return;
+    const double row_share = step_cost.row_share(scheduler.n_running());
     draft_jobs.clear();
     for (auto& [id, l] : live) {
       l.drafting.set_source(-1);
@@ -273,14 +279,16 @@ struct Engine::Impl {
                                     config.max_model_len - static_cast<int32_t>(r->tokens.size())) - 1;
       if (room <= 0) continue;
       draft_scratch.clear();
-      if (l.drafting.ready(DraftPolicy::kLookup))
-        ngram_draft(r->tokens, l.prediction, config.ngram, std::min(room, l.drafting.length(DraftPolicy::kLookup)),
-                    draft_scratch);
+      if (l.drafting.ready(DraftPolicy::kLookup)) {
+        const int32_t n = std::min(room, l.drafting.length(DraftPolicy::kLookup, row_share));
+        if (n > 0) ngram_draft(r->tokens, l.prediction, config.ngram, n, draft_scratch);
+      }
       if (!draft_scratch.empty()) {
         scheduler.set_draft(id, draft_scratch);
         l.drafting.set_source(DraftPolicy::kLookup);
       } else if (draft && l.drafting.ready(DraftPolicy::kModel)) {
-        draft_jobs.push_back(DraftModel::Job{id, r->tokens, std::min(room, l.drafting.length(DraftPolicy::kModel))});
+        const int32_t n = std::min(room, l.drafting.length(DraftPolicy::kModel, row_share));
+        if (n > 0) draft_jobs.push_back(DraftModel::Job{id, r->tokens, n});
       }
     }
     if (draft_jobs.empty()) return;
@@ -366,9 +374,19 @@ struct Engine::Impl {
     const sched::SchedulerOutput out = schedule();      // which requests compute what
     if (out.seqs.empty()) return;
     StepResults res;
+    const Clock::time_point t0 = Clock::now();
     if (!forward(out, res)) return;                     // one batched forward pass
     sample(out, res);                                   // tokens (drafts verified), pooled embeddings
+    if (decode_only(out)) step_cost.record(out.n_tokens, since(t0));
     deliver(res, scheduler.update(out, std::span<const std::vector<int32_t>>(res.accepted)), out);
+  }
+
+  // Whether every sequence of the step decodes (its last token and any draft): the steps whose
+  // cost StepCost fits.
+  static bool decode_only(const sched::SchedulerOutput& out) {
+    for (const sched::ScheduledSeq& s : out.seqs)
+      if (s.n_new != 1 + s.n_draft) return false;
+    return true;
   }
 
   // Schedules the step (scheduler.schedule()); fails the requests that can never fit and records queue times and the

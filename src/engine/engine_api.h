@@ -136,6 +136,10 @@ struct EngineStats {
   // `prediction`), then the draft model; lookup + model = the totals above.
   int64_t spec_lookup_draft_tokens = 0, spec_lookup_accepted_tokens = 0;
   int64_t spec_model_draft_tokens = 0, spec_model_accepted_tokens = 0;
+  // What the running batch's rows cost of its decode step (step_cost.h; one request's when none
+  // runs): a draft token is verified only where its chance of acceptance exceeds this. 0 until
+  // the engine has measured it.
+  double spec_row_cost_share = 0;
   int64_t internal_errors = 0;        // loop iterations that failed unexpectedly (their
                                       // requests finished with kError); 0 in a healthy engine
   double last_progress_s = 0;         // seconds since the loop last completed an iteration

@@ -176,6 +176,7 @@ void Service::stats(std::shared_ptr<ResponseWriter> w) const {
            {"acceptance_rate", s.spec_draft_tokens > 0
                                    ? static_cast<double>(s.spec_accepted_tokens) / static_cast<double>(s.spec_draft_tokens)
                                    : 0.0},
+           {"row_cost_share", s.spec_row_cost_share},
            {"by_source",
             {{"lookup", {{"draft_tokens", s.spec_lookup_draft_tokens}, {"accepted_tokens", s.spec_lookup_accepted_tokens}}},
              {"draft_model",

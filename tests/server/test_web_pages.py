@@ -310,8 +310,9 @@ def check_stats(doc: dict, model_ids: list[str]) -> None:
 
         assert set(m["tokens"]) == {"prompt", "generated"} and all(is_count(v) for v in m["tokens"].values()), where
         sp = m["speculative"]
-        assert set(sp) == {"draft_tokens", "accepted_tokens", "acceptance_rate", "by_source"}, (where, sp)
+        assert set(sp) == {"draft_tokens", "accepted_tokens", "acceptance_rate", "row_cost_share", "by_source"}, (where, sp)
         assert is_count(sp["draft_tokens"]) and is_count(sp["accepted_tokens"]), (where, sp)
+        assert is_num(sp["row_cost_share"]) and 0 <= sp["row_cost_share"] <= 1, (where, sp)
         assert set(sp["by_source"]) == {"lookup", "draft_model"}, (where, sp)
         for src in sp["by_source"].values():
             assert set(src) == {"draft_tokens", "accepted_tokens"} and all(is_count(v) for v in src.values()), (where, sp)

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <random>
@@ -29,6 +30,7 @@
 #include "engine/engine_api.h"
 #include "engine/draft_model.h"
 #include "engine/draft_policy.h"
+#include "engine/step_cost.h"
 #include "engine/ngram_lookup.h"
 #include "gguf/gguf_file.h"
 #include "grammar/grammar.h"
@@ -440,6 +442,76 @@ TEST(DraftPolicyTest, LengthsShrinkAndRefusedSourcesPause) {
   EXPECT_EQ(1, one.length(DraftPolicy::kLookup));
   p.pause(DraftPolicy::kLookup);
   EXPECT_FALSE(p.ready(DraftPolicy::kLookup));
+}
+
+// Draft lengths cut to the tokens that pay for their row: token j is worth verifying while
+// p^j > row_share, p the running per-token acceptance (accepted / (accepted + refusals)).
+TEST(DraftPolicyTest, DraftsAreCutToTokensThatPayForTheirRow) {
+  DraftPolicy p(8);
+  EXPECT_FLOAT_EQ(1.f, p.acceptance(DraftPolicy::kLookup));
+  EXPECT_EQ(8, p.length(DraftPolicy::kLookup, 0.0));   // not measured: no cut
+  EXPECT_EQ(8, p.length(DraftPolicy::kLookup, 0.95));  // no draft refused yet
+  p.set_source(DraftPolicy::kLookup);
+  p.verified(8, 2);  // taken 2.1 + 2 = 4.1, tried 2.1 + 3 = 5.1: p = 0.8039; share 0.775
+  EXPECT_NEAR(4.1 / 5.1, p.acceptance(DraftPolicy::kLookup), 1e-6);
+  EXPECT_EQ(7, p.length(DraftPolicy::kLookup));
+  EXPECT_EQ(7, p.length(DraftPolicy::kLookup, 0.0));
+  EXPECT_EQ(7, p.length(DraftPolicy::kLookup, 0.2));   // p^7 = 0.217
+  EXPECT_EQ(3, p.length(DraftPolicy::kLookup, 0.5));   // p^3 = 0.520, p^4 = 0.418
+  EXPECT_EQ(8, p.length(DraftPolicy::kModel, 0.85));   // the other source is untouched
+  // Cut to nothing: kPauseSteps - 1 steps without a draft, then a one-token probe.
+  for (int i = 0; i + 1 < DraftPolicy::kPauseSteps; ++i) EXPECT_EQ(0, p.length(DraftPolicy::kLookup, 0.85)) << i;
+  EXPECT_EQ(1, p.length(DraftPolicy::kLookup, 0.85));
+  EXPECT_EQ(0, p.length(DraftPolicy::kLookup, 0.85));
+  EXPECT_EQ(3, p.length(DraftPolicy::kLookup, 0.5));  // a draft again: the count starts over
+  for (int i = 0; i + 1 < DraftPolicy::kPauseSteps; ++i) EXPECT_EQ(0, p.length(DraftPolicy::kLookup, 0.85)) << i;
+  EXPECT_EQ(1, p.length(DraftPolicy::kLookup, 0.85));
+  p.verified(1, 1);  // the probe taken: (0.7 * 4.1 + 1) / (0.7 * 5.1 + 1) = 0.8486
+  EXPECT_NEAR(3.87 / 4.57, p.acceptance(DraftPolicy::kLookup), 1e-6);
+  EXPECT_EQ(1, p.length(DraftPolicy::kLookup, 0.8));  // p^2 = 0.720
+  // One early refusal does not silence a source: p = 2.1 / 3.1 = 0.68.
+  DraftPolicy q(8);
+  q.set_source(DraftPolicy::kLookup);
+  q.verified(8, 0);
+  EXPECT_NEAR(2.1 / 3.1, q.acceptance(DraftPolicy::kLookup), 1e-6);
+  EXPECT_EQ(1, q.length(DraftPolicy::kLookup, 0.6));
+}
+
+// The step-cost fit: seconds = a + b * rows over decode steps, once rows have varied.
+TEST(StepCostTest, FitsFixedAndPerRowCostsOnceRowsVary) {
+  StepCost c;
+  EXPECT_FALSE(c.fitted());
+  EXPECT_EQ(0.0, c.row_share(16));
+  // Rows that never vary say nothing about what a row costs.
+  for (int i = 0; i < 40; ++i) c.record(16, 0.052);
+  EXPECT_FALSE(c.fitted());
+  EXPECT_EQ(0.0, c.row_share(16));
+  // a = 20 ms, b = 2 ms: 16 rows are 32 / 52 of their step, one row 2 / 22 of its own.
+  const int rows[] = {16, 24, 17, 40, 16, 20, 33, 16, 18, 26};
+  for (int i = 0; i < 60; ++i) c.record(rows[i % 10], 0.020 + 0.002 * rows[i % 10]);
+  ASSERT_TRUE(c.fitted());
+  EXPECT_NEAR(0.020, c.fixed_s(), 1e-9);
+  EXPECT_NEAR(0.002, c.per_row_s(), 1e-9);
+  EXPECT_NEAR(32.0 / 52.0, c.row_share(16), 1e-9);
+  EXPECT_NEAR(2.0 / 22.0, c.row_share(1), 1e-9);
+  EXPECT_EQ(0.0, c.row_share(0));
+  // A batch that stops varying (it stopped drafting) keeps the estimate that stopped it.
+  for (int i = 0; i < 400; ++i) c.record(16, 0.052);
+  EXPECT_NEAR(32.0 / 52.0, c.row_share(16), 1e-6);
+  // Steps that cost nothing per row: no row share; bad samples are ignored.
+  StepCost flat;
+  for (int i = 0; i < 60; ++i) flat.record(rows[i % 10], 0.03);
+  flat.record(0, 1.0);
+  flat.record(16, -1.0);
+  flat.record(16, std::numeric_limits<double>::quiet_NaN());
+  ASSERT_TRUE(flat.fitted());
+  EXPECT_NEAR(0.0, flat.row_share(16), 1e-9);
+  // Steps costlier per row than linear: read as no fixed part, every second the rows'.
+  StepCost steep;
+  for (int i = 0; i < 60; ++i) steep.record(rows[i % 10], 0.0001 * rows[i % 10] * rows[i % 10]);
+  ASSERT_TRUE(steep.fitted());
+  EXPECT_EQ(0.0, steep.fixed_s());
+  EXPECT_NEAR(1.0, steep.row_share(16), 1e-9);
 }
 
 TEST(NgramLookupTest, DraftsFollowTheLatestLongestMatch) {

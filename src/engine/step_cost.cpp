@@ -1,0 +1,36 @@
+// StepCost (step_cost.h).
+#include "engine/step_cost.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace triad::engine {
+
+void StepCost::record(int32_t rows, double seconds) {
+  if (rows <= 0 || !(seconds >= 0) || !std::isfinite(seconds)) return;
+  const double x = rows, y = seconds;
+  w_ = kDecay * w_ + 1;
+  wx_ = kDecay * wx_ + x;
+  wxx_ = kDecay * wxx_ + x * x;
+  wy_ = kDecay * wy_ + y;
+  wxy_ = kDecay * wxy_ + x * y;
+  ++steps_;
+  if (steps_ < kMinSteps) return;
+  const double mx = wx_ / w_, my = wy_ / w_;
+  const double var = wxx_ / w_ - mx * mx;
+  if (var < kMinVariance) return;
+  const double b = (wxy_ / w_ - mx * my) / var;
+  // A fixed part below zero (noise, or steps whose cost grows faster than their rows) is read as
+  // none: every second of the step is then the rows'.
+  b_ = std::max(b, 0.0);
+  a_ = std::max(my - b_ * mx, 0.0);
+  fitted_ = true;
+}
+
+double StepCost::row_share(int32_t n) const {
+  if (!fitted_ || n <= 0) return 0;
+  const double rows = b_ * n, total = a_ + rows;
+  return total > 0 ? std::clamp(rows / total, 0.0, 1.0) : 0.0;
+}
+
+}  // namespace triad::engine
