@@ -377,7 +377,7 @@ struct Engine::Impl {
     const Clock::time_point t0 = Clock::now();
     if (!forward(out, res)) return;                     // one batched forward pass
     sample(out, res);                                   // tokens (drafts verified), pooled embeddings
-    if (decode_only(out)) step_cost.record(out.n_tokens, since(t0));
+    if (decode_only(out)) step_cost.record(out.n_tokens, since(t0));  // the price of a draft's row
     deliver(res, scheduler.update(out, std::span<const std::vector<int32_t>>(res.accepted)), out);
   }
 
