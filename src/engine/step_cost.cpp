@@ -21,7 +21,7 @@ void StepCost::record(int32_t rows, double seconds) {
   if (var < kMinVariance) return;
   const double b = (wxy_ / w_ - mx * my) / var;
   // A fixed part below zero (noise, or steps whose cost grows faster than their rows) is read as
-  // none: every second of the step is then the rows'.
+  // none: every second of the step is then the rows' (row_share() caps it).
   b_ = std::max(b, 0.0);
   a_ = std::max(my - b_ * mx, 0.0);
   fitted_ = true;
@@ -30,7 +30,7 @@ void StepCost::record(int32_t rows, double seconds) {
 double StepCost::row_share(int32_t n) const {
   if (!fitted_ || n <= 0) return 0;
   const double rows = b_ * n, total = a_ + rows;
-  return total > 0 ? std::clamp(rows / total, 0.0, 1.0) : 0.0;
+  return total > 0 ? std::clamp(rows / total, 0.0, kMaxRowShare) : 0.0;
 }
 
 }  // namespace triad::engine

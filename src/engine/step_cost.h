@@ -17,7 +17,9 @@
 // step (about the last 50 steps). Rows must have varied (weighted variance >= kMinVariance: drafts
 // come and go, requests arrive and finish) for a new estimate; otherwise the last one stands, so
 // a batch that stops drafting keeps the price that stopped it. Until a first estimate exists
-// row_share() is 0 (drafts are not cut).
+// row_share() is 0 (drafts are not cut). It is at most kMaxRowShare: every step streams the
+// weights once, so a fixed part of nothing is a fit's noise (e.g. a tiny model under a
+// sanitizer), and a source whose drafts are (nearly) always taken keeps drafting.
 // Thread-safety: a plain value, owned by the engine loop.
 #pragma once
 
@@ -30,10 +32,11 @@ class StepCost {
   static constexpr double kDecay = 0.98;
   static constexpr double kMinVariance = 2.0;  // rows^2
   static constexpr int64_t kMinSteps = 8;
+  static constexpr double kMaxRowShare = 0.9;
 
   // One decode step of `rows` rows took `seconds`.
   void record(int32_t rows, double seconds);
-  // b * n / (a + b * n) of the latest estimate, in [0, 1]; 0 before one exists.
+  // b * n / (a + b * n) of the latest estimate, in [0, kMaxRowShare]; 0 before one exists.
   double row_share(int32_t n) const;
   bool fitted() const { return fitted_; }
   double fixed_s() const { return a_; }

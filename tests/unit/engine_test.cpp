@@ -506,12 +506,15 @@ TEST(StepCostTest, FitsFixedAndPerRowCostsOnceRowsVary) {
   flat.record(16, std::numeric_limits<double>::quiet_NaN());
   ASSERT_TRUE(flat.fitted());
   EXPECT_NEAR(0.0, flat.row_share(16), 1e-9);
-  // Steps costlier per row than linear: read as no fixed part, every second the rows'.
+  // Steps costlier per row than linear: read as no fixed part, every second the rows', and the
+  // share capped so that drafts that are always taken are still made.
   StepCost steep;
   for (int i = 0; i < 60; ++i) steep.record(rows[i % 10], 0.0001 * rows[i % 10] * rows[i % 10]);
   ASSERT_TRUE(steep.fitted());
   EXPECT_EQ(0.0, steep.fixed_s());
-  EXPECT_NEAR(1.0, steep.row_share(16), 1e-9);
+  EXPECT_EQ(StepCost::kMaxRowShare, steep.row_share(16));
+  DraftPolicy sure(8);
+  EXPECT_EQ(8, sure.length(DraftPolicy::kLookup, steep.row_share(16)));
 }
 
 TEST(NgramLookupTest, DraftsFollowTheLatestLongestMatch) {
