@@ -19,8 +19,8 @@
 // a source), and it is worth its row when p^j exceeds the step's row share. length(src,
 // row_share) cuts the draft there, to none when even its first token does not pay; a source cut
 // to none for kPauseSteps steps in a row drafts one token (a probe: its acceptance is measured
-// again). On two cores a lookup accepted 40% of the time pays for one stream and costs 16
-// streams up to a fifth of their throughput (BENCHMARKS.md).
+// again). Measured on an Intel Xeon (BENCHMARKS.md): the share was 0.57-0.87 at 16 streams, and
+// the cut refused 60-70% fewer draft rows there; one stream kept its 2-4x.
 // Thread-safety: a plain value, owned by the engine loop's state of one request.
 #pragma once
 

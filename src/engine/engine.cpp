@@ -22,8 +22,8 @@
 #include "gguf/gguf_file.h"
 #include "engine/model_runner.h"
 #include "engine/ngram_lookup.h"
-#include "engine/step_cost.h"
 #include "engine/request_intake.h"
+#include "engine/step_cost.h"
 #include "model/model.h"
 
 namespace triad::engine {

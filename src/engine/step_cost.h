@@ -8,9 +8,10 @@
 // So it pays when its chance of acceptance exceeds
 //   row_share(n) = b * n / (a + b * n),
 // the share of an n-row step that its rows cost. On two cores a one-stream decode step is
-// memory-bound (a dominates; row_share(1) about 0.1), a 16-stream step mostly arithmetic
-// (row_share(16) 0.5-0.7 where 16 rows already fill the vector units, less on CPUs where they
-// do not): the same draft that doubles one stream's speed slows 16 streams down.
+// memory-bound (a dominates: a 5-token step costs 1.2-1.7 one-token steps, so row_share(1) is
+// about 0.05-0.17), a 16-stream step mostly arithmetic (fits of 0.57-0.87 on an Intel Xeon whose
+// 16 rows fill the vector units; BENCHMARKS.md): a draft that pays for one stream may not pay
+// for 16.
 //
 // The fit: weighted least squares of seconds against rows over decode steps (prompt rows cost
 // differently: long attention, a compute-bound regime), each step's weight decaying by kDecay per

@@ -637,7 +637,8 @@ void Service::metrics(std::shared_ptr<ResponseWriter> w) const {
             [](const engine::EngineStats& s) { return s.spec_lookup_accepted_tokens; },
             [](const engine::EngineStats& s) { return s.spec_model_accepted_tokens; });
   gauge("triad_spec_decode_row_cost_share", "gauge",
-        "Share of a decode step of the running batch that its rows cost: drafts are cut to tokens likelier than this to be accepted (0: not measured yet).",
+        "Share of a decode step of the running batch that its rows cost: drafts are cut to tokens "
+        "likelier than this to be accepted (0: not measured yet).",
         [](const Row& r) { return r.s.spec_row_cost_share; });
   gauge("triad_preemptions_total", "counter", "Requests preempted for KV space.", [](const Row& r) { return r.s.preemptions; });
   gauge("triad_engine_steps_total", "counter", "Engine steps that ran a forward pass.", [](const Row& r) { return r.s.steps; });
