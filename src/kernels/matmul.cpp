@@ -86,7 +86,7 @@ bool avx512_batch_dependent(DType t) {
 MatmulRowsFn rows_fn(IsaLevel level, DType t, bool lanes, bool panels) {
   switch (level) {
     case IsaLevel::kAvx512:
-      // Panels of a type only the AVX2 panel kernels run (Q2_K, Q3_K): those, which are
+      // Panels of a type only the AVX2 panel kernels run (none today): those, which are
       // invariant (laid back, the AVX-512 GGUF kernels would not be).
       if (panels && !matmul_runs_panels(IsaLevel::kAvx512, t)) return matmul_rows_avx2;
       // The lane and panel layouts run one kernel for every token count: invariant as they are.
@@ -214,8 +214,7 @@ void prepare_activations(IsaLevel level, MatmulJob& j, int slot, ThreadPool& poo
 
 bool matmul_runs_panels(IsaLevel level, DType t) {
   switch (level) {
-    // AVX-512 runs Q2_K and Q3_K in the lane layout (no panel tiles for them).
-    case IsaLevel::kAvx512: return panel_layout_supported(t) && t != DType::kQ2_K && t != DType::kQ3_K;
+    case IsaLevel::kAvx512: return panel_layout_supported(t);
     case IsaLevel::kAvx2: return panel_layout_supported(t);
     case IsaLevel::kScalar: break;
   }
@@ -223,9 +222,13 @@ bool matmul_runs_panels(IsaLevel level, DType t) {
 }
 
 bool matmul_prefers_panels(IsaLevel level, DType t) {
-  // Every type a level's panel kernels run. (AVX2's Q5_K panels were left out while their
-  // one-token tiles ran below its GGUF kernels; since the fifth bits are broadcast from memory
-  // they beat them on Zen 3: 17.6-20.1 against 11.3-17.5 GB/s, and 2x at 16 tokens.)
+  // Every type a level's panel kernels run, but AVX-512's Q3_K: its lane kernels beat its panel
+  // tiles (one thread from cache on an Intel Xeon: 1 token 21.1-21.3 against 19.5-19.6 GB/s, 16
+  // tokens 252-276 against 207-213 GFLOP/s), whose code vectors sum two sub-blocks in int16
+  // pairs (vpmaddubsw) where the lane kernels use VNNI. (AVX2's Q5_K panels were left out while
+  // their one-token tiles ran below its GGUF kernels; since the fifth bits are broadcast from
+  // memory they beat them on Zen 3: 17.6-20.1 against 11.3-17.5 GB/s, and 2x at 16 tokens.)
+  if (level == IsaLevel::kAvx512 && t == DType::kQ3_K) return false;
   return matmul_runs_panels(level, t);
 }
 

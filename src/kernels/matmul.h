@@ -76,13 +76,12 @@ void matmul_experts_pair(const ExpertProducts& e, const void* const* data2, cons
                          float* y2, int64_t y_stride, float* gather, ThreadPool& pool);
 
 // Whether the kernels of ISA `level` run weights of type `t` in the panel layout
-// (kernels/panel_layout.h) themselves: AVX2 every panel type, AVX-512 all but Q2_K and Q3_K
-// (it loads those into the lane layout, and runs their panels, where given, with the AVX2 panel
-// kernels), scalar none. Panels
+// (kernels/panel_layout.h) themselves: AVX2 and AVX-512 every panel type, scalar none. Panels
 // elsewhere still multiply correctly, laid back into GGUF blocks on the fly (slowly).
 bool matmul_runs_panels(IsaLevel level, DType t);
 // Whether the load-time re-layout puts `t` into panels for `level`: where its panel kernels run
-// and beat its GGUF-block kernels at every token count (today: every type they run).
+// and beat its GGUF-block kernels at every token count (today: every type they run, but Q3_K
+// on AVX-512, whose lane kernels are faster).
 bool matmul_prefers_panels(IsaLevel level, DType t);
 
 // Batch invariance: whether a token's output row is bitwise the same whatever else shares the

@@ -104,8 +104,8 @@ __attribute__((always_inline)) inline void store_tile(const __m512 (&acc)[R][T],
 void matmul_rows_quant(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
 void matmul_rows_packed(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
 inline constexpr int64_t kPackedMinTokens = 8;
-// Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / IQ4_NL weights in the panel layout (matmul_panels_avx512.cpp; any token count;
-// r0 and r1 whole panels).
+// Weights of a panel type (panel_layout.h) in the panel layout (matmul_panels_avx512.cpp; any
+// token count; r0 and r1 whole panels).
 void matmul_rows_panels(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
 // FP8 E4M3 and I8 W8A8 (matmul_rowscaled_avx512.cpp): any token count.
 void matmul_rows_fp8(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1);

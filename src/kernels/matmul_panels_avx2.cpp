@@ -1,7 +1,7 @@
 // AVX2 (FMA, F16C) kernels for weights in the panel layout (panel_layout.h): Q4_0, Q4_1, Q5_0,
-// Q5_1, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K and IQ4_XS in panels of 16 rows (every type the AVX-512
-// panel kernels run), and Q2_K and Q3_K (which AVX-512 runs in the lane layout), every token
-// count through one tile, so a row's bits never depend on the batch.
+// Q5_1, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K, IQ4_XS, Q2_K and Q3_K in panels of 16 rows (the types
+// the AVX-512 panel kernels run), every token count through one tile, so a row's bits never
+// depend on the batch.
 //
 // The AVX-512 panel kernels (matmul_panels_avx512.cpp) with 8 rows per 256-bit vector and
 // without VNNI: lane r of every vector is row 8h + r of half h of the panel. For each block b

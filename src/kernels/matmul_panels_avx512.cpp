@@ -1,6 +1,6 @@
 // AVX-512 (VNNI) kernels for weights in the panel layout (panel_layout.h): Q4_0, Q4_1, Q5_0,
-// Q5_1, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K and IQ4_XS in panels of 16 rows, every token count (one token to a
-// prompt) through one tile, so a row's bits never depend on the batch.
+// Q5_1, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K, IQ4_XS, Q2_K and Q3_K in panels of 16 rows, every token
+// count (one token to a prompt) through one tile, so a row's bits never depend on the batch.
 //
 // A tile is one panel x T <= 8 tokens. Lane r of every vector is row r: for each block b and
 // each of its 8 code vectors k (4 bytes of every row), one vpdpbusd per token with the token's
@@ -21,8 +21,9 @@
 // The K-quants (ktile) run the same tile per sub-block: Q4_K (Q5_K: its fifth bits as Q5_0's)
 // as Q4_1 with ws = fl(d * sc) and minimum fl(dmin * mn) per 32 (the 6-bit scales unpacked once per super-block and tile), Q6_K
 // per 16 with sums started at -32 * (16 codes' sum) and f = isum0 * ws0 + isum1 * ws1 applied
-// once per 32-block, f * dx, IQ4_XS as IQ4_NL with ws = fl(d * (ls - 32)); their codes are
-// decoded in registers by every tile.
+// once per 32-block, f * dx, IQ4_XS as IQ4_NL with ws = fl(d * (ls - 32)), Q2_K and Q3_K with
+// the AVX2 panel kernels' arithmetic (q23k_block); their codes are decoded in registers by every
+// tile.
 // A token tile's activations are gathered block by block (T x 32 codes, T starts, T scales, T
 // block sums) once per call, so that a tile addresses every token at a constant offset.
 // Thread-safety: writes only the outputs of its rows and tokens; scratch is thread-local.
@@ -58,7 +59,8 @@ inline void prefetch_ahead(const uint8_t* p, int64_t bytes) {
 }
 
 constexpr bool is_kquant(DType t) {
-  return t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K || t == DType::kIQ4_XS;
+  return t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K || t == DType::kIQ4_XS || t == DType::kQ2_K ||
+         t == DType::kQ3_K;
 }
 constexpr bool has_mins(DType t) {
   return t == DType::kQ4_1 || t == DType::kQ5_1 || t == DType::kQ4_K || t == DType::kQ5_K;
@@ -69,6 +71,8 @@ constexpr int code_offset(DType t) {
     case DType::kQ8_0: case DType::kIQ4_NL: case DType::kIQ4_XS: return 128;
     case DType::kQ6_K: return 32;
     case DType::kQ5_0: return 16;
+    case DType::kQ3_K: return 4;
+    case DType::kQ2_K: return 1;  // its minimums: the gathered starts are -S (panel_gather.h)
     case DType::kQ4_0: return 8;
     default: return 0;  // Q4_1, Q5_1, Q4_K, Q5_K: minimums instead
   }
@@ -394,6 +398,128 @@ __attribute__((always_inline)) inline void iq4xs_block(const uint8_t* blk, const
   }
 }
 
+// Pins an int16 sum in its register at this point (GCC would otherwise reassociate a tile's
+// integer adds into a tree and spill the products, as in the AVX2 panel kernels).
+__attribute__((always_inline)) inline void pin(__m512i& v) { asm("" : "+v"(v)); }
+
+// Q2_K and Q3_K (panel_layout.h): the AVX2 panel kernels' arithmetic (matmul_panels_avx2.cpp,
+// q23k_block) with all 16 rows in one vector, so both give the same bits. Per 32-block s
+// (codes: bits 2k of the qs bytes of half n, s = 4n + k), one vpmaddubsw per code vector and
+// token with the token's interleaved activation pair broadcast: the int16 lanes 2r and 2r + 1
+// sum row r's products over the block's first and second sub-block of 16 (codes <= 7: 8 * 2 *
+// 7 * 128 < 2^15, no saturation), and one vpmaddwd with the rows' scale pairs makes
+// I = sc0 * isum0 + sc1 * isum1, an exact integer:
+// - Q3_K: scales less 32, and the code offset 4 removed by one vpmaddwd of the scale pair with
+//   the gathered (-4 S0, -4 S1); acc += I * fl(d * dx).
+// - Q2_K: acc += I * fl(d * dx), then acc += M * fl(dmin * dx), M = -(mn0 S0 + mn1 S1) (a
+//   vpmaddwd of the minimum pair with the gathered (-S0, -S1)).
+// VNNI's vpdpbusd would add a code vector's two sub-blocks into one sum; the pair layout keeps
+// them apart in int16 instead.
+constexpr int kScaledCodesFrom = 3;
+template <int T, bool kQ3>
+__attribute__((always_inline)) inline void q23k_block(const uint8_t* blk, const uint8_t* a, __m512 (&acc)[T]) {
+  constexpr int64_t kAB = act_block_bytes(T);
+  constexpr bool kScaledCodes = !kQ3 && T >= kScaledCodesFrom;
+  const __m512i three = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
+  const __m256i lo4 = _mm256_set1_epi8(0x0F);
+  auto ld256 = [&](int64_t o) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + o)); };
+  const __m512 d = _mm512_cvtph_ps(ld256(kQ3 ? 1728 : 1280));
+  [[maybe_unused]] __m512 dmin;
+  if constexpr (!kQ3) dmin = _mm512_cvtph_ps(ld256(1312));
+#pragma GCC unroll 8
+  for (int s = 0; s < 8; ++s) {
+    const int n = s / 4, k = s % 4;
+    const uint8_t* ab = a + s * kAB;
+    const int32_t* start = reinterpret_cast<const int32_t*>(ab + 32 * T);
+    const float* dx = reinterpret_cast<const float*>(ab + 36 * T);
+    // Row r's two sub-block scales (Q3_K: less 32) as the int16 pair of lane r.
+    __m512i scales;
+    [[maybe_unused]] __m512i mins;
+    if constexpr (kQ3) {  // the 6-bit scale: 4 bits of the lows, 2 of the highs
+      const __m256i l = _mm256_and_si256(_mm256_srli_epi16(ld256(1536 + 32 * (s % 4)), 4 * (s / 4)), lo4);
+      const __m256i hb = ld256(1664 + 32 * (s % 2));
+      const int up = 4 - 2 * (s / 2);  // bits 2 (s / 2) of a highs byte to bit 4
+      const __m256i hi = _mm256_and_si256(up >= 0 ? _mm256_slli_epi16(hb, up) : _mm256_srli_epi16(hb, -up), _mm256_set1_epi8(0x30));
+      scales = _mm512_cvtepi8_epi16(_mm256_sub_epi8(_mm256_or_si256(l, hi), _mm256_set1_epi8(32)));
+    } else {
+      const __m256i raw = ld256(1024 + 32 * s);
+      scales = _mm512_cvtepu8_epi16(_mm256_and_si256(raw, lo4));
+      mins = _mm512_cvtepu8_epi16(_mm256_and_si256(_mm256_srli_epi16(raw, 4), lo4));
+    }
+    // Code vector v (0..7) of this 32-block.
+    auto code = [&](int v) {
+      const __m512i q = _mm512_loadu_si512(blk + (kQ3 ? 512 : 0) + 64 * (8 * n + v));
+      const __m512i c = _mm512_and_si512(k ? _mm512_srli_epi16(q, 2 * k) : q, three);
+      if constexpr (kQ3) {  // bit 4n + k of the hmask bytes to bit 2
+        const __m512i hm = _mm512_loadu_si512(blk + 64 * v);
+        const int up = 2 - (4 * n + k);
+        return _mm512_ternarylogic_epi32(c, up >= 0 ? _mm512_slli_epi16(hm, up) : _mm512_srli_epi16(hm, -up), four,
+                                         0xF8);  // c | (hm' & 4)
+      } else {
+        return c;
+      }
+    };
+    if constexpr (kScaledCodes) {
+      // Q2_K from 3 tokens on: each code times its sub-block's scale (<= 3 * 15: a byte) once
+      // per tile, then one vpdpbusd per code vector and token sums I directly: the same exact
+      // integer, so the same bits, in fewer operations per token.
+      const __m512i w16 = _mm512_cvtepu8_epi16(_mm256_and_si256(ld256(1024 + 32 * s), lo4));
+      const __m512i sc1 = _mm512_or_si512(w16, _mm512_slli_epi16(w16, 8));  // byte 4r + j: sc(r, 2s + j / 2)
+      const __m512i sc2 = _mm512_add_epi8(sc1, sc1);
+      const __m512i bit0 = _mm512_set1_epi8(static_cast<char>(1 << (2 * k))), bit1 = _mm512_set1_epi8(static_cast<char>(2 << (2 * k)));
+      __m512i is[T];
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) is[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int v = 0; v < 8; ++v) {
+        const __m512i q = _mm512_loadu_si512(blk + 64 * (8 * n + v));
+        __m512i w = _mm512_maskz_mov_epi8(_mm512_test_epi8_mask(q, bit0), sc1);
+        w = _mm512_mask_add_epi8(w, _mm512_test_epi8_mask(q, bit1), w, sc2);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) {
+          int32_t x;
+          std::memcpy(&x, ab + 32 * t + 4 * v, 4);
+          is[t] = _mm512_dpbusd_epi32(is[t], w, _mm512_set1_epi32(x));
+        }
+      }
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        const __m512 x = _mm512_set1_ps(dx[t]);
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[t]), _mm512_mul_ps(d, x), acc[t]);
+        const __m512i m = _mm512_madd_epi16(mins, _mm512_set1_epi32(start[t]));
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(dmin, x), acc[t]);
+      }
+      continue;
+    }
+    __m512i s16[T];
+#pragma GCC unroll 4
+    for (int v = 0; v < 8; v += 2) {
+      const __m512i c0 = code(v), c1 = code(v + 1);
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        int32_t x0, x1;
+        std::memcpy(&x0, ab + 32 * t + 4 * v, 4);
+        std::memcpy(&x1, ab + 32 * t + 4 * v + 4, 4);
+        const __m512i p = _mm512_add_epi16(_mm512_maddubs_epi16(c0, _mm512_set1_epi32(x0)),
+                                           _mm512_maddubs_epi16(c1, _mm512_set1_epi32(x1)));
+        s16[t] = v == 0 ? p : _mm512_add_epi16(s16[t], p);
+        pin(s16[t]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      __m512i is = _mm512_madd_epi16(s16[t], scales);
+      if constexpr (kQ3) is = _mm512_add_epi32(is, _mm512_madd_epi16(scales, _mm512_set1_epi32(start[t])));
+      const __m512 x = _mm512_set1_ps(dx[t]);
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(d, x), acc[t]);
+      if constexpr (!kQ3) {
+        const __m512i m = _mm512_madd_epi16(mins, _mm512_set1_epi32(start[t]));
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(dmin, x), acc[t]);
+      }
+    }
+  }
+}
+
 // Rows of one K-quant panel x T tokens (ns super-blocks): y[t * ys + r] for r < 16.
 template <int T, DType kType>
 void ktile(const uint8_t* panel, int64_t ns, const uint8_t* acts, float* y, int64_t ys, bool prefetch) {
@@ -412,6 +538,12 @@ void ktile(const uint8_t* panel, int64_t ns, const uint8_t* acts, float* y, int6
       const uint8_t* blk = panel + kBlock * b;
       if (prefetch) prefetch_ahead(blk, kBlock);
       q45k_block<T, kFifth>(blk, acts + b * kSB, acc);
+    } else if constexpr (kType == DType::kQ2_K || kType == DType::kQ3_K) {
+      constexpr bool kQ3 = kType == DType::kQ3_K;
+      constexpr int64_t kBlock = kQ3 ? kQ3kPanelBlock : kQ2kPanelBlock;
+      const uint8_t* blk = panel + kBlock * b;
+      if (prefetch) prefetch_ahead(blk, kBlock);
+      q23k_block<T, kQ3>(blk, acts + b * kSB, acc);
     } else {
       const int64_t u = b / 2, n = std::min<int64_t>(2, ns - 2 * u), i = b - 2 * u;
       const uint8_t* unit = panel + 2 * kQ6kPanelBlock * u;
@@ -490,7 +622,9 @@ void run(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
     auto part = [&](int64_t p) { return tc + p * n / parts; };
     for (int64_t p = 0; p < parts; ++p)
       gather(j, part(p), static_cast<int>(part(p + 1) - part(p)), code_offset(kType), has_mins(kType),
-             kType == DType::kQ6_K ? Starts::kHalves : Starts::kBlock,
+             kType == DType::kQ6_K                              ? Starts::kHalves
+             : kType == DType::kQ2_K || kType == DType::kQ3_K ? Starts::kPairs16
+                                                               : Starts::kBlock,
              gathered + (part(p) - tc) * per_token);
     // Few token tiles widen codes in registers for each; more widen each panel once.
     const bool widened = kWidens && parts > kInlineWidenTiles;
@@ -533,6 +667,8 @@ void matmul_rows_panels(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, 
     case DType::kQ5_K: run<DType::kQ5_K>(j, r0, r1, t0, t1); return;
     case DType::kIQ4_XS: run<DType::kIQ4_XS>(j, r0, r1, t0, t1); return;
     case DType::kQ6_K: run<DType::kQ6_K>(j, r0, r1, t0, t1); return;
+    case DType::kQ2_K: run<DType::kQ2_K>(j, r0, r1, t0, t1); return;
+    case DType::kQ3_K: run<DType::kQ3_K>(j, r0, r1, t0, t1); return;
     default: {
       const std::string_view name = dtype_name(j.type);
       isa_fail("no panel kernels for %.*s", int(name.size()), name.data());

@@ -56,8 +56,7 @@
 //     scales  at 3072n + 256i: byte 16g + r = row r's int8 scale of sub-block g (0..15);
 //     d       at 3328n + 32i: 16 fp16, row r's at r.
 //
-//   Q2_K and Q3_K (AVX2 panel kernels only; AVX-512 keeps them in the lane layout), units of one
-//   block. Their code bytes go in pairs: with p(u, j) = 16 (j / 2) + 2u + j % 2, bytes 4r, 4r + 1
+//   Q2_K and Q3_K, units of one block. Their code bytes go in pairs: with p(u, j) = 16 (j / 2) + 2u + j % 2, bytes 4r, 4r + 1
 //   of a code vector hold two elements of a 32-block's first sub-block of 16 and bytes 4r + 2,
 //   4r + 3 the same two of its second, so a vpmaddubsw sums each sub-block in its own int16 (the
 //   gathered activations are interleaved to match, panel_gather.h). Their sub-block scales are

@@ -294,7 +294,7 @@ TEST(MatmulTest, TableOfShapesOnEveryIsa) {
           }
           for (int64_t r = c.rows; r < ys; ++r) ASSERT_EQ(y[t * ys + r], kSentinel) << "stride gap";
         }
-        // (AVX-512 runs the panels of Q2_K and Q3_K with the AVX2 panel kernels.)
+        // (A type whose panels only AVX2 runs would run them on AVX-512 with the AVX2 kernels.)
         const bool panel_kernels = layout == kPanels && (matmul_runs_panels(level, c.type) ||
                                                          (level == IsaLevel::kAvx512 && matmul_runs_panels(IsaLevel::kAvx2, c.type)));
         if (layout == kBlocks) {
