@@ -413,8 +413,8 @@ __attribute__((always_inline)) inline void pin(__m512i& v) { asm("" : "+v"(v)); 
 //   the gathered (-4 S0, -4 S1); acc += I * fl(d * dx).
 // - Q2_K: acc += I * fl(d * dx), then acc += M * fl(dmin * dx), M = -(mn0 S0 + mn1 S1) (a
 //   vpmaddwd of the minimum pair with the gathered (-S0, -S1)).
-// VNNI's vpdpbusd would add a code vector's two sub-blocks into one sum; the pair layout keeps
-// them apart in int16 instead.
+// (vpdpbusd would add a code vector's two sub-blocks into one sum: the pairs keep them apart.)
+// Q2_K from kScaledCodesFrom tokens on: its scaled codes (below) and vpdpbusd.
 constexpr int kScaledCodesFrom = 3;
 template <int T, bool kQ3>
 __attribute__((always_inline)) inline void q23k_block(const uint8_t* blk, const uint8_t* a, __m512 (&acc)[T]) {
@@ -439,7 +439,8 @@ __attribute__((always_inline)) inline void q23k_block(const uint8_t* blk, const 
       const __m256i l = _mm256_and_si256(_mm256_srli_epi16(ld256(1536 + 32 * (s % 4)), 4 * (s / 4)), lo4);
       const __m256i hb = ld256(1664 + 32 * (s % 2));
       const int up = 4 - 2 * (s / 2);  // bits 2 (s / 2) of a highs byte to bit 4
-      const __m256i hi = _mm256_and_si256(up >= 0 ? _mm256_slli_epi16(hb, up) : _mm256_srli_epi16(hb, -up), _mm256_set1_epi8(0x30));
+      const __m256i hi = _mm256_and_si256(up >= 0 ? _mm256_slli_epi16(hb, up) : _mm256_srli_epi16(hb, -up),
+                                          _mm256_set1_epi8(0x30));
       scales = _mm512_cvtepi8_epi16(_mm256_sub_epi8(_mm256_or_si256(l, hi), _mm256_set1_epi8(32)));
     } else {
       const __m256i raw = ld256(1024 + 32 * s);
@@ -453,20 +454,23 @@ __attribute__((always_inline)) inline void q23k_block(const uint8_t* blk, const 
       if constexpr (kQ3) {  // bit 4n + k of the hmask bytes to bit 2
         const __m512i hm = _mm512_loadu_si512(blk + 64 * v);
         const int up = 2 - (4 * n + k);
-        return _mm512_ternarylogic_epi32(c, up >= 0 ? _mm512_slli_epi16(hm, up) : _mm512_srli_epi16(hm, -up), four,
-                                         0xF8);  // c | (hm' & 4)
+        const __m512i third = up >= 0 ? _mm512_slli_epi16(hm, up) : _mm512_srli_epi16(hm, -up);
+        return _mm512_ternarylogic_epi32(c, third, four, 0xF8);  // c | (third & 4)
       } else {
         return c;
       }
     };
     if constexpr (kScaledCodes) {
-      // Q2_K from 3 tokens on: each code times its sub-block's scale (<= 3 * 15: a byte) once
-      // per tile, then one vpdpbusd per code vector and token sums I directly: the same exact
-      // integer, so the same bits, in fewer operations per token.
+      // Q2_K's scaled codes: each code times its sub-block's scale (<= 3 * 15: a byte), made
+      // once per tile (two bit tests select sc and 2 sc), then one vpdpbusd per code vector and
+      // token sums I directly: the same exact integer, so the same bits, in 15 vector operations
+      // per token and 32-block instead of 24 (fewer than 3 tokens do not repay the selection).
       const __m512i w16 = _mm512_cvtepu8_epi16(_mm256_and_si256(ld256(1024 + 32 * s), lo4));
-      const __m512i sc1 = _mm512_or_si512(w16, _mm512_slli_epi16(w16, 8));  // byte 4r + j: sc(r, 2s + j / 2)
+      // byte 4r + j: sc(r, 2s + j / 2)
+      const __m512i sc1 = _mm512_or_si512(w16, _mm512_slli_epi16(w16, 8));
       const __m512i sc2 = _mm512_add_epi8(sc1, sc1);
-      const __m512i bit0 = _mm512_set1_epi8(static_cast<char>(1 << (2 * k))), bit1 = _mm512_set1_epi8(static_cast<char>(2 << (2 * k)));
+      const __m512i bit0 = _mm512_set1_epi8(static_cast<char>(1 << (2 * k)));
+      const __m512i bit1 = _mm512_set1_epi8(static_cast<char>(2 << (2 * k)));
       __m512i is[T];
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) is[t] = _mm512_setzero_si512();
