@@ -265,7 +265,7 @@ struct Engine::Impl {
   // many requests (DraftPolicy::length, StepCost::row_share).
   void propose_drafts() {
     if (scheduler.n_running() > config.spec_max_running) return;
-    const double row_share = step_cost.row_share(scheduler.n_running());
+    const double row_share = config.spec_step_cost ? step_cost.row_share(scheduler.n_running()) : 0.0;
     draft_jobs.clear();
     for (auto& [id, l] : live) {
       l.drafting.set_source(-1);

@@ -41,6 +41,10 @@ struct EngineConfig {
   int32_t num_speculative_tokens = 8;  // 1..kMaxSpeculativeTokens
   NgramLookup ngram;
   int32_t spec_max_running = 16;
+  // Whether drafts are cut to the tokens that pay for their rows at the measured step cost
+  // (StepCost, DraftPolicy::length). Off: every draft is verified whole whatever a row costs,
+  // so draft counts do not depend on timing (tests that count accepted drafts).
+  bool spec_step_cost = true;
   bool check_invariants = false;      // debug: verify scheduler and KV bookkeeping every step
                                       // (O(requests + blocks) per step; a violation counts as
                                       // an internal error)

@@ -358,6 +358,7 @@ void check_equivalence(const Model& m) {
     c.max_batched_tokens = 13;
     c.spec_max_running = 16;
     c.kv_memory_bytes = 48 * bytes_per_block_all_groups(m, c);
+    c.spec_step_cost = false;  // the counts below must not depend on step timings
     Engine eng(m, c);
     const auto got = run_prompts(eng, prompts, kMaxTokens, false, [&](size_t i, GenerationRequest& r) {
       r.prediction = alone[i].tokens;
@@ -576,6 +577,7 @@ TEST(EngineTest, SpeculativeSamplingRepeatsSeededOutputs) {
   c.speculative = true;
   c.ngram = NgramLookup{1, 3};
   c.spec_max_running = 16;
+  c.spec_step_cost = false;  // the counts below must not depend on step timings
   Engine eng(*m, c);
   const auto spec = run_prompts(eng, prompts, 32, false, [&](size_t i, GenerationRequest& r) {
     sampled(i, r);
@@ -750,6 +752,7 @@ TEST(EngineTest, DraftModelSpeculationKeepsTheOutputs) {
   c.spec_max_running = 16;
   c.num_speculative_tokens = 4;
   c.draft_kv_memory_bytes = 16ull << 20;
+  c.spec_step_cost = false;  // the counts below must not depend on step timings
   for (const Model* d : {m, other}) {
     Engine eng(*m, c, nullptr, d);
     expect_same_outputs(plain, run_prompts(eng, prompts, 24, false), d == m ? "drafted by itself" : "drafted by another model");
