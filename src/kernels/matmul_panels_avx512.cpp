@@ -460,18 +460,18 @@ __attribute__((always_inline)) inline void q23k_block(const uint8_t* blk, const 
         return c;
       }
     };
+    // Each token's I (Q3_K: with the code offset removed).
+    __m512i is[T];
     if constexpr (kScaledCodes) {
       // Q2_K's scaled codes: each code times its sub-block's scale (<= 3 * 15: a byte), made
       // once per tile (two bit tests select sc and 2 sc), then one vpdpbusd per code vector and
       // token sums I directly: the same exact integer, so the same bits, in 15 vector operations
       // per token and 32-block instead of 24 (fewer than 3 tokens do not repay the selection).
-      const __m512i w16 = _mm512_cvtepu8_epi16(_mm256_and_si256(ld256(1024 + 32 * s), lo4));
-      // byte 4r + j: sc(r, 2s + j / 2)
-      const __m512i sc1 = _mm512_or_si512(w16, _mm512_slli_epi16(w16, 8));
+      // Byte 4r + j: sc(r, 2s + j / 2) (the int16 pair lane's scale in both its bytes).
+      const __m512i sc1 = _mm512_or_si512(scales, _mm512_slli_epi16(scales, 8));
       const __m512i sc2 = _mm512_add_epi8(sc1, sc1);
       const __m512i bit0 = _mm512_set1_epi8(static_cast<char>(1 << (2 * k)));
       const __m512i bit1 = _mm512_set1_epi8(static_cast<char>(2 << (2 * k)));
-      __m512i is[T];
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) is[t] = _mm512_setzero_si512();
 #pragma GCC unroll 8
@@ -486,36 +486,33 @@ __attribute__((always_inline)) inline void q23k_block(const uint8_t* blk, const 
           is[t] = _mm512_dpbusd_epi32(is[t], w, _mm512_set1_epi32(x));
         }
       }
-#pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) {
-        const __m512 x = _mm512_set1_ps(dx[t]);
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[t]), _mm512_mul_ps(d, x), acc[t]);
-        const __m512i m = _mm512_madd_epi16(mins, _mm512_set1_epi32(start[t]));
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(dmin, x), acc[t]);
-      }
-      continue;
-    }
-    __m512i s16[T];
+    } else {
+      __m512i s16[T];
 #pragma GCC unroll 4
-    for (int v = 0; v < 8; v += 2) {
-      const __m512i c0 = code(v), c1 = code(v + 1);
+      for (int v = 0; v < 8; v += 2) {
+        const __m512i c0 = code(v), c1 = code(v + 1);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) {
+          int32_t x0, x1;
+          std::memcpy(&x0, ab + 32 * t + 4 * v, 4);
+          std::memcpy(&x1, ab + 32 * t + 4 * v + 4, 4);
+          const __m512i p = _mm512_add_epi16(_mm512_maddubs_epi16(c0, _mm512_set1_epi32(x0)),
+                                             _mm512_maddubs_epi16(c1, _mm512_set1_epi32(x1)));
+          s16[t] = v == 0 ? p : _mm512_add_epi16(s16[t], p);
+          pin(s16[t]);
+        }
+      }
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
-        int32_t x0, x1;
-        std::memcpy(&x0, ab + 32 * t + 4 * v, 4);
-        std::memcpy(&x1, ab + 32 * t + 4 * v + 4, 4);
-        const __m512i p = _mm512_add_epi16(_mm512_maddubs_epi16(c0, _mm512_set1_epi32(x0)),
-                                           _mm512_maddubs_epi16(c1, _mm512_set1_epi32(x1)));
-        s16[t] = v == 0 ? p : _mm512_add_epi16(s16[t], p);
-        pin(s16[t]);
+        is[t] = _mm512_madd_epi16(s16[t], scales);
+        if constexpr (kQ3)
+          is[t] = _mm512_add_epi32(is[t], _mm512_madd_epi16(scales, _mm512_set1_epi32(start[t])));
       }
     }
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
-      __m512i is = _mm512_madd_epi16(s16[t], scales);
-      if constexpr (kQ3) is = _mm512_add_epi32(is, _mm512_madd_epi16(scales, _mm512_set1_epi32(start[t])));
       const __m512 x = _mm512_set1_ps(dx[t]);
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(d, x), acc[t]);
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[t]), _mm512_mul_ps(d, x), acc[t]);
       if constexpr (!kQ3) {
         const __m512i m = _mm512_madd_epi16(mins, _mm512_set1_epi32(start[t]));
         acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(dmin, x), acc[t]);
@@ -532,23 +529,22 @@ void ktile(const uint8_t* panel, int64_t ns, const uint8_t* acts, float* y, int6
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < ns; ++b) {
-    if constexpr (kType == DType::kIQ4_XS) {
-      const uint8_t* blk = panel + kIq4xsPanelBlock * b;
-      if (prefetch) prefetch_ahead(blk, kIq4xsPanelBlock);
-      iq4xs_block<T>(blk, acts + b * kSB, acc);
-    } else if constexpr (kType == DType::kQ4_K || kType == DType::kQ5_K) {
-      constexpr bool kFifth = kType == DType::kQ5_K;
-      constexpr int64_t kBlock = kFifth ? kQ5kPanelBlock : kQ4kPanelBlock;
+    if constexpr (kType != DType::kQ6_K) {  // units of one super-block
+      constexpr int64_t kBlock = kType == DType::kIQ4_XS ? kIq4xsPanelBlock
+                                 : kType == DType::kQ4_K ? kQ4kPanelBlock
+                                 : kType == DType::kQ5_K ? kQ5kPanelBlock
+                                 : kType == DType::kQ3_K ? kQ3kPanelBlock
+                                                         : kQ2kPanelBlock;
       const uint8_t* blk = panel + kBlock * b;
       if (prefetch) prefetch_ahead(blk, kBlock);
-      q45k_block<T, kFifth>(blk, acts + b * kSB, acc);
-    } else if constexpr (kType == DType::kQ2_K || kType == DType::kQ3_K) {
-      constexpr bool kQ3 = kType == DType::kQ3_K;
-      constexpr int64_t kBlock = kQ3 ? kQ3kPanelBlock : kQ2kPanelBlock;
-      const uint8_t* blk = panel + kBlock * b;
-      if (prefetch) prefetch_ahead(blk, kBlock);
-      q23k_block<T, kQ3>(blk, acts + b * kSB, acc);
-    } else {
+      if constexpr (kType == DType::kIQ4_XS) {
+        iq4xs_block<T>(blk, acts + b * kSB, acc);
+      } else if constexpr (kType == DType::kQ4_K || kType == DType::kQ5_K) {
+        q45k_block<T, kType == DType::kQ5_K>(blk, acts + b * kSB, acc);
+      } else {
+        q23k_block<T, kType == DType::kQ3_K>(blk, acts + b * kSB, acc);
+      }
+    } else {  // Q6_K: units of two
       const int64_t u = b / 2, n = std::min<int64_t>(2, ns - 2 * u), i = b - 2 * u;
       const uint8_t* unit = panel + 2 * kQ6kPanelBlock * u;
       if (prefetch) prefetch_ahead(unit + kQ6kPanelBlock * i, kQ6kPanelBlock);
