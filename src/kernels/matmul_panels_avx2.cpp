@@ -36,12 +36,6 @@ namespace avx2 {
 namespace {
 
 constexpr int kMaxT = 4;  // tokens per tile
-// Prefetch distance of a tile's first pass over a panel (into L2), as the AVX-512 kernels.
-constexpr int64_t kPrefetchAhead = 8192;
-
-inline void prefetch_ahead(const uint8_t* p, int64_t bytes) {
-  for (int64_t l = 0; l < bytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchAhead + l), _MM_HINT_T1);
-}
 
 constexpr bool is_kquant(DType t) {
   return t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K || t == DType::kIQ4_XS || t == DType::kQ2_K ||
@@ -234,8 +228,9 @@ void tile(const uint8_t* panel, int64_t nb, int h0, const uint8_t* acts, float* 
     int64_t b = 0;
     for (; b + 2 <= nb; b += 2) {
       const uint8_t* unit = panel + (b / 2) * Y::kUnitBytes;
-      if (prefetch) prefetch_ahead(unit, Y::kUnitBytes);
+      if (prefetch) prefetch_step<Y::kUnitBytes, 2>(unit, 0);
       block<T, NH, kType, false>(unit, 2, 0, h0, acts + b * kAB, acc);
+      if (prefetch) prefetch_step<Y::kUnitBytes, 2>(unit, 1);
       block<T, NH, kType, false>(unit, 2, 1, h0, acts + (b + 1) * kAB, acc);
     }
     if (b < nb) block<T, NH, kType, false>(panel + (b / 2) * Y::kUnitBytes, 1, 0, h0, acts + b * kAB, acc);
@@ -274,7 +269,7 @@ void panel_tiles(int n, const uint8_t* panel, int64_t nb, const uint8_t* acts, f
 // (8 * 2 * 15 * 128 < 2^15), one vpmaddwd per sub-block; Q5_K's <= 31: four, two vpmaddwd. Then
 // per sub-block g: acc += isum * fl(fl(d * sc_g) * dx) and acc -= fl(dmin * mn_g) * xs.
 template <int T, int NH, bool kFifth>
-__attribute__((always_inline)) inline void q45k_block(const uint8_t* blk, int h0, const uint8_t* a, __m256 (&acc)[NH][T]) {
+__attribute__((always_inline)) inline void q45k_block(const uint8_t* blk, int h0, const uint8_t* a, __m256 (&acc)[NH][T], const uint8_t* pf) {
   constexpr int64_t kAB = act_block_bytes(T);
   constexpr int64_t kAt = kFifth ? 512 : 0;  // the scales follow Q5_K's masks
   const __m256i lo4 = _mm256_set1_epi8(0x0F), hi2 = _mm256_set1_epi8(0x30), ones = _mm256_set1_epi16(1);
@@ -304,6 +299,7 @@ __attribute__((always_inline)) inline void q45k_block(const uint8_t* blk, int h0
       __m256i is0[T], is1[T];  // Q5_K: the first four vectors' sums, int32
 #pragma GCC unroll 8
       for (int v = 0; v < 8; ++v) {
+        if (pf) prefetch_step<kFifth ? kQ5kPanelBlock : kQ4kPanelBlock, 32 * NH>(pf, (NH * c + hh) * 8 + v);
         const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 512 * c + 64 * v + 32 * h));
         __m256i lo = _mm256_and_si256(q, lo4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), lo4);
         if constexpr (kFifth) {
@@ -378,7 +374,7 @@ __attribute__((always_inline)) inline __m256i q6k_code(const uint8_t* codes, int
 // f = isum0 * ws0 + isum1 * ws1 (ws = fl(d * sc)) and acc += f * dx.
 template <int T, int NH>
 __attribute__((always_inline)) inline void q6k_block(const uint8_t* codes, const uint8_t* scales, const uint8_t* dp, int h0,
-                                                     const uint8_t* a, __m256 (&acc)[NH][T]) {
+                                                     const uint8_t* a, __m256 (&acc)[NH][T], const uint8_t* pf) {
   constexpr int64_t kAB = act_block_bytes(T);
   const __m256i ones = _mm256_set1_epi16(1);
 #pragma GCC unroll 2
@@ -402,6 +398,7 @@ __attribute__((always_inline)) inline void q6k_block(const uint8_t* codes, const
             for (int t = 0; t < T; ++t) is[t] = _mm256_set1_epi32(start[t]);
 #pragma GCC unroll 2
             for (int v = 4 * sub; v < 4 * sub + 4; v += 2) {
+              if (pf) prefetch_step<kQ6kPanelBlock, 32 * NH>(pf, 32 * hh + 4 * b + v / 2);
               const __m256i c0 = q6k_code(codes, hq, p, hi, v, h), c1 = q6k_code(codes, hq, p, hi, v + 1, h);
 #pragma GCC unroll 4
               for (int t = 0; t < T; ++t)
@@ -424,7 +421,7 @@ __attribute__((always_inline)) inline void q6k_block(const uint8_t* codes, const
 // IQ4_XS: per sub-block g (a 32-block), as IQ4_NL's tiles (the nibbles looked up as signed
 // values, vpmaddubsw(|w|, sign(xq, w))) with ws = fl(d * (ls_g - 32)).
 template <int T, int NH>
-__attribute__((always_inline)) inline void iq4xs_block(const uint8_t* blk, int h0, const uint8_t* a, __m256 (&acc)[NH][T]) {
+__attribute__((always_inline)) inline void iq4xs_block(const uint8_t* blk, int h0, const uint8_t* a, __m256 (&acc)[NH][T], const uint8_t* pf) {
   constexpr int64_t kAB = act_block_bytes(T);
   const __m256i lo4 = _mm256_set1_epi8(0x0F), hi2 = _mm256_set1_epi8(0x30), ones = _mm256_set1_epi16(1);
   alignas(32) uint8_t ls[128];  // byte 16g + r: row r's ls_g
@@ -461,6 +458,7 @@ __attribute__((always_inline)) inline void iq4xs_block(const uint8_t* blk, int h
       };
 #pragma GCC unroll 4
       for (int v = 0; v < 4; ++v) {
+        if (pf) prefetch_step<kIq4xsPanelBlock, 32 * NH>(pf, (8 * hh + g) * 4 + v);
         __m256i lo, hi;
         nibble_vectors<DType::kIQ4_NL>(blk + 256 * g, nullptr, v, h, lo, hi);
         dot(v, lo);
@@ -488,7 +486,7 @@ __attribute__((always_inline)) inline void iq4xs_block(const uint8_t* blk, int h
 // - Q2_K: I = sc0 isum0 + sc1 isum1, M = -(mn0 S0 + mn1 S1) (one vpmaddwd of the minimum pair
 //   with the gathered (-S0, -S1)); acc += I * fl(d * dx), then acc += M * fl(dmin * dx).
 template <int T, int NH, bool kQ3>
-__attribute__((always_inline)) inline void q23k_block(const uint8_t* blk, int h0, const uint8_t* a, __m256 (&acc)[NH][T]) {
+__attribute__((always_inline)) inline void q23k_block(const uint8_t* blk, int h0, const uint8_t* a, __m256 (&acc)[NH][T], const uint8_t* pf) {
   constexpr int64_t kAB = act_block_bytes(T);
   const __m256i three = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
   const __m128i lo4 = _mm_set1_epi8(0x0F);
@@ -534,6 +532,7 @@ __attribute__((always_inline)) inline void q23k_block(const uint8_t* blk, int h0
       __m256i s16[T];
 #pragma GCC unroll 4
       for (int v = 0; v < 8; v += 2) {
+        if (pf) prefetch_step<kQ3 ? kQ3kPanelBlock : kQ2kPanelBlock, 32 * NH>(pf, (8 * hh + s) * 4 + v / 2);
         const __m256i c0 = code(v), c1 = code(v + 1);
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) {
@@ -571,23 +570,20 @@ void ktile(const uint8_t* panel, int64_t ns, int h0, const uint8_t* acts, float*
       constexpr bool kFifth = kType == DType::kQ5_K;
       constexpr int64_t kBlock = kFifth ? kQ5kPanelBlock : kQ4kPanelBlock;
       const uint8_t* blk = panel + kBlock * b;
-      if (prefetch) prefetch_ahead(blk, kBlock);
-      q45k_block<T, NH, kFifth>(blk, h0, acts + b * kSB, acc);
+      q45k_block<T, NH, kFifth>(blk, h0, acts + b * kSB, acc, prefetch ? blk : nullptr);
     } else if constexpr (kType == DType::kQ2_K || kType == DType::kQ3_K) {
       constexpr bool kQ3 = kType == DType::kQ3_K;
       constexpr int64_t kBlock = kQ3 ? kQ3kPanelBlock : kQ2kPanelBlock;
       const uint8_t* blk = panel + kBlock * b;
-      if (prefetch) prefetch_ahead(blk, kBlock);
-      q23k_block<T, NH, kQ3>(blk, h0, acts + b * kSB, acc);
+      q23k_block<T, NH, kQ3>(blk, h0, acts + b * kSB, acc, prefetch ? blk : nullptr);
     } else if constexpr (kType == DType::kIQ4_XS) {
       const uint8_t* blk = panel + kIq4xsPanelBlock * b;
-      if (prefetch) prefetch_ahead(blk, kIq4xsPanelBlock);
-      iq4xs_block<T, NH>(blk, h0, acts + b * kSB, acc);
+      iq4xs_block<T, NH>(blk, h0, acts + b * kSB, acc, prefetch ? blk : nullptr);
     } else {
       const int64_t u = b / 2, n = std::min<int64_t>(2, ns - 2 * u), i = b - 2 * u;
       const uint8_t* unit = panel + 2 * kQ6kPanelBlock * u;
-      if (prefetch) prefetch_ahead(unit + kQ6kPanelBlock * i, kQ6kPanelBlock);
-      q6k_block<T, NH>(unit + 3072 * i, unit + 3072 * n + 256 * i, unit + 3328 * n + 32 * i, h0, acts + b * kSB, acc);
+      q6k_block<T, NH>(unit + 3072 * i, unit + 3072 * n + 256 * i, unit + 3328 * n + 32 * i, h0, acts + b * kSB, acc,
+                       prefetch ? unit + kQ6kPanelBlock * i : nullptr);
     }
   }
 #pragma GCC unroll 2
@@ -622,7 +618,7 @@ void widen(const uint8_t* panel, int64_t nb, uint8_t* out) {
     const int64_t u = b / 2, n = std::min<int64_t>(2, nb - 2 * u), i = b & 1;
     const uint8_t* unit = panel + u * Y::kUnitBytes;
     uint8_t* o = out + b * Y::kWideBlock;
-    if (i == 0) prefetch_ahead(unit, Y::kUnitBytes);
+    prefetch_step<Y::kUnitBytes, 2>(unit, static_cast<int>(i));
     const uint8_t* masks = Y::kFifth ? P::masks(unit, n, i) : nullptr;
     for (int h = 0; h < 2; ++h)
       for (int v = 0; v < 4; ++v) {

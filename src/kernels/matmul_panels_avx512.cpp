@@ -46,17 +46,6 @@ constexpr int kMaxT = 8;  // tokens per tile: 8 int32 sums + 8 float accumulator
 // Token tiles per panel up to which nibble codes are widened in registers for each tile
 // (beyond, the panel is widened once into scratch).
 constexpr int64_t kInlineWidenTiles = 2;
-// The first pass over a panel (its first token tile, or widen()) prefetches the weights
-// kPrefetchAhead bytes ahead into L2: the panels of a row range lie one after another, so the
-// distance runs on across them. A batched decode step's tiles otherwise wait on memory
-// (matmul_bench --stream-batch 1, 16 tokens: 1.3-2x faster with it; one token: on par with
-// the lane kernels only with it, the start of each row range prefetched too).
-constexpr int64_t kPrefetchAhead = 8192;
-
-// Prefetches one unit of `bytes` kPrefetchAhead ahead of p.
-inline void prefetch_ahead(const uint8_t* p, int64_t bytes) {
-  for (int64_t l = 0; l < bytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchAhead + l), _MM_HINT_T1);
-}
 
 constexpr bool is_kquant(DType t) {
   return t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K || t == DType::kIQ4_XS || t == DType::kQ2_K ||
@@ -201,8 +190,9 @@ void tile(const uint8_t* panel, int64_t nb, const uint8_t* acts, float* y, int64
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2) {
     const uint8_t* unit = panel + (b / 2) * F::kUnitBytes;
-    if (prefetch) prefetch_ahead(unit, F::kUnitBytes);
+    if (prefetch) prefetch_step<F::kUnitBytes, 2>(unit, 0);
     block<T, F>(unit, 2, 0, acts + b * kAB, acc);
+    if (prefetch) prefetch_step<F::kUnitBytes, 2>(unit, 1);
     block<T, F>(unit, 2, 1, acts + (b + 1) * kAB, acc);
   }
   if (b < nb) block<T, F>(panel + (b / 2) * F::kUnitBytes, 1, 0, acts + b * kAB, acc);
@@ -218,7 +208,7 @@ void tile(const uint8_t* panel, int64_t nb, const uint8_t* acts, float* y, int64
 // g: acc += isum * fl(fl(d * sc_g) * dx) and acc -= fl(dmin * mn_g) * xs, as Q4_1 with the
 // sub-block's scale and minimum.
 template <int T, bool kFifth>
-__attribute__((always_inline)) inline void q45k_block(const uint8_t* blk, const uint8_t* a, __m512 (&acc)[T]) {
+__attribute__((always_inline)) inline void q45k_block(const uint8_t* blk, const uint8_t* a, __m512 (&acc)[T], const uint8_t* pf) {
   constexpr int64_t kAB = act_block_bytes(T);
   constexpr int64_t kAt = kFifth ? 512 : 0;  // the scales follow Q5_K's masks
   const __m512i lo4 = _mm512_set1_epi8(0x0F), hi2 = _mm512_set1_epi8(0x30);
@@ -248,6 +238,7 @@ __attribute__((always_inline)) inline void q45k_block(const uint8_t* blk, const 
     for (int t = 0; t < T; ++t) is0[t] = is1[t] = _mm512_setzero_si512();
 #pragma GCC unroll 8
     for (int v = 0; v < 8; ++v) {
+      if (pf) prefetch_step<kFifth ? kQ5kPanelBlock : kQ4kPanelBlock, 32>(pf, 8 * c + v);
       const __m512i q = _mm512_loadu_si512(blk + 512 * c + 64 * v);
       __m512i lo = _mm512_and_si512(q, lo4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), lo4);
       if constexpr (kFifth) {
@@ -301,7 +292,7 @@ __attribute__((always_inline)) inline __m512i q6k_code(const uint8_t* codes, int
 // nibble types do, measured slower: 16 tokens 300 against 376-421 GFLOP/s, 512 on par).
 template <int T>
 __attribute__((always_inline)) inline void q6k_block(const uint8_t* codes, const uint8_t* scales, const uint8_t* dp,
-                                                     const uint8_t* a, __m512 (&acc)[T]) {
+                                                     const uint8_t* a, __m512 (&acc)[T], const uint8_t* pf) {
   constexpr int64_t kAB = act_block_bytes(T);
   const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dp)));
   for (int h = 0; h < 2; ++h) {
@@ -321,6 +312,7 @@ __attribute__((always_inline)) inline void q6k_block(const uint8_t* codes, const
           for (int t = 0; t < T; ++t) is[t] = _mm512_set1_epi32(start[t]);
 #pragma GCC unroll 4
           for (int v = 4 * sub; v < 4 * sub + 4; ++v) {
+            if (pf) prefetch_step<kQ6kPanelBlock, 64>(pf, 8 * b + v);
             const __m512i c = q6k_code(codes, h, p, hi, v);
 #pragma GCC unroll 8
             for (int t = 0; t < T; ++t) {
@@ -346,7 +338,7 @@ __attribute__((always_inline)) inline void q6k_block(const uint8_t* codes, const
 // sums started at -128 * sum(xq)) with ws = fl(d * (ls_g - 32)), the 6-bit scales unpacked once
 // per super-block and tile.
 template <int T>
-__attribute__((always_inline)) inline void iq4xs_block(const uint8_t* blk, const uint8_t* a, __m512 (&acc)[T]) {
+__attribute__((always_inline)) inline void iq4xs_block(const uint8_t* blk, const uint8_t* a, __m512 (&acc)[T], const uint8_t* pf) {
   constexpr int64_t kAB = act_block_bytes(T);
   alignas(64) uint8_t ls[128];  // byte 16g + r: row r's ls_g
   {
@@ -376,6 +368,7 @@ __attribute__((always_inline)) inline void iq4xs_block(const uint8_t* blk, const
     }
 #pragma GCC unroll 4
     for (int v = 0; v < 4; ++v) {
+      if (pf) prefetch_step<kIq4xsPanelBlock, 32>(pf, 4 * g + v);
       __m512i lo, hi;
       widen_vector<false, true>(blk + 256 * g, nullptr, v, lo, hi);
 #pragma GCC unroll 8
@@ -417,7 +410,7 @@ __attribute__((always_inline)) inline void pin(__m512i& v) { asm("" : "+v"(v)); 
 // Q2_K from kScaledCodesFrom tokens on: its scaled codes (below) and vpdpbusd.
 constexpr int kScaledCodesFrom = 3;
 template <int T, bool kQ3>
-__attribute__((always_inline)) inline void q23k_block(const uint8_t* blk, const uint8_t* a, __m512 (&acc)[T]) {
+__attribute__((always_inline)) inline void q23k_block(const uint8_t* blk, const uint8_t* a, __m512 (&acc)[T], const uint8_t* pf) {
   constexpr int64_t kAB = act_block_bytes(T);
   constexpr bool kScaledCodes = !kQ3 && T >= kScaledCodesFrom;
   const __m512i three = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
@@ -476,6 +469,7 @@ __attribute__((always_inline)) inline void q23k_block(const uint8_t* blk, const 
       for (int t = 0; t < T; ++t) is[t] = _mm512_setzero_si512();
 #pragma GCC unroll 8
       for (int v = 0; v < 8; ++v) {
+        if (pf) prefetch_step<kQ2kPanelBlock, 64>(pf, 8 * s + v);
         const __m512i q = _mm512_loadu_si512(blk + 64 * (8 * n + v));
         __m512i w = _mm512_maskz_mov_epi8(_mm512_test_epi8_mask(q, bit0), sc1);
         w = _mm512_mask_add_epi8(w, _mm512_test_epi8_mask(q, bit1), w, sc2);
@@ -490,6 +484,7 @@ __attribute__((always_inline)) inline void q23k_block(const uint8_t* blk, const 
       __m512i s16[T];
 #pragma GCC unroll 4
       for (int v = 0; v < 8; v += 2) {
+        if (pf) prefetch_step<kQ3 ? kQ3kPanelBlock : kQ2kPanelBlock, 32>(pf, 4 * s + v / 2);
         const __m512i c0 = code(v), c1 = code(v + 1);
 #pragma GCC unroll 8
         for (int t = 0; t < T; ++t) {
@@ -536,19 +531,18 @@ void ktile(const uint8_t* panel, int64_t ns, const uint8_t* acts, float* y, int6
                                  : kType == DType::kQ3_K ? kQ3kPanelBlock
                                                          : kQ2kPanelBlock;
       const uint8_t* blk = panel + kBlock * b;
-      if (prefetch) prefetch_ahead(blk, kBlock);
       if constexpr (kType == DType::kIQ4_XS) {
-        iq4xs_block<T>(blk, acts + b * kSB, acc);
+        iq4xs_block<T>(blk, acts + b * kSB, acc, prefetch ? blk : nullptr);
       } else if constexpr (kType == DType::kQ4_K || kType == DType::kQ5_K) {
-        q45k_block<T, kType == DType::kQ5_K>(blk, acts + b * kSB, acc);
+        q45k_block<T, kType == DType::kQ5_K>(blk, acts + b * kSB, acc, prefetch ? blk : nullptr);
       } else {
-        q23k_block<T, kType == DType::kQ3_K>(blk, acts + b * kSB, acc);
+        q23k_block<T, kType == DType::kQ3_K>(blk, acts + b * kSB, acc, prefetch ? blk : nullptr);
       }
     } else {  // Q6_K: units of two
       const int64_t u = b / 2, n = std::min<int64_t>(2, ns - 2 * u), i = b - 2 * u;
       const uint8_t* unit = panel + 2 * kQ6kPanelBlock * u;
-      if (prefetch) prefetch_ahead(unit + kQ6kPanelBlock * i, kQ6kPanelBlock);
-      q6k_block<T>(unit + 3072 * i, unit + 3072 * n + 256 * i, unit + 3328 * n + 32 * i, acts + b * kSB, acc);
+      q6k_block<T>(unit + 3072 * i, unit + 3072 * n + 256 * i, unit + 3328 * n + 32 * i, acts + b * kSB, acc,
+                   prefetch ? unit + kQ6kPanelBlock * i : nullptr);
     }
   }
 #pragma GCC unroll 8
@@ -588,7 +582,7 @@ void widen(const uint8_t* panel, int64_t nb, uint8_t* out) {
     const int64_t u = b / 2, n = std::min<int64_t>(2, nb - 2 * u), i = b & 1;
     const uint8_t* unit = panel + u * F::kUnitBytes;
     uint8_t* wunit = out + u * W::kUnitBytes;
-    if (i == 0) prefetch_ahead(unit, F::kUnitBytes);
+    prefetch_step<F::kUnitBytes, 2>(unit, static_cast<int>(i));
     uint8_t* o = wunit + W::kCodes * i;
     for (int v = 0; v < 4; ++v) {
       __m512i lo, hi;
