@@ -222,13 +222,12 @@ bool matmul_runs_panels(IsaLevel level, DType t) {
 }
 
 bool matmul_prefers_panels(IsaLevel level, DType t) {
-  // Every type a level's panel kernels run, but AVX-512's Q3_K: its lane kernels beat its panel
-  // tiles (one thread from cache on an Intel Xeon: 1 token 21.1-21.3 against 19.5-19.6 GB/s, 16
-  // tokens 252-276 against 207-213 GFLOP/s), whose code vectors sum two sub-blocks in int16
-  // pairs (vpmaddubsw) where the lane kernels use VNNI. (AVX2's Q5_K panels were left out while
-  // their one-token tiles ran below its GGUF kernels; since the fifth bits are broadcast from
-  // memory they beat them on Zen 3: 17.6-20.1 against 11.3-17.5 GB/s, and 2x at 16 tokens.)
-  if (level == IsaLevel::kAvx512 && t == DType::kQ3_K) return false;
+  // Every type a level's panel kernels run. (AVX-512's Q3_K ran its lane kernels while its panel
+  // tiles lost to them; with the panels' 3-bit fields and scaled codes (session 28) they win at
+  // one token: 2 threads from DRAM on an Intel Xeon 26-28 against 23-24.5 GB/s. AVX2's Q5_K
+  // panels were left out while their one-token tiles ran below its GGUF kernels; since the fifth
+  // bits are broadcast from memory they beat them on Zen 3: 17.6-20.1 against 11.3-17.5 GB/s,
+  // and 2x at 16 tokens.)
   return matmul_runs_panels(level, t);
 }
 

@@ -80,8 +80,7 @@ void matmul_experts_pair(const ExpertProducts& e, const void* const* data2, cons
 // elsewhere still multiply correctly, laid back into GGUF blocks on the fly (slowly).
 bool matmul_runs_panels(IsaLevel level, DType t);
 // Whether the load-time re-layout puts `t` into panels for `level`: where its panel kernels run
-// and beat its GGUF-block kernels at every token count (today: every type they run, but Q3_K
-// on AVX-512, whose lane kernels are faster).
+// and beat its GGUF-block (or lane) kernels (today: every type they run).
 bool matmul_prefers_panels(IsaLevel level, DType t);
 
 // Batch invariance: whether a token's output row is bitwise the same whatever else shares the

@@ -475,7 +475,8 @@ __attribute__((always_inline)) inline void iq4xs_block(const uint8_t* blk, int h
 }
 
 // ---- Q2_K and Q3_K (panel_layout.h): one super-block of a tile of T tokens x NH halves from
-// half h0, 32-block by 32-block (s = 4n + k: the codes are bits 2k of the qs bytes of half n).
+// half h0, 32-block by 32-block (s = 4n + k: Q2_K's codes are bits 2k of the qs bytes of half
+// n; Q3_K's are fields of the 32-block's three vectors).
 // The codes and gathered activations go in pairs (panel_layout.h), so the 8 vpmaddubsw of a
 // 32-block add up in int16 (codes <= 7: 8 * 2 * 7 * 128 < 2^15) into each row's sum over its
 // first sub-block (even int16) and over its second (odd), and one vpmaddwd with the row's scale
@@ -488,7 +489,8 @@ __attribute__((always_inline)) inline void iq4xs_block(const uint8_t* blk, int h
 template <int T, int NH, bool kQ3>
 __attribute__((always_inline)) inline void q23k_block(const uint8_t* blk, int h0, const uint8_t* a, __m256 (&acc)[NH][T], const uint8_t* pf) {
   constexpr int64_t kAB = act_block_bytes(T);
-  const __m256i three = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
+  const __m256i three = _mm256_set1_epi8(3);
+  [[maybe_unused]] const __m256i four = _mm256_set1_epi8(4), seven = _mm256_set1_epi8(7);
   const __m128i lo4 = _mm_set1_epi8(0x0F);
 #pragma GCC unroll 2
   for (int hh = 0; hh < NH; ++hh) {
@@ -519,15 +521,18 @@ __attribute__((always_inline)) inline void q23k_block(const uint8_t* blk, int h0
       }
       // Code vector v (0..7) of this 32-block.
       auto code = [&](int v) {
-        const uint8_t* qs = blk + (kQ3 ? 512 : 0) + 64 * (8 * n + v) + 32 * h;
-        __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs));
-        c = _mm256_and_si256(k ? _mm256_srli_epi16(c, 2 * k) : c, three);
-        if constexpr (kQ3) {  // bit 4n + k of the hmask bytes to bit 2
-          const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * v + 32 * h));
-          const int up = 2 - (4 * n + k);
-          c = _mm256_or_si256(c, _mm256_and_si256(up >= 0 ? _mm256_slli_epi16(hm, up) : _mm256_srli_epi16(hm, -up), four));
+        if constexpr (kQ3) {  // c0..c5 a 3-bit field of A, B or C; c6, c7 bits of two (panel_layout.h)
+          auto abc = [&](int i) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 192 * s + 64 * i + 32 * h)); };
+          if (v < 6) {
+            const __m256i x = abc(v / 2);
+            return _mm256_and_si256(v % 2 ? _mm256_srli_epi16(x, 3) : x, seven);
+          }
+          return _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(abc(v - 6), 6), three),
+                                 _mm256_and_si256(_mm256_srli_epi16(abc(2), v - 2), four));
+        } else {
+          const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * (8 * n + v) + 32 * h));
+          return _mm256_and_si256(k ? _mm256_srli_epi16(q, 2 * k) : q, three);
         }
-        return c;
       };
       __m256i s16[T];
 #pragma GCC unroll 4

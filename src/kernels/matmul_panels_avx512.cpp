@@ -23,7 +23,8 @@
 // per 16 with sums started at -32 * (16 codes' sum) and f = isum0 * ws0 + isum1 * ws1 applied
 // once per 32-block, f * dx, IQ4_XS as IQ4_NL with ws = fl(d * (ls - 32)), Q2_K and Q3_K with
 // the AVX2 panel kernels' arithmetic (q23k_block); their codes are decoded in registers by every
-// tile.
+// tile, but for Q3_K panels of two or more token tiles, which are widened once into scaled codes
+// (widen_q3k).
 // A token tile's activations are gathered block by block (T x 32 codes, T starts, T scales, T
 // block sums) once per call, so that a tile addresses every token at a constant offset.
 // Thread-safety: writes only the outputs of its rows and tokens; scratch is thread-local.
@@ -397,7 +398,8 @@ __attribute__((always_inline)) inline void pin(__m512i& v) { asm("" : "+v"(v)); 
 
 // Q2_K and Q3_K (panel_layout.h): the AVX2 panel kernels' arithmetic (matmul_panels_avx2.cpp,
 // q23k_block) with all 16 rows in one vector, so both give the same bits. Per 32-block s
-// (codes: bits 2k of the qs bytes of half n, s = 4n + k), one vpmaddubsw per code vector and
+// (Q2_K's codes: bits 2k of the qs bytes of half n, s = 4n + k; Q3_K's: fields of the 32-block's
+// vectors A, B, C), one vpmaddubsw per code vector and
 // token with the token's interleaved activation pair broadcast: the int16 lanes 2r and 2r + 1
 // sum row r's products over the block's first and second sub-block of 16 (codes <= 7: 8 * 2 *
 // 7 * 128 < 2^15, no saturation), and one vpmaddwd with the rows' scale pairs makes
@@ -407,13 +409,84 @@ __attribute__((always_inline)) inline void pin(__m512i& v) { asm("" : "+v"(v)); 
 // - Q2_K: acc += I * fl(d * dx), then acc += M * fl(dmin * dx), M = -(mn0 S0 + mn1 S1) (a
 //   vpmaddwd of the minimum pair with the gathered (-S0, -S1)).
 // (vpdpbusd would add a code vector's two sub-blocks into one sum: the pairs keep them apart.)
-// Q2_K from kScaledCodesFrom tokens on: its scaled codes (below) and vpdpbusd.
-constexpr int kScaledCodesFrom = 3;
-template <int T, bool kQ3>
-__attribute__((always_inline)) inline void q23k_block(const uint8_t* blk, const uint8_t* a, __m512 (&acc)[T], const uint8_t* pf) {
+// From kScaledCodesFrom tokens on (Q3_K: kQ3ScaledCodesFrom): scaled codes (below) and vpdpbusd.
+constexpr int kScaledCodesFrom = 3, kQ3ScaledCodesFrom = 4;
+
+// Q3_K's code vector v (0..7) of the 32-block whose vectors A, B, C start at abc
+// (panel_layout.h): c0..c5 a 3-bit field of A, B or C; c6, c7 the low pair from bits 6-7 of A
+// or B and the third bit from bit 6 or 7 of C.
+__attribute__((always_inline)) inline __m512i q3k_code(const uint8_t* abc, int v) {
+  auto ld = [&](int i) { return _mm512_loadu_si512(abc + 64 * i); };
+  if (v < 6) {
+    const __m512i x = ld(v / 2);
+    return _mm512_and_si512(v % 2 ? _mm512_srli_epi16(x, 3) : x, _mm512_set1_epi8(7));
+  }
+  const __m512i third = _mm512_and_si512(_mm512_srli_epi16(ld(2), v - 2), _mm512_set1_epi8(4));
+  return _mm512_ternarylogic_epi32(_mm512_srli_epi16(ld(v - 6), 6), third, _mm512_set1_epi8(3), 0xEC);  // (a & 3) | third
+}
+
+// Q3_K's 6-bit scales of 32-block s less 32, as bytes: byte 16h + 2q + i for row 8h + q's
+// sub-block 2s + i (4 bits of the lows, 2 of the highs; panel_layout.h).
+__attribute__((always_inline)) inline __m256i q3k_scale_bytes(const uint8_t* blk, int s) {
+  auto ld256 = [&](int64_t o) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + o)); };
+  const __m256i l = _mm256_and_si256(_mm256_srli_epi16(ld256(1536 + 32 * (s % 4)), 4 * (s / 4)), _mm256_set1_epi8(0x0F));
+  const __m256i hb = ld256(1664 + 32 * (s % 2));
+  const int up = 4 - 2 * (s / 2);  // bits 2 (s / 2) of a highs byte to bit 4
+  const __m256i hi = _mm256_and_si256(up >= 0 ? _mm256_slli_epi16(hb, up) : _mm256_srli_epi16(hb, -up), _mm256_set1_epi8(0x30));
+  return _mm256_sub_epi8(_mm256_or_si256(l, hi), _mm256_set1_epi8(32));
+}
+
+// The byte operands of Q3_K's scaled codes of one 32-block (q23k_block): byte 4r + j is of row
+// r's sub-block j / 2, with S its scale less 32: sc1 = S, sc2 = 2 S, sc4 = 4 S, base = 124 - 4 S.
+struct Q3kScaled {
+  __m512i sc1, sc2, sc4, base;
+};
+__attribute__((always_inline)) inline Q3kScaled q3k_scaled(__m256i s8) {
+  const __m512i w16 = _mm512_cvtepu8_epi16(s8);
+  Q3kScaled q;
+  q.sc1 = _mm512_or_si512(w16, _mm512_slli_epi16(w16, 8));
+  q.sc2 = _mm512_add_epi8(q.sc1, q.sc1);
+  q.sc4 = _mm512_add_epi8(q.sc2, q.sc2);
+  q.base = _mm512_sub_epi8(_mm512_set1_epi8(124), q.sc4);
+  return q;
+}
+// Code vector v's scaled codes (code - 4) * S + 124 from the 32-block's vectors A, B, C at abc:
+// base plus S, 2 S and 4 S where the code's three bits are set (bits 0 and 1 at lo of vector
+// lv, bit 2 at hi of vector hv: panel_layout.h).
+__attribute__((always_inline)) inline __m512i q3k_scaled_code(const uint8_t* abc, int v, const Q3kScaled& q) {
+  auto bit = [](int b) { return _mm512_set1_epi8(static_cast<char>(1 << b)); };
+  const int lv = v < 6 ? v / 2 : v - 6, lo = v < 6 ? 3 * (v % 2) : 6;
+  const int hv = v < 6 ? v / 2 : 2, hi = v < 6 ? lo + 2 : v;
+  const __m512i x = _mm512_loadu_si512(abc + 64 * lv), y = _mm512_loadu_si512(abc + 64 * hv);
+  __m512i w = _mm512_mask_add_epi8(q.base, _mm512_test_epi8_mask(x, bit(lo)), q.base, q.sc1);
+  w = _mm512_mask_add_epi8(w, _mm512_test_epi8_mask(x, bit(lo + 1)), w, q.sc2);
+  return _mm512_mask_add_epi8(w, _mm512_test_epi8_mask(y, bit(hi)), w, q.sc4);
+}
+
+// Q3_K's scaled codes of a whole panel (ns super-blocks), made once for many token tiles:
+// super-block b's 32-block s, code vector v at kQ3kWideBlock * b + 512 s + 64 v.
+constexpr int64_t kQ3kWideBlock = 4096;
+void widen_q3k(const uint8_t* panel, int64_t ns, uint8_t* out) {
+  for (int64_t b = 0; b < ns; ++b) {
+    const uint8_t* blk = panel + kQ3kPanelBlock * b;
+    for (int s = 0; s < 8; ++s) {
+      prefetch_step<kQ3kPanelBlock, 8>(blk, s);
+      const Q3kScaled q = q3k_scaled(q3k_scale_bytes(blk, s));
+#pragma GCC unroll 8
+      for (int v = 0; v < 8; ++v) _mm512_store_si512(out + kQ3kWideBlock * b + 512 * s + 64 * v, q3k_scaled_code(blk + 192 * s, v, q));
+    }
+  }
+}
+
+// kWide (Q3_K, T >= kQ3ScaledCodesFrom): the scaled codes are read from `wide` (widen_q3k's
+// block), not made.
+template <int T, bool kQ3, bool kWide = false>
+__attribute__((always_inline)) inline void q23k_block(const uint8_t* blk, const uint8_t* a, __m512 (&acc)[T], const uint8_t* pf,
+                                                      const uint8_t* wide = nullptr) {
   constexpr int64_t kAB = act_block_bytes(T);
-  constexpr bool kScaledCodes = !kQ3 && T >= kScaledCodesFrom;
-  const __m512i three = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
+  constexpr bool kScaledCodes = T >= (kQ3 ? kQ3ScaledCodesFrom : kScaledCodesFrom);
+  static_assert(!kWide || (kQ3 && kScaledCodes));
+  const __m512i three = _mm512_set1_epi8(3);
   const __m256i lo4 = _mm256_set1_epi8(0x0F);
   auto ld256 = [&](int64_t o) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + o)); };
   const __m512 d = _mm512_cvtph_ps(ld256(kQ3 ? 1728 : 1280));
@@ -428,13 +501,10 @@ __attribute__((always_inline)) inline void q23k_block(const uint8_t* blk, const 
     // Row r's two sub-block scales (Q3_K: less 32) as the int16 pair of lane r.
     __m512i scales;
     [[maybe_unused]] __m512i mins;
-    if constexpr (kQ3) {  // the 6-bit scale: 4 bits of the lows, 2 of the highs
-      const __m256i l = _mm256_and_si256(_mm256_srli_epi16(ld256(1536 + 32 * (s % 4)), 4 * (s / 4)), lo4);
-      const __m256i hb = ld256(1664 + 32 * (s % 2));
-      const int up = 4 - 2 * (s / 2);  // bits 2 (s / 2) of a highs byte to bit 4
-      const __m256i hi = _mm256_and_si256(up >= 0 ? _mm256_slli_epi16(hb, up) : _mm256_srli_epi16(hb, -up),
-                                          _mm256_set1_epi8(0x30));
-      scales = _mm512_cvtepi8_epi16(_mm256_sub_epi8(_mm256_or_si256(l, hi), _mm256_set1_epi8(32)));
+    [[maybe_unused]] __m256i s8;  // Q3_K: the scales less 32 as bytes, 2r + i for sub-block i
+    if constexpr (kQ3) {
+      s8 = q3k_scale_bytes(blk, s);
+      scales = _mm512_cvtepi8_epi16(s8);
     } else {
       const __m256i raw = ld256(1024 + 32 * s);
       scales = _mm512_cvtepu8_epi16(_mm256_and_si256(raw, lo4));
@@ -442,37 +512,51 @@ __attribute__((always_inline)) inline void q23k_block(const uint8_t* blk, const 
     }
     // Code vector v (0..7) of this 32-block.
     auto code = [&](int v) {
-      const __m512i q = _mm512_loadu_si512(blk + (kQ3 ? 512 : 0) + 64 * (8 * n + v));
-      const __m512i c = _mm512_and_si512(k ? _mm512_srli_epi16(q, 2 * k) : q, three);
-      if constexpr (kQ3) {  // bit 4n + k of the hmask bytes to bit 2
-        const __m512i hm = _mm512_loadu_si512(blk + 64 * v);
-        const int up = 2 - (4 * n + k);
-        const __m512i third = up >= 0 ? _mm512_slli_epi16(hm, up) : _mm512_srli_epi16(hm, -up);
-        return _mm512_ternarylogic_epi32(c, third, four, 0xF8);  // c | (third & 4)
+      if constexpr (kQ3) {
+        return q3k_code(blk + 192 * s, v);
       } else {
-        return c;
+        const __m512i q = _mm512_loadu_si512(blk + 64 * (8 * n + v));
+        return _mm512_and_si512(k ? _mm512_srli_epi16(q, 2 * k) : q, three);
       }
     };
     // Each token's I (Q3_K: with the code offset removed).
     __m512i is[T];
     if constexpr (kScaledCodes) {
-      // Q2_K's scaled codes: each code times its sub-block's scale (<= 3 * 15: a byte), made
-      // once per tile (two bit tests select sc and 2 sc), then one vpdpbusd per code vector and
-      // token sums I directly: the same exact integer, so the same bits, in 15 vector operations
-      // per token and 32-block instead of 24 (fewer than 3 tokens do not repay the selection).
-      // Byte 4r + j: sc(r, 2s + j / 2) (the int16 pair lane's scale in both its bytes).
-      const __m512i sc1 = _mm512_or_si512(scales, _mm512_slli_epi16(scales, 8));
-      const __m512i sc2 = _mm512_add_epi8(sc1, sc1);
-      const __m512i bit0 = _mm512_set1_epi8(static_cast<char>(1 << (2 * k)));
-      const __m512i bit1 = _mm512_set1_epi8(static_cast<char>(2 << (2 * k)));
+      // Scaled codes: each code times its sub-block's scale as a byte, made once per tile from
+      // bit tests and masked byte adds, then one vpdpbusd per code vector and token sums I
+      // directly: the same exact integer, so the same bits, with fewer operations per token
+      // (from 3 tokens on for Q2_K, 4 for Q3_K, they repay the selection).
+      // - Q2_K: code * sc <= 3 * 15: sc where bit 0 is set plus 2 sc where bit 1 is.
+      // - Q3_K: w = (code - 4) * (sc - 32) + 124, in [0, 252]: 124 - 4 S plus S, 2 S and 4 S by
+      //   the code's three bits (S = sc - 32; byte sums wrap, the result fits), and the sums
+      //   start at -124 * (S0 + S1) (the gathered (-4 S0, -4 S1) times 31 each).
+      // Byte 4r + j: the scale of row r's sub-block 2s + j / 2 (Q3_K: less 32).
+      [[maybe_unused]] Q3kScaled q3;
+      [[maybe_unused]] __m512i sc1, sc2;
+      if constexpr (kQ3 && !kWide) {
+        q3 = q3k_scaled(s8);
+      } else if constexpr (!kQ3) {
+        sc1 = _mm512_or_si512(scales, _mm512_slli_epi16(scales, 8));
+        sc2 = _mm512_add_epi8(sc1, sc1);
+      }
 #pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) is[t] = _mm512_setzero_si512();
+      for (int t = 0; t < T; ++t)
+        is[t] = kQ3 ? _mm512_madd_epi16(_mm512_set1_epi32(start[t]), _mm512_set1_epi16(31)) : _mm512_setzero_si512();
+      auto bit = [](int b) { return _mm512_set1_epi8(static_cast<char>(1 << b)); };
 #pragma GCC unroll 8
       for (int v = 0; v < 8; ++v) {
-        if (pf) prefetch_step<kQ2kPanelBlock, 64>(pf, 8 * s + v);
-        const __m512i q = _mm512_loadu_si512(blk + 64 * (8 * n + v));
-        __m512i w = _mm512_maskz_mov_epi8(_mm512_test_epi8_mask(q, bit0), sc1);
-        w = _mm512_mask_add_epi8(w, _mm512_test_epi8_mask(q, bit1), w, sc2);
+        __m512i w;
+        if constexpr (kWide) {
+          w = _mm512_loadu_si512(wide + 512 * s + 64 * v);
+        } else if constexpr (kQ3) {
+          if (pf) prefetch_step<kQ3kPanelBlock, 64>(pf, 8 * s + v);
+          w = q3k_scaled_code(blk + 192 * s, v, q3);
+        } else {
+          if (pf) prefetch_step<kQ2kPanelBlock, 64>(pf, 8 * s + v);
+          const __m512i q = _mm512_loadu_si512(blk + 64 * (8 * n + v));
+          w = _mm512_maskz_mov_epi8(_mm512_test_epi8_mask(q, bit(2 * k)), sc1);
+          w = _mm512_mask_add_epi8(w, _mm512_test_epi8_mask(q, bit(2 * k + 1)), w, sc2);
+        }
 #pragma GCC unroll 8
         for (int t = 0; t < T; ++t) {
           int32_t x;
@@ -518,7 +602,8 @@ __attribute__((always_inline)) inline void q23k_block(const uint8_t* blk, const 
 
 // Rows of one K-quant panel x T tokens (ns super-blocks): y[t * ys + r] for r < 16.
 template <int T, DType kType>
-void ktile(const uint8_t* panel, int64_t ns, const uint8_t* acts, float* y, int64_t ys, bool prefetch) {
+void ktile(const uint8_t* panel, int64_t ns, const uint8_t* acts, float* y, int64_t ys, bool prefetch,
+           const uint8_t* wide) {
   constexpr int64_t kSB = 8 * act_block_bytes(T);  // a super-block's gathered activations
   __m512 acc[T];
 #pragma GCC unroll 8
@@ -535,6 +620,12 @@ void ktile(const uint8_t* panel, int64_t ns, const uint8_t* acts, float* y, int6
         iq4xs_block<T>(blk, acts + b * kSB, acc, prefetch ? blk : nullptr);
       } else if constexpr (kType == DType::kQ4_K || kType == DType::kQ5_K) {
         q45k_block<T, kType == DType::kQ5_K>(blk, acts + b * kSB, acc, prefetch ? blk : nullptr);
+      } else if constexpr (kType == DType::kQ3_K && T >= kQ3ScaledCodesFrom) {
+        if (wide) {
+          q23k_block<T, true, true>(blk, acts + b * kSB, acc, nullptr, wide + kQ3kWideBlock * b);
+        } else {
+          q23k_block<T, true>(blk, acts + b * kSB, acc, prefetch ? blk : nullptr);
+        }
       } else {
         q23k_block<T, kType == DType::kQ3_K>(blk, acts + b * kSB, acc, prefetch ? blk : nullptr);
       }
@@ -550,10 +641,11 @@ void ktile(const uint8_t* panel, int64_t ns, const uint8_t* acts, float* y, int6
 }
 
 template <DType kType>
-void ktile_n(int n, const uint8_t* panel, int64_t ns, const uint8_t* acts, float* y, int64_t ys, bool prefetch) {
+void ktile_n(int n, const uint8_t* panel, int64_t ns, const uint8_t* acts, float* y, int64_t ys, bool prefetch,
+             const uint8_t* wide) {
   switch (n) {
 #define TRIAD_KPANEL_TILE(N) \
-  case N: ktile<N, kType>(panel, ns, acts, y, ys, prefetch); return;
+  case N: ktile<N, kType>(panel, ns, acts, y, ys, prefetch, wide); return;
     TRIAD_KPANEL_TILE(1) TRIAD_KPANEL_TILE(2) TRIAD_KPANEL_TILE(3) TRIAD_KPANEL_TILE(4)
     TRIAD_KPANEL_TILE(5) TRIAD_KPANEL_TILE(6) TRIAD_KPANEL_TILE(7) TRIAD_KPANEL_TILE(8)
 #undef TRIAD_KPANEL_TILE
@@ -600,11 +692,17 @@ void run(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
   if (r0 % kPanelRows != 0 || r1 % kPanelRows != 0) [[unlikely]]
     isa_fail("panel rows [%lld, %lld) are not whole panels", (long long)r0, (long long)r1);
   const int64_t nb = j.cols / 32;
-  // The nibble types widen panels of many token tiles into the wide format (the thread's kPanel
-  // scratch); Q8_0 tiles read codes where they lie, the K-quants' tiles decode theirs in registers.
-  constexpr bool kWidens = kType != DType::kQ8_0 && !is_kquant(kType);
-  uint8_t* const wide_panel =
-      kWidens ? kernel_scratch_bytes(ScratchSlot::kPanel, (nb + 1) / 2 * Format<kType, true>::kUnitBytes) : nullptr;
+  // The nibble types widen panels of many token tiles into the wide format, and Q3_K into its
+  // scaled codes (widen_q3k), in the thread's kPanel scratch; Q8_0 tiles read codes where they
+  // lie, the other K-quants' tiles decode theirs in registers.
+  constexpr bool kQ3 = kType == DType::kQ3_K;
+  constexpr bool kWidens = (kType != DType::kQ8_0 && !is_kquant(kType)) || kQ3;
+  uint8_t* wide_panel = nullptr;
+  if constexpr (kQ3) {
+    wide_panel = kernel_scratch_bytes(ScratchSlot::kPanel, nb / 8 * kQ3kWideBlock);
+  } else if constexpr (kWidens) {
+    wide_panel = kernel_scratch_bytes(ScratchSlot::kPanel, (nb + 1) / 2 * Format<kType, true>::kUnitBytes);
+  }
   // Token chunks whose gathered activations stay in L2 (~256 KiB) while every panel passes.
   const int64_t per_token = act_block_bytes(1) * nb;
   const int64_t chunk = std::max<int64_t>(kMaxT, (int64_t{256} << 10) / per_token / kMaxT * kMaxT);
@@ -620,8 +718,10 @@ void run(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
              : kType == DType::kQ2_K || kType == DType::kQ3_K ? Starts::kPairs16
                                                                : Starts::kBlock,
              gathered + (part(p) - tc) * per_token);
-    // Few token tiles widen codes in registers for each; more widen each panel once.
-    const bool widened = kWidens && parts > kInlineWidenTiles;
+    // Few token tiles widen codes in registers for each; more widen each panel once (Q3_K from
+    // two tiles: its scaled codes cost more than a nibble's widening; every tile of two or more
+    // has at least kQ3ScaledCodesFrom tokens).
+    const bool widened = kWidens && parts > (kQ3 ? 1 : kInlineWidenTiles);
     {  // the first passes prefetch kPrefetchAhead bytes ahead: start the stream
       const uint8_t* first = j.w + static_cast<uint64_t>(r0) * j.row_bytes;
       const int64_t len = std::min<int64_t>(kPrefetchAhead, (r1 - r0) * static_cast<int64_t>(j.row_bytes));
@@ -629,14 +729,17 @@ void run(const MatmulJob& j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
     }
     for (int64_t r = r0; r < r1; r += kPanelRows) {
       const uint8_t* panel = j.w + static_cast<uint64_t>(r) * j.row_bytes;
-      if constexpr (kWidens)
+      if constexpr (kQ3) {
+        if (widened) widen_q3k(panel, nb / 8, wide_panel);
+      } else if constexpr (kWidens) {
         if (widened) widen<kType>(panel, nb, wide_panel);
+      }
       for (int64_t p = 0; p < parts; ++p) {
         const int nt = static_cast<int>(part(p + 1) - part(p));
         const uint8_t* acts = gathered + (part(p) - tc) * per_token;
         float* y = j.y + part(p) * j.y_stride + r;
         if constexpr (is_kquant(kType)) {
-          ktile_n<kType>(nt, panel, nb / 8, acts, y, j.y_stride, p == 0);
+          ktile_n<kType>(nt, panel, nb / 8, acts, y, j.y_stride, !widened && p == 0, widened ? wide_panel : nullptr);
         } else if (widened) {
           tile_n<kType, true>(nt, wide_panel, nb, acts, y, j.y_stride, false);
         } else {

@@ -70,9 +70,13 @@
 //             nibble scale, high nibble minimum, as in GGUF);
 //     d at 1280, dmin at 1312: 16 fp16 each, row r's at r.
 //   Q3_K, block b at 1760 * b (16 x 110 bytes):
-//     hmask   512 bytes: vector v (0..7) at 64v, byte 4r + j = row r's hmask[p(v, j)];
-//     qs      at 512, 1024 bytes: vector v (0..15) at 512 + 64v, byte 4r + j = row r's
-//             qs[32 (v / 8) + p(v % 8, j)];
+//     codes   1536 bytes: 32-block s (0..7) in three vectors A, B, C at 192s, + 64, + 128 that
+//             hold its 8 code vectors' 3-bit codes c_v (byte 4r + j: row r's element 32s +
+//             p(v, j), c = its two qs bits | its hmask bit << 2): A = c0 | c1 << 3 | (c6 & 3)
+//             << 6, B = c2 | c3 << 3 | (c7 & 3) << 6, C = c4 | c5 << 3 | (c6 >> 2) << 6 |
+//             (c7 >> 2) << 7. Each code is one AND, a shift and an AND, or (c6, c7) two of
+//             those and an OR away, where GGUF's split of the low and high bits cost a shift,
+//             an AND, a shift and an OR per code vector (the same bytes);
 //     lows    at 1536, 128 bytes: byte 32s + 16h + 2q + i (s 0..3), bits 4(s' / 4) .. + 3 =
 //             the low 4 bits of row 8h + q's 6-bit scale of sub-block 2s' + i, s' = s and s + 4;
 //     highs   at 1664, 64 bytes: byte 32s + 16h + 2q + i (s 0..1), bits 2(s' / 2) .. + 1 = the

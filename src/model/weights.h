@@ -115,7 +115,7 @@ struct ModelWeights {
   // the tied output; get_rows reads it through row_from_lanes / row_from_panel), the routed
   // experts and latent attention's per-head matrices, of a type that has one; matrices of a
   // panel type its panel kernels serve best (kernels::matmul_prefers_panels: Q4_0 ... Q8_0,
-  // IQ4_NL, Q2_K, Q4_K, Q5_K, Q6_K, IQ4_XS) with whole panels of rows (not experts) go into
+  // IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS) with whole panels of rows (not experts) go into
   // 16-row panels instead (kernels/panel_layout.h). AVX2: only the matrices that its panel
   // kernels serve best (today every panel type, Q3_K included) go into panels; the rest keep
   // their GGUF blocks. Scalar: nothing. Same bytes: a matrix in the file's

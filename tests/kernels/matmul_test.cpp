@@ -454,11 +454,19 @@ TEST(MatmulTest, KQuantPanelLayoutRoundTripsAndMatchesItsSpecification) {
         EXPECT_EQ(pb[1312 + 2 * r], blk[82]);
         continue;
       }
-      if (t == DType::kQ3_K) {  // row 5, block 4: hmask[p(6, 1)], qs[32 + p(1, 2)], every scale, d
+      if (t == DType::kQ3_K) {  // row 5, block 4: every element's 3-bit code, every scale, d
         const uint8_t* blk = w.data() + r * rb + 4 * 110;
         const uint8_t* pb = p.data() + 4 * kQ3kPanelBlock;
-        EXPECT_EQ(pb[64 * 6 + 4 * r + 1], blk[13]);
-        EXPECT_EQ(pb[512 + 64 * 9 + 4 * r + 2], blk[32 + 32 + 16 + 2]);
+        for (int e = 0; e < 256; ++e) {
+          const int n = e / 128, k = e / 32 % 4, l = e % 32;
+          const int code = ((blk[32 + 32 * n + l] >> (2 * k)) & 3) | ((blk[l] >> (4 * n + k)) & 1) << 2;
+          // element 32s + p(v, j), p(v, j) = 16 (j / 2) + 2v + j % 2, is c_v at byte 4r + j
+          const int s = e / 32, v = l % 16 / 2, j = 2 * (l / 16) + l % 2;
+          const uint8_t a = pb[192 * s + 4 * r + j], b = pb[192 * s + 64 + 4 * r + j], c = pb[192 * s + 128 + 4 * r + j];
+          const int c_v[8] = {a & 7, a >> 3 & 7, b & 7, b >> 3 & 7, c & 7, c >> 3 & 7,
+                              (a >> 6) | (c >> 6 & 1) << 2, (b >> 6) | (c >> 7) << 2};
+          EXPECT_EQ(c_v[v], code) << "element " << e;
+        }
         uint8_t sc[16];
         get_scales_q3k(blk + 96, sc);
         for (int g = 0; g < 16; ++g) {  // sub-block g = 2s + i
