@@ -8,7 +8,12 @@ namespace triad::engine {
 
 void StepCost::record(int32_t rows, double seconds) {
   if (rows <= 0 || !(seconds >= 0) || !std::isfinite(seconds)) return;
-  const double x = rows, y = seconds;
+  const double x = rows;
+  // Noise only ever adds time (a thread descheduled, a page fault): a step slower than
+  // kMaxOverFit times the fit's prediction counts as that much. Unclipped, one hiccup at the
+  // widest step (least squares weighs it most) took a tiny model's share to the cap and priced
+  // every draft out (a flaky server test on a loaded VM).
+  const double y = fitted_ ? std::min(seconds, kMaxOverFit * (a_ + b_ * x)) : seconds;
   w_ = kDecay * w_ + 1;
   wx_ = kDecay * wx_ + x;
   wxx_ = kDecay * wxx_ + x * x;

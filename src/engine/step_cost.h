@@ -17,7 +17,9 @@
 // differently: long attention, a compute-bound regime), each step's weight decaying by kDecay per
 // step (about the last 50 steps). Rows must have varied (weighted variance >= kMinVariance: drafts
 // come and go, requests arrive and finish) for a new estimate; otherwise the last one stands, so
-// a batch that stops drafting keeps the price that stopped it. Until a first estimate exists
+// a batch that stops drafting keeps the price that stopped it. Once fitted, a step counts as at
+// most kMaxOverFit times its predicted time (noise only adds time; a load that lasts still moves
+// the fit, by up to that factor per step). Until a first estimate exists
 // row_share() is 0 (drafts are not cut). It is at most kMaxRowShare: every step streams the
 // weights once, so a fixed part of nothing is a fit's noise (e.g. a tiny model under a
 // sanitizer), and a source whose drafts are (nearly) always taken keeps drafting.
@@ -34,6 +36,7 @@ class StepCost {
   static constexpr double kMinVariance = 2.0;  // rows^2
   static constexpr int64_t kMinSteps = 8;
   static constexpr double kMaxRowShare = 0.9;
+  static constexpr double kMaxOverFit = 1.25;
 
   // One decode step of `rows` rows took `seconds`.
   void record(int32_t rows, double seconds);

@@ -499,6 +499,12 @@ TEST(StepCostTest, FitsFixedAndPerRowCostsOnceRowsVary) {
   // A batch that stops varying (it stopped drafting) keeps the estimate that stopped it.
   for (int i = 0; i < 400; ++i) c.record(16, 0.052);
   EXPECT_NEAR(32.0 / 52.0, c.row_share(16), 1e-6);
+  // A hiccup (a 40-row step 20x its time: a thread descheduled) counts as 1.25 times its
+  // prediction, so the share barely moves; unclipped, this one step took it to the 0.9 cap.
+  StepCost h;
+  for (int i = 0; i < 60; ++i) h.record(rows[i % 10], 0.020 + 0.002 * rows[i % 10]);
+  h.record(40, 20 * (0.020 + 0.002 * 40));
+  EXPECT_NEAR(2.0 / 22.0, h.row_share(1), 0.03);
   // Steps that cost nothing per row: no row share; bad samples are ignored.
   StepCost flat;
   for (int i = 0; i < 60; ++i) flat.record(rows[i % 10], 0.03);
