@@ -451,13 +451,11 @@ __attribute__((always_inline)) inline Q3kScaled q3k_scaled(__m256i s8) {
   return q;
 }
 // Code vector v's scaled codes (code - 4) * S + 124 from the 32-block's vectors A, B, C at abc:
-// base plus S, 2 S and 4 S where the code's three bits are set (bits 0 and 1 at lo of vector
-// lv, bit 2 at hi of vector hv: panel_layout.h).
+// base plus S, 2 S and 4 S where the code's three bits are set (panel_layout.h: kQ3kLowBit ...).
 __attribute__((always_inline)) inline __m512i q3k_scaled_code(const uint8_t* abc, int v, const Q3kScaled& q) {
   auto bit = [](int b) { return _mm512_set1_epi8(static_cast<char>(1 << b)); };
-  const int lv = v < 6 ? v / 2 : v - 6, lo = v < 6 ? 3 * (v % 2) : 6;
-  const int hv = v < 6 ? v / 2 : 2, hi = v < 6 ? lo + 2 : v;
-  const __m512i x = _mm512_loadu_si512(abc + 64 * lv), y = _mm512_loadu_si512(abc + 64 * hv);
+  const int lo = kQ3kLowBit[v], hi = kQ3kHighBit[v];
+  const __m512i x = _mm512_loadu_si512(abc + 64 * kQ3kLowVector[v]), y = _mm512_loadu_si512(abc + 64 * kQ3kHighVector[v]);
   __m512i w = _mm512_mask_add_epi8(q.base, _mm512_test_epi8_mask(x, bit(lo)), q.base, q.sc1);
   w = _mm512_mask_add_epi8(w, _mm512_test_epi8_mask(x, bit(lo + 1)), w, q.sc2);
   return _mm512_mask_add_epi8(w, _mm512_test_epi8_mask(y, bit(hi)), w, q.sc4);

@@ -242,18 +242,16 @@ void move_q3k(int64_t b, int r, uint8_t* blk, uint8_t* panel, bool to_panel) {
   uint8_t* at = panel + kQ3kPanelBlock * b;
   // Code vector v of 32-block s = 4n + k, byte 4r + j: element 32s + l, l = p(v, j), whose two
   // low bits are bits 2k, 2k + 1 of qs[32n + l] and whose third is bit 4n + k of hmask[l].
-  // Where its three bits go in the 32-block's vectors A, B, C (byte 4r + j of each): the low
-  // pair at bit lo of vector lv, the third bit at bit hi of vector hv.
-  static constexpr int kLv[8] = {0, 0, 1, 1, 2, 2, 0, 1}, kLo[8] = {0, 3, 0, 3, 0, 3, 6, 6};
-  static constexpr int kHv[8] = {0, 0, 1, 1, 2, 2, 2, 2}, kHi[8] = {2, 5, 2, 5, 2, 5, 6, 7};
+  // Its three bits go to byte 4r + j of the 32-block's vectors kQ3kLowVector[v] and
+  // kQ3kHighVector[v].
   for (int s = 0; s < 8; ++s) {
     const int n = s / 4, k = s % 4;
     for (int v = 0; v < 8; ++v)
       for (int j = 0; j < 4; ++j) {
         const int l = 16 * (j / 2) + 2 * v + j % 2;
         uint8_t* abc = at + 192 * s + 4 * r + j;
-        move_bits(blk[32 + 32 * n + l], 2 * k, abc[64 * kLv[v]], kLo[v], 2, to_panel);
-        move_bits(blk[l], 4 * n + k, abc[64 * kHv[v]], kHi[v], 1, to_panel);
+        move_bits(blk[32 + 32 * n + l], 2 * k, abc[64 * kQ3kLowVector[v]], kQ3kLowBit[v], 2, to_panel);
+        move_bits(blk[l], 4 * n + k, abc[64 * kQ3kHighVector[v]], kQ3kHighBit[v], 1, to_panel);
       }
   }
   move_word<uint16_t>(blk + 108, at + 1728 + 2 * r, to_panel);  // d

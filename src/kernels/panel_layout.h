@@ -99,6 +99,11 @@ inline constexpr int64_t kIq4xsPanelBlock = 2176;  // an IQ4_XS super-block of a
 inline constexpr int64_t kQ6kPanelBlock = 3360;  // a Q6_K super-block of a panel (16 x 210 bytes)
 inline constexpr int64_t kQ2kPanelBlock = 1344;  // a Q2_K super-block of a panel (16 x 84 bytes)
 inline constexpr int64_t kQ3kPanelBlock = 1760;  // a Q3_K super-block of a panel (16 x 110 bytes)
+// Where Q3_K's code c_v (v = 0..7) lies in its 32-block's vectors A, B, C (0, 1, 2; above): its
+// two low bits from bit kQ3kLowBit[v] of vector kQ3kLowVector[v], its third at bit
+// kQ3kHighBit[v] of vector kQ3kHighVector[v].
+inline constexpr int kQ3kLowVector[8] = {0, 0, 1, 1, 2, 2, 0, 1}, kQ3kLowBit[8] = {0, 3, 0, 3, 0, 3, 6, 6};
+inline constexpr int kQ3kHighVector[8] = {0, 0, 1, 1, 2, 2, 2, 2}, kQ3kHighBit[8] = {2, 5, 2, 5, 2, 5, 6, 7};
 
 // Whether `t` has a panel layout.
 bool panel_layout_supported(DType t);
